@@ -1,0 +1,47 @@
+// Package election elects one leader among several processes through a key in
+// a NATS JetStream Key-Value bucket with a TTL.
+//
+// A candidate campaigns with a KV Create on the key; the one that succeeds
+// holds the key and renews it with a revision-checked Update once per
+// campaign interval (default 75% of the TTL). If the holder stops renewing,
+// the key expires and the next Create succeeds.
+//
+// # Guarantees
+//
+// At most one node is announced leader (IsLeader true, its OnWon context not
+// cancelled) at any instant, provided that:
+//
+//   - the bucket's compare-and-set is linearizable and keeps acknowledged
+//     writes (run servers with sync_interval: always; see the README);
+//   - the monotonic clocks of the candidates and the servers' wall clocks run
+//     at rates within (TTL−interval)/(2·TTL) of each other (12.5% at the
+//     default interval).
+//
+// Two rules give this. A leader stands down by itself once
+// interval + (TTL−interval)/2 has passed since it sent its last successful
+// write, measured on its monotonic clock, even if it is cut off from the
+// server or paused: IsLeader turns false at that moment and the leadership
+// context is cancelled. And a winner announces leadership only one full TTL
+// after its Create was acknowledged, by when any earlier leader has stood
+// down, even if its key was deleted, purged or overwritten early.
+//
+// # Non-guarantees
+//
+// Leadership is not mutual exclusion for side effects: a process paused
+// between checking IsLeader and acting can act after a successor was
+// announced. Pass the fencing token (Token) to any resource you change and
+// have it refuse tokens lower than the highest it has seen. Tokens grow only
+// as long as JetStream keeps acknowledged writes.
+//
+// The monotonic clock does not advance while the machine is suspended; a
+// leader resumed from system suspend may believe it leads until its next
+// renewal fails.
+//
+// # Timing
+//
+// With TTL T and campaign interval I, a crashed leader's key expires between
+// T−I and T after its last renewal (plus up to ~0.35 s of server expiry lag on
+// file storage), a candidate notices within I (or its backoff), and the winner
+// announces T later. A leader that stops gracefully deletes its key, so the
+// next candidate wins within I and announces T later.
+package election

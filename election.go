@@ -1,0 +1,187 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Election campaigns for one key of a KV bucket on behalf of one candidate.
+// Make one with NewElection and run it with Start; all methods are safe for
+// concurrent use.
+type Election struct {
+	name   string
+	key    string
+	kv     jetstream.KeyValue
+	opts   options
+	timing timing
+	log    *slog.Logger
+
+	mu         sync.Mutex
+	state      State
+	validUntil time.Time // a leader's validity deadline, on the monotonic clock
+	token      uint64    // the revision of the Create that began this node's tenure
+	started    bool
+	stopped    bool
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when Start returns
+}
+
+// statusTimeout bounds NewElection's read of the bucket status.
+const statusTimeout = 5 * time.Second
+
+// validKey is what nats.go accepts as a KV key; it also excludes wildcards.
+var validKey = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
+
+// NewElection prepares an election for key in the bucket kv, with name
+// identifying this candidate (it is the value written to the key). It reads
+// the bucket's TTL from the server and checks it, and the options, against the
+// hard limits in limits.go.
+func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Election, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: the name must not be empty", ErrInvalidName)
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if kv == nil {
+		return nil, fmt.Errorf("%w: pass a jetstream.KeyValue bound to the election bucket", ErrNilBucket)
+	}
+
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrBucketStatus, kv.Bucket(), err)
+	}
+	ttl := status.TTL()
+	if ttl == 0 {
+		return nil, fmt.Errorf("%w: bucket %q keeps keys forever; create it with a TTL between %v and %v (nats kv add --ttl 30s %s)",
+			ErrBucketNoTTL, kv.Bucket(), MinTTL, MaxTTL, kv.Bucket())
+	}
+	interval := o.interval
+	if interval == 0 {
+		interval = ttl * 3 / 4
+	}
+	if err := checkLimits(ttl, interval, o.unsafeShorter); err != nil {
+		return nil, err
+	}
+
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Election{
+		name:   name,
+		key:    key,
+		kv:     kv,
+		opts:   o,
+		timing: newTiming(ttl, interval),
+		log:    logger.With("bucket", kv.Bucket(), "key", key, "name", name),
+		done:   make(chan struct{}),
+	}, nil
+}
+
+func checkKey(key string) error {
+	const allowed = "letters, digits and - / _ = . (not at the start or end, not twice in a row)"
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: the key must not be empty; allowed: %s", ErrInvalidKey, allowed)
+	case !validKey.MatchString(key) || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, ".."):
+		return fmt.Errorf("%w %q: allowed: %s", ErrInvalidKey, key, allowed)
+	}
+	return nil
+}
+
+// Start campaigns until ctx is done or Stop is called, and returns nil then.
+// A leader that stops releases the key so that another candidate can take
+// over at once. Start returns ErrAlreadyStarted if the election is running
+// and ErrStopped if it was stopped; an Election runs once.
+func (e *Election) Start(ctx context.Context) error {
+	e.mu.Lock()
+	switch {
+	case e.stopped:
+		e.mu.Unlock()
+		return ErrStopped
+	case e.started:
+		e.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	e.started = true
+	ctx, e.cancel = context.WithCancel(ctx)
+	e.state = CandidateState
+	e.mu.Unlock()
+
+	defer close(e.done)
+	defer e.cancel()
+
+	callbacks := newCallbackQueue()
+	defer callbacks.closeAndWait()
+	c := &campaigner{Election: e, callbacks: callbacks}
+	c.run(ctx)
+
+	e.mu.Lock()
+	e.state = UnknownState
+	e.stopped = true
+	e.mu.Unlock()
+	return nil
+}
+
+// Stop ends the election: a leader stands down, releases the key and runs
+// OnLost. Stop waits until Start has returned and every callback has run, so
+// it must not be called from a callback (cancel Start's context there
+// instead). It is safe to call more than once, and before Start.
+func (e *Election) Stop() {
+	e.mu.Lock()
+	e.stopped = true
+	started, cancel := e.started, e.cancel
+	e.mu.Unlock()
+	if !started {
+		return
+	}
+	cancel()
+	<-e.done
+}
+
+// IsLeader reports whether this node leads: it announced leadership and its
+// validity deadline has not passed. It turns false the moment that deadline
+// passes, even if the process was paused through it.
+func (e *Election) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state == LeaderState && time.Now().Before(e.validUntil)
+}
+
+// State returns where the election stands on this node.
+func (e *Election) State() State {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.state == LeaderState && !time.Now().Before(e.validUntil) {
+		return CandidateState
+	}
+	return e.state
+}
+
+// Token returns the fencing token of this node's leadership: the KV revision
+// of the Create that won it. Tokens of successive leaders only grow, so a
+// resource that remembers the highest token it has seen can refuse a stale
+// leader. Token returns 0 when this node does not lead.
+func (e *Election) Token() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.state != LeaderState || !time.Now().Before(e.validUntil) {
+		return 0
+	}
+	return e.token
+}

@@ -1,0 +1,144 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestNewElectionRejectsBadInput(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	ttl10s := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "TTL10S", TTL: 10 * time.Second})
+	ttl1s := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "TTL1S", TTL: time.Second})
+	ttl2h := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "TTL2H", TTL: 2 * time.Hour})
+	noTTL := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "NOTTL"})
+
+	tests := []struct {
+		name   string
+		member string
+		key    string
+		kv     jetstream.KeyValue
+		opts   []election.Option
+		want   error
+		says   string // a fragment the message must carry
+	}{
+		{"empty name", "", "k", ttl10s, nil, election.ErrInvalidName, "must not be empty"},
+		{"empty key", "m", "", ttl10s, nil, election.ErrInvalidKey, "must not be empty"},
+		{"space in key", "m", "a b", ttl10s, nil, election.ErrInvalidKey, `"a b"`},
+		{"wildcard key", "m", "a.*", ttl10s, nil, election.ErrInvalidKey, "letters, digits"},
+		{"leading dot", "m", ".a", ttl10s, nil, election.ErrInvalidKey, `".a"`},
+		{"double dot", "m", "a..b", ttl10s, nil, election.ErrInvalidKey, `"a..b"`},
+		{"nil bucket", "m", "k", nil, nil, election.ErrNilBucket, "jetstream.KeyValue"},
+		{"bucket without TTL", "m", "k", noTTL, nil, election.ErrBucketNoTTL, `"NOTTL"`},
+		{"TTL below minimum", "m", "k", ttl1s, nil, election.ErrInvalidTTL, "bucket TTL 1s, allowed 2s to 1h0m0s"},
+		{"TTL above maximum", "m", "k", ttl2h, nil, election.ErrInvalidTTL, "bucket TTL 2h0m0s, allowed 2s to 1h0m0s"},
+		{"interval below minimum", "m", "k", ttl10s,
+			[]election.Option{election.WithCampaignInterval(500 * time.Millisecond)},
+			election.ErrInvalidCampaignInterval, "campaign interval 500ms is below the minimum 1s"},
+		{"interval too close to TTL", "m", "k", ttl10s,
+			[]election.Option{election.WithCampaignInterval(9800 * time.Millisecond)},
+			election.ErrInvalidCampaignInterval, "campaign interval 9.8s must be at most bucket TTL 10s − 500ms"},
+		{"unsafe option still bounds the gap", "m", "k", ttl1s,
+			[]election.Option{election.WithUnsafeShortTTL(), election.WithCampaignInterval(time.Second)},
+			election.ErrInvalidCampaignInterval, "at most bucket TTL 1s − 10ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := election.NewElection(tt.member, tt.key, tt.kv, tt.opts...)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("NewElection: got (%v, %v), want error %v", e, err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.says) {
+				t.Errorf("error %q does not say %q", err, tt.says)
+			}
+		})
+	}
+
+	t.Run("unsafe option allows a short TTL", func(t *testing.T) {
+		if _, err := election.NewElection("m", "k", ttl1s, election.WithUnsafeShortTTL()); err != nil {
+			t.Fatalf("NewElection with WithUnsafeShortTTL on a 1s bucket: %v", err)
+		}
+	})
+}
+
+func TestNewElectionReportsMissingBucketAndDeadServer(t *testing.T) {
+	s := testenv.Server(t)
+	nc, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "GONE", TTL: 10 * time.Second})
+	if err := js.DeleteKeyValue(context.Background(), "GONE"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := election.NewElection("m", "k", kv)
+	if !errors.Is(err, election.ErrBucketStatus) || !strings.Contains(err.Error(), `"GONE"`) {
+		t.Fatalf("deleted bucket: got %v, want ErrBucketStatus naming the bucket", err)
+	}
+
+	nc.Close()
+	_, err = election.NewElection("m", "k", kv)
+	if !errors.Is(err, election.ErrBucketStatus) {
+		t.Fatalf("closed connection: got %v, want ErrBucketStatus", err)
+	}
+}
+
+func TestStartOnceAndStopIdempotent(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ONCE", TTL: 10 * time.Second})
+
+	stoppedEarly, err := election.NewElection("m", "k", kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stoppedEarly.Stop()
+	if err := stoppedEarly.Start(context.Background()); !errors.Is(err, election.ErrStopped) {
+		t.Fatalf("Start after Stop: got %v, want ErrStopped", err)
+	}
+
+	campaigned := make(chan struct{}, 1)
+	e, err := election.NewElection("m", "k", kv, election.WithoutSplay(), election.OnCampaign(func(election.State) {
+		select {
+		case campaigned <- struct{}{}:
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.State(); got != election.UnknownState {
+		t.Errorf("State before Start = %v, want unknown", got)
+	}
+	started := make(chan error, 1)
+	go func() { started <- e.Start(context.Background()) }()
+	<-campaigned
+	if err := e.Start(context.Background()); !errors.Is(err, election.ErrAlreadyStarted) {
+		t.Errorf("second Start: got %v, want ErrAlreadyStarted", err)
+	}
+	e.Stop()
+	e.Stop()
+	if err := <-started; err != nil {
+		t.Errorf("Start returned %v after Stop, want nil", err)
+	}
+	if got := e.State(); got != election.UnknownState {
+		t.Errorf("State after Stop = %v, want unknown", got)
+	}
+}
+
+func TestStateString(t *testing.T) {
+	for s, want := range map[election.State]string{
+		election.UnknownState:   "unknown",
+		election.CandidateState: "candidate",
+		election.LeaderState:    "leader",
+		election.State(42):      "unknown",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("State(%d).String() = %q, want %q", s, got, want)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package election
+
+import (
+	"errors"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Errors returned by NewElection for bad input. Each is wrapped with the value
+// given and what is allowed, so match them with errors.Is.
+var (
+	// ErrInvalidName means the candidate name is empty.
+	ErrInvalidName = errors.New("election: invalid name")
+	// ErrInvalidKey means the election key is empty or has characters a KV key
+	// may not have.
+	ErrInvalidKey = errors.New("election: invalid key")
+	// ErrNilBucket means no KV bucket was given.
+	ErrNilBucket = errors.New("election: nil bucket")
+	// ErrBucketNoTTL means the bucket has no TTL, so a crashed leader's key
+	// would never expire.
+	ErrBucketNoTTL = errors.New("election: bucket has no TTL")
+	// ErrBucketStatus means the bucket's status could not be read: the bucket
+	// is missing or the server is unreachable. The cause is wrapped.
+	ErrBucketStatus = errors.New("election: cannot read bucket status")
+	// ErrInvalidTTL means the bucket TTL is outside [MinTTL, MaxTTL].
+	ErrInvalidTTL = errors.New("election: bucket TTL out of range")
+	// ErrInvalidCampaignInterval means the campaign interval is below
+	// MinCampaignInterval or closer to the TTL than MinRenewWindow.
+	ErrInvalidCampaignInterval = errors.New("election: campaign interval out of range")
+)
+
+// Errors returned by Start.
+var (
+	// ErrAlreadyStarted is returned by Start when the election is running.
+	ErrAlreadyStarted = errors.New("election: already started")
+	// ErrStopped is returned by Start after Stop, and is the cause passed to
+	// OnLost when a leader stands down because it was stopped.
+	ErrStopped = errors.New("election: stopped")
+)
+
+// Outcomes of KV operations and causes of lost leadership, as passed to OnLost
+// and written to the log. Any other error is an infrastructure failure
+// (timeout, no responders, closed connection): it is retried and never taken
+// for a lost race.
+var (
+	// ErrKeyHeld means a campaign lost: another candidate holds the key.
+	ErrKeyHeld = errors.New("election: key held by another candidate")
+	// ErrRevisionGone means the leader's revision of the key is no longer the
+	// latest: the key was deleted, purged, overwritten or expired.
+	ErrRevisionGone = errors.New("election: leadership revision gone")
+	// ErrRenewDeadline means the leader could not renew before its validity
+	// deadline and stood down by itself. The last renewal error is wrapped.
+	ErrRenewDeadline = errors.New("election: renewal deadline passed")
+)
+
+// isCASConflict reports whether err says a compare-and-set lost to another
+// writer. The server reports that as code 10071 on a single replica and as
+// 10164 on replicated streams; jetstream wraps most, but not all, of these in
+// ErrKeyExists or ErrKeyRevisionMismatch (Create over a delete marker on R3
+// returns a bare 10164), so the codes are checked too.
+func isCASConflict(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}

@@ -1,0 +1,85 @@
+// Package testenv gives tests real embedded nats-servers, connections and
+// election buckets, cleaned up when the test ends.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/embedded"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+)
+
+// Server starts a single JetStream server for the test.
+func Server(t testing.TB) *server.Server {
+	t.Helper()
+	s, err := embedded.Server(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { embedded.Shutdown(s) })
+	return s
+}
+
+// Cluster starts a 3-node JetStream cluster for the test.
+func Cluster(t testing.TB) []*server.Server {
+	t.Helper()
+	nodes, err := embedded.Cluster("kvelect", []string{t.TempDir(), t.TempDir(), t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { embedded.Shutdown(nodes...) })
+	return nodes
+}
+
+// Connect opens a connection to url that keeps reconnecting quickly, and
+// returns it with its JetStream context.
+func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// Bucket creates (or binds to) an election bucket.
+func Bucket(t testing.TB, js jetstream.JetStream, cfg jetstream.KeyValueConfig) jetstream.KeyValue {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		kv, err := js.CreateKeyValue(ctx, cfg)
+		if err == nil {
+			return kv
+		}
+		// A fresh cluster can refuse the first stream for a moment.
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+			t.Fatalf("creating bucket %s: %v", cfg.Bucket, err)
+		}
+	}
+}
+
+// VerifyNoLeaks runs the tests of a package, then fails it if any goroutine
+// is left over. Use it from TestMain.
+func VerifyNoLeaks(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goroutines leaked: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,68 @@
+package election
+
+import (
+	"fmt"
+	"time"
+)
+
+// Hard limits on an election's timing, checked by NewElection.
+//
+// They bound liveness, not safety: safety comes from the announce delay and
+// the leader's validity deadline (see the package documentation), which scale
+// with the TTL. The figures they rest on were measured on nats-server 2.15.2
+// (see README, "Limits"):
+//
+//   - A file-storage bucket expires a key 250–330 ms after its TTL (the server
+//     checks ages on a 250 ms timer against a clock cached every 100 ms); memory
+//     storage within about 10 ms. Expiry was never early.
+//   - A revision-checked Update takes well under 1 ms on loopback and a few ms
+//     on an R3 bucket (BenchmarkRenew).
+//
+// At MinTTL with the default interval, a leader has 250 ms to retry a failed
+// renewal and keeps a further 250 ms margin against clock-rate differences
+// and scheduling delay: each well above a renewal round trip. etcd's smallest
+// lease is also 2 s.
+const (
+	// MinTTL is the smallest bucket TTL an election accepts.
+	MinTTL = 2 * time.Second
+	// MaxTTL is the largest bucket TTL an election accepts. A crashed leader
+	// holds the key for up to one TTL and a new leader announces one TTL after
+	// winning, so beyond an hour an election is no longer a failover mechanism.
+	MaxTTL = time.Hour
+	// MinCampaignInterval is the shortest campaign interval: a leader writes
+	// once per interval, and candidates without a backoff try once per
+	// interval.
+	MinCampaignInterval = time.Second
+	// MinIntervalGap is the smallest gap between the campaign interval and the
+	// TTL. Half of the gap is the leader's window to retry a failed renewal,
+	// the other half its safety margin before the key can expire.
+	MinIntervalGap = 500 * time.Millisecond
+)
+
+// Floors that apply instead of the limits above with WithUnsafeShortTTL:
+// the smallest bucket TTL nats-server accepts, and durations small enough for
+// tests and the chaos harness.
+const (
+	unsafeMinTTL              = 100 * time.Millisecond
+	unsafeMinCampaignInterval = 10 * time.Millisecond
+	unsafeMinIntervalGap      = 10 * time.Millisecond
+)
+
+// checkLimits returns an error naming the limit broken and the value given.
+func checkLimits(ttl, interval time.Duration, unsafeShort bool) error {
+	minTTL, minInterval, minGap := MinTTL, MinCampaignInterval, MinIntervalGap
+	if unsafeShort {
+		minTTL, minInterval, minGap = unsafeMinTTL, unsafeMinCampaignInterval, unsafeMinIntervalGap
+	}
+	if ttl < minTTL || ttl > MaxTTL {
+		return fmt.Errorf("%w: bucket TTL %v, allowed %v to %v", ErrInvalidTTL, ttl, minTTL, MaxTTL)
+	}
+	if interval < minInterval {
+		return fmt.Errorf("%w: campaign interval %v is below the minimum %v", ErrInvalidCampaignInterval, interval, minInterval)
+	}
+	if ttl-interval < minGap {
+		return fmt.Errorf("%w: campaign interval %v must be at most bucket TTL %v − %v",
+			ErrInvalidCampaignInterval, interval, ttl, minGap)
+	}
+	return nil
+}

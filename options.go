@@ -1,0 +1,108 @@
+package election
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Option configures an Election; pass options to NewElection.
+type Option func(o *options)
+
+type options struct {
+	onWon         func(ctx context.Context)
+	onLost        func(cause error)
+	onCampaign    func(s State)
+	backoff       Backoff
+	noSplay       bool
+	logger        *slog.Logger
+	interval      time.Duration
+	unsafeShorter bool
+}
+
+// WonCallback is a callback OnWon accepts: the seed library's func(), or
+// func(ctx) whose context is cancelled the moment leadership ends.
+type WonCallback interface {
+	func() | func(ctx context.Context)
+}
+
+// OnWon sets a callback run when this node becomes leader. Its context is
+// cancelled the moment leadership ends, for any reason; the callback may block
+// until then and do the leader's work itself.
+//
+// Callbacks run one at a time, in order, on a goroutine of the election's own,
+// never while it holds a lock: a callback may call IsLeader, State or Token.
+// OnLost runs only after OnWon has returned.
+func OnWon[F WonCallback](cb F) Option {
+	return func(o *options) {
+		switch f := any(cb).(type) {
+		case func():
+			o.onWon = func(context.Context) { f() }
+		case func(context.Context):
+			o.onWon = f
+		}
+	}
+}
+
+// LostCallback is a callback OnLost accepts: the seed library's func(), or
+// func(cause) with the reason leadership ended: an error matching
+// ErrRevisionGone, ErrRenewDeadline or ErrStopped.
+type LostCallback interface {
+	func() | func(cause error)
+}
+
+// OnLost sets a callback run when this node stops leading, whatever the
+// reason, including Stop. It runs only if OnWon ran before it, and after
+// IsLeader has turned false.
+func OnLost[F LostCallback](cb F) Option {
+	return func(o *options) {
+		switch f := any(cb).(type) {
+		case func():
+			o.onLost = func(error) { f() }
+		case func(error):
+			o.onLost = f
+		}
+	}
+}
+
+// OnCampaign sets a callback run before every campaign of a candidate and
+// every renewal of a leader, with the node's state. It runs on the campaign
+// goroutine and must return quickly.
+func OnCampaign(cb func(s State)) Option {
+	return func(o *options) { o.onCampaign = cb }
+}
+
+// WithBackoff makes candidates wait bo.Duration(n) after their n-th
+// consecutive lost campaign instead of one campaign interval.
+func WithBackoff(bo Backoff) Option {
+	return func(o *options) { o.backoff = bo }
+}
+
+// WithoutSplay disables the random delay, up to 5 s or one campaign interval,
+// before the first campaign. The splay spreads out replicas that start
+// together.
+func WithoutSplay() Option {
+	return func(o *options) { o.noSplay = true }
+}
+
+// WithLogger sets the logger; the default discards. Records carry the
+// attributes bucket, key and name, and revision where one applies.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
+
+// WithCampaignInterval sets how often a leader renews and, without a backoff,
+// how often a candidate campaigns. The default is 75% of the bucket TTL. It
+// must be at least MinCampaignInterval and at most TTL − MinIntervalGap.
+func WithCampaignInterval(d time.Duration) Option {
+	return func(o *options) { o.interval = d }
+}
+
+// WithUnsafeShortTTL lowers the hard limits to nats-server's own floors
+// (a TTL of 100 ms, an interval and gap of 10 ms), for tests and fault
+// injection that need short TTLs. Elections stay free of overlap by
+// construction, but a leader on a loaded machine or a slow link will lose
+// leadership often. Do not use it in production.
+func WithUnsafeShortTTL() Option {
+	return func(o *options) { o.unsafeShorter = true }
+}

@@ -1,0 +1,48 @@
+package election
+
+import "time"
+
+// timing holds the durations an election derives from its bucket TTL and
+// campaign interval.
+//
+// The safety argument, with T the TTL and I the interval:
+//
+//   - A leader counts its validity from the moment it sent its last successful
+//     write (Create or renewal), on its monotonic clock, and stands down
+//     validity = I + (T−I)/2 after it, even if it cannot reach the server.
+//   - The server wrote that revision no earlier than it was sent and never
+//     expires it before T has passed, so on normal expiry the old leader has
+//     stood down (T−I)/2 before any new Create can succeed.
+//   - The key can also vanish early (deleted, purged, overwritten, a server
+//     clock step). A winner therefore announces only announceDelay = T after
+//     its Create was acknowledged: later than any earlier leader's validity,
+//     however early the key vanished. The margin T − validity covers clock
+//     rate differences and scheduling delay.
+type timing struct {
+	ttl           time.Duration // bucket TTL
+	interval      time.Duration // leader renewal period; candidate retry period without backoff
+	validity      time.Duration // leader stands down this long after sending its last good write
+	announceDelay time.Duration // winner announces this long after its Create was acknowledged
+	renewRetry    time.Duration // wait between retries of a failed renewal
+	opTimeout     time.Duration // timeout of one KV call
+	maxSplay      time.Duration // upper bound of the random start delay
+}
+
+// maxOpTimeout caps a single KV call, as jetstream's own default does.
+const maxOpTimeout = 5 * time.Second
+
+// maxSplay caps the random start delay, as in the seed library.
+const maxSplay = 5 * time.Second
+
+func newTiming(ttl, interval time.Duration) timing {
+	validity := interval + (ttl-interval)/2
+	return timing{
+		ttl:           ttl,
+		interval:      interval,
+		validity:      validity,
+		announceDelay: ttl,
+		renewRetry:    (validity - interval) / 4,
+		opTimeout:     min(interval, maxOpTimeout),
+		maxSplay:      min(interval, maxSplay),
+	}
+}
