@@ -98,7 +98,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 	defer timer.Stop()
 	for {
 		next := renewAt
-		if t.lead == nil && t.announceAt.Before(next) && time.Now().Before(t.announceAt) {
+		if t.lead == nil && t.announceAt.Before(next) {
 			next = t.announceAt
 		}
 		timer.Reset(time.Until(next))
