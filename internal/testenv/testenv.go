@@ -71,10 +71,13 @@ func Bucket(t testing.TB, js jetstream.JetStream, cfg jetstream.KeyValueConfig) 
 	}
 }
 
-// VerifyNoLeaks runs the tests of a package, then fails it if any goroutine
-// is left over. Use it from TestMain.
-func VerifyNoLeaks(m *testing.M) {
+// VerifyNoLeaks runs the tests of a package, then the cleanups, then fails
+// the run if any goroutine is left over. Use it from TestMain.
+func VerifyNoLeaks(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goroutines leaked: " + err.Error() + "\n")

@@ -1,0 +1,52 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func ExampleNewElection() {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Once per cluster: nats kv add --ttl 10s ELECTIONS
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	var e *election.Election
+	e, err = election.NewElection("replica-1", "scheduler", kv,
+		election.WithoutSplay(),
+		election.OnWon(func(leading context.Context) {
+			fmt.Println("leading with fencing token", e.Token())
+			// Do the singleton work here until leading is done; this example
+			// stops at once instead.
+			cancel()
+		}),
+		election.OnLost(func(cause error) { fmt.Println("stood down:", cause) }),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := e.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// leading with fencing token 1
+	// stood down: election: stopped
+}
