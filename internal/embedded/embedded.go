@@ -32,7 +32,7 @@ func Server(dir string) (*server.Server, error) {
 // loopback routes, and returns once they have elected a meta leader and every
 // node is current.
 func Cluster(name string, dirs []string) ([]*server.Server, error) {
-	ports, err := freePorts(len(dirs))
+	ports, err := FreePorts(len(dirs))
 	if err != nil {
 		return nil, err
 	}
@@ -123,9 +123,10 @@ func clusterReady(nodes []*server.Server) bool {
 	return leader
 }
 
-// freePorts reserves n loopback ports and releases them for the caller; route
-// ports must be known before any node starts.
-func freePorts(n int) ([]int, error) {
+// FreePorts finds n free loopback ports and releases them for the caller, for
+// servers whose ports must be known before they start (cluster routes,
+// restarts on the same port).
+func FreePorts(n int) ([]int, error) {
 	var listeners []net.Listener
 	defer func() {
 		for _, l := range listeners {

@@ -5,23 +5,30 @@ package faultproxy
 import (
 	"net"
 	"sync"
+	"time"
 )
 
-// Proxy forwards every connection it accepts to a target address. While
-// blackholed it stops forwarding in both directions without closing anything:
-// the peers see a silent connection, as with a lost route, and get the held-up
-// bytes once healed, as TCP retransmission would deliver them.
+// Proxy forwards every connection it accepts to a target address. Its faults
+// hold bytes rather than drop them: a blackholed peer sees a silent
+// connection, as with a lost route, and gets the held-up bytes once healed, as
+// TCP retransmission would deliver them.
 type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu        sync.Mutex
-	healed    *sync.Cond
-	blackhole bool
-	closed    bool
-	conns     map[net.Conn]struct{}
-	wg        sync.WaitGroup
+	mu      sync.Mutex
+	changed *sync.Cond
+	hold    [2]bool // by direction: toServer, toClient
+	delay   time.Duration
+	closed  bool
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
 }
+
+const (
+	toServer = 0
+	toClient = 1
+)
 
 // New listens on a free loopback port and forwards to target.
 func New(target string) (*Proxy, error) {
@@ -30,7 +37,7 @@ func New(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.healed = sync.NewCond(&p.mu)
+	p.changed = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -39,34 +46,56 @@ func New(target string) (*Proxy, error) {
 // URL returns the proxy's address as a NATS URL.
 func (p *Proxy) URL() string { return "nats://" + p.ln.Addr().String() }
 
-// Blackhole stops forwarding, silently, until Heal.
-func (p *Proxy) Blackhole() {
-	p.mu.Lock()
-	p.blackhole = true
-	p.mu.Unlock()
+// Blackhole stops forwarding in both directions, silently, until Heal.
+func (p *Proxy) Blackhole() { p.set(func() { p.hold = [2]bool{true, true} }) }
+
+// HalfOpen stops forwarding from the server to the client only, until Heal:
+// the client's writes arrive, but it hears nothing back.
+func (p *Proxy) HalfOpen() { p.set(func() { p.hold = [2]bool{false, true} }) }
+
+// Delay holds every chunk for d before forwarding it, until Heal.
+func (p *Proxy) Delay(d time.Duration) { p.set(func() { p.delay = d }) }
+
+// Heal ends every fault: forwarding resumes without delay.
+func (p *Proxy) Heal() {
+	p.set(func() {
+		p.hold = [2]bool{}
+		p.delay = 0
+	})
 }
 
-// Heal resumes forwarding.
-func (p *Proxy) Heal() {
+// Reset closes every open connection abruptly (with a TCP reset); new
+// connections are forwarded as before.
+func (p *Proxy) Reset() {
 	p.mu.Lock()
-	p.blackhole = false
-	p.mu.Unlock()
-	p.healed.Broadcast()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		c.Close()
+		delete(p.conns, c)
+	}
 }
 
 // Close closes the listener and every connection, and waits for the proxy's
 // goroutines.
 func (p *Proxy) Close() {
-	p.mu.Lock()
-	p.closed = true
-	p.blackhole = false
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.healed.Broadcast()
+	p.set(func() {
+		p.closed = true
+		for c := range p.conns {
+			c.Close()
+		}
+	})
 	p.ln.Close()
 	p.wg.Wait()
+}
+
+func (p *Proxy) set(change func()) {
+	p.mu.Lock()
+	change()
+	p.mu.Unlock()
+	p.changed.Broadcast()
 }
 
 func (p *Proxy) accept() {
@@ -85,8 +114,8 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.wg.Add(2)
-		go p.pipe(server, client)
-		go p.pipe(client, server)
+		go p.pipe(server, client, toServer)
+		go p.pipe(client, server, toClient)
 	}
 }
 
@@ -105,20 +134,28 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 	return true
 }
 
-// pipe copies from src to dst, holding each chunk while blackholed. When
-// either side ends, both are closed.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies from src to dst in one direction, applying the faults to each
+// chunk. When either side ends, both are closed.
+func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	defer p.wg.Done()
 	defer func() {
 		dst.Close()
 		src.Close()
+		p.mu.Lock()
+		delete(p.conns, dst)
+		delete(p.conns, src)
+		p.mu.Unlock()
 	}()
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.waitHealed() {
+			delay, open := p.wait(direction)
+			if !open {
 				return
+			}
+			if delay > 0 {
+				time.Sleep(delay)
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
@@ -130,12 +167,13 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
-// waitHealed blocks while blackholed and reports whether the proxy is open.
-func (p *Proxy) waitHealed() bool {
+// wait blocks while the direction is held, then returns the delay to apply
+// and whether the proxy is still open.
+func (p *Proxy) wait(direction int) (time.Duration, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.blackhole && !p.closed {
-		p.healed.Wait()
+	for p.hold[direction] && !p.closed {
+		p.changed.Wait()
 	}
-	return !p.closed
+	return p.delay, !p.closed
 }

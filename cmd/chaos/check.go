@@ -1,0 +1,384 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// demotionSlack is how late past its validity deadline a leader's context may
+// be cancelled (scheduling delay) before the checker calls it a violation.
+const demotionSlack = 50 * time.Millisecond
+
+// term is one announced leadership of one worker.
+type term struct {
+	worker   string
+	token    uint64
+	start    int64  // won
+	end      int64  // IsLeader turned false: the earlier of stand-down and the validity deadline
+	observed int64  // when the worker recorded its stand-down, or died
+	lastSent int64  // send time of its last acknowledged write
+	standDn  bool   // ended by the worker's own stand-down, not a kill or the end of the run
+	paused   []span // SIGSTOP windows of the worker
+	adjusted []span // [start, end] minus paused windows
+}
+
+type span struct{ from, to int64 }
+
+// history is everything one run recorded.
+type history struct {
+	harness []Event
+	workers map[string][]Event
+	audit   []Event
+	fence   []Event
+}
+
+func loadHistory(dir string) (*history, error) {
+	h := &history{workers: map[string][]Event{}}
+	var err error
+	if h.harness, err = readHistory(filepath.Join(dir, "harness.jsonl")); err != nil {
+		return nil, err
+	}
+	if h.audit, err = readHistory(filepath.Join(dir, "audit.jsonl")); err != nil {
+		return nil, err
+	}
+	if h.fence, err = readHistory(filepath.Join(dir, "fence.jsonl")); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "worker-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		events, err := readHistory(f)
+		if err != nil {
+			return nil, err
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "worker-"), ".jsonl")
+		h.workers[name] = events
+	}
+	return h, nil
+}
+
+// check reads a run's histories and computes the report.
+func check(cfg config, dir string) (*report, error) {
+	hist, err := loadHistory(dir)
+	if err != nil {
+		return nil, err
+	}
+	interval := cfg.ttl * 3 / 4
+	validity := int64(interval + (cfg.ttl-interval)/2)
+	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, Workers: cfg.workers, Rounds: cfg.rounds}
+
+	var runStart, runEnd int64
+	pauses := map[string][]span{}
+	deaths := map[string]int64{}
+	var open = map[string]int64{}
+	for _, ev := range hist.harness {
+		switch ev.Kind {
+		case "cold-start":
+			runStart = ev.T
+		case "end":
+			runEnd = ev.T
+		case "pause":
+			open[ev.Target] = ev.T
+		case "resume":
+			pauses[ev.Target] = append(pauses[ev.Target], span{open[ev.Target], ev.T})
+		case "kill":
+			deaths[ev.Target] = ev.T
+		case "crash":
+			rep.Crashed = append(rep.Crashed, ev.Target+": "+ev.Cause)
+		}
+	}
+	if runEnd == 0 {
+		runEnd = monotonicNow()
+	}
+
+	var terms []*term
+	for name, events := range hist.workers {
+		terms = append(terms, workerTerms(name, events, validity, deaths, runEnd, pauses[name])...)
+	}
+	sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
+	rep.terms = terms
+	rep.Elections = len(terms)
+	rep.RunMS = ms(runEnd - runStart)
+
+	rep.SplitBrainMS, rep.SplitBrainEpisodes = overlap(terms, func(t *term) []span { return t.adjusted })
+	rep.SplitBrainRawMS, _ = overlap(terms, func(t *term) []span { return []span{{t.start, t.observed}} })
+
+	var demotions []float64
+	for _, t := range terms {
+		if !t.standDn {
+			continue
+		}
+		// Stand-down minus the send time of the last acknowledged write, not
+		// counting time the worker spent stopped.
+		d := t.observed - t.lastSent - pausedWithin(t.paused, t.lastSent, t.observed)
+		demotions = append(demotions, ms(d))
+		if time.Duration(d) > time.Duration(validity)+demotionSlack {
+			rep.DemotionViolations++
+		}
+	}
+	rep.SelfDemotion = summarize(demotions)
+	rep.DemotionBoundMS = ms(validity + int64(demotionSlack))
+
+	checkTokens(rep, terms, hist.audit)
+	checkFence(rep, hist)
+	checkScenarios(rep, hist.harness, terms)
+
+	if len(terms) > 0 {
+		rep.ColdStartMS = ms(terms[0].start - runStart)
+		covered := union(terms)
+		rep.LeaderlessMS = ms(runEnd-terms[0].start) - ms(covered)
+	}
+	return rep, nil
+}
+
+// workerTerms cuts one worker's history into terms. IsLeader is true from a
+// won event until the earlier of the stand-down and the validity deadline:
+// validity after the send time of the last write acknowledged before that
+// deadline.
+func workerTerms(name string, events []Event, validity int64, deaths map[string]int64, runEnd int64, paused []span) []*term {
+	var terms []*term
+	var cur *term
+	var lastSent, deadline int64
+	closeTerm := func(at int64, standDown bool) {
+		cur.observed = at
+		cur.end = min(at, deadline)
+		cur.lastSent = lastSent
+		cur.standDn = standDown
+		cur.paused = paused
+		cur.adjusted = subtract(span{cur.start, cur.end}, paused)
+		terms = append(terms, cur)
+		cur = nil
+	}
+	for _, ev := range events {
+		switch {
+		case ev.Kind == "op" && ev.Outcome == "ok" && ev.Op == "create":
+			lastSent, deadline = ev.Sent, ev.Sent+validity
+		case ev.Kind == "op" && ev.Outcome == "ok" && ev.Op == "update" && ev.T < deadline:
+			lastSent, deadline = ev.Sent, ev.Sent+validity
+		case ev.Kind == "won":
+			cur = &term{worker: name, token: ev.Token, start: ev.T}
+		case ev.Kind == "lost" && cur != nil:
+			closeTerm(ev.T, true)
+		}
+	}
+	if cur != nil {
+		end, killed := deaths[name]
+		if !killed {
+			end = runEnd
+		}
+		closeTerm(end, false)
+	}
+	return terms
+}
+
+// overlap sweeps the terms' spans and returns the total time, in ms, during
+// which two or more held at once, and how many episodes that made.
+func overlap(terms []*term, spans func(*term) []span) (float64, int) {
+	type edge struct {
+		at    int64
+		delta int
+	}
+	var edges []edge
+	for _, t := range terms {
+		for _, s := range spans(t) {
+			if s.to > s.from {
+				edges = append(edges, edge{s.from, +1}, edge{s.to, -1})
+			}
+		}
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].delta < edges[j].delta // close before open at the same instant
+	})
+	var total int64
+	episodes, active := 0, 0
+	var since int64
+	for _, e := range edges {
+		if active >= 2 {
+			total += e.at - since
+		}
+		prev := active
+		active += e.delta
+		if prev < 2 && active >= 2 {
+			episodes++
+		}
+		since = e.at
+	}
+	return ms(total), episodes
+}
+
+// union returns the total time covered by any term's adjusted spans.
+func union(terms []*term) int64 {
+	var spans []span
+	for _, t := range terms {
+		spans = append(spans, t.adjusted...)
+	}
+	slices.SortFunc(spans, func(a, b span) int { return int(a.from - b.from) })
+	var total, reach int64
+	for _, s := range spans {
+		from := max(s.from, reach)
+		if s.to > from {
+			total += s.to - from
+			reach = s.to
+		}
+	}
+	return total
+}
+
+// subtract removes the paused windows from s.
+func subtract(s span, paused []span) []span {
+	out := []span{s}
+	for _, p := range paused {
+		var next []span
+		for _, o := range out {
+			if p.to <= o.from || p.from >= o.to {
+				next = append(next, o)
+				continue
+			}
+			if p.from > o.from {
+				next = append(next, span{o.from, p.from})
+			}
+			if p.to < o.to {
+				next = append(next, span{p.to, o.to})
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// pausedWithin returns how much of [from, to] the worker spent stopped.
+func pausedWithin(paused []span, from, to int64) int64 {
+	var total int64
+	for _, p := range paused {
+		if lo, hi := max(p.from, from), min(p.to, to); hi > lo {
+			total += hi - lo
+		}
+	}
+	return total
+}
+
+// checkTokens checks that every token was announced once, that tokens grow
+// from term to term, and that the audit log holds the winner's value at each
+// token's revision.
+func checkTokens(rep *report, terms []*term, audit []Event) {
+	byRev := map[uint64]Event{}
+	for _, a := range audit {
+		byRev[a.Rev] = a
+	}
+	seen := map[uint64]string{}
+	var prev uint64
+	for _, t := range terms {
+		if other, dup := seen[t.token]; dup {
+			rep.DuplicateTokens++
+			rep.problems = append(rep.problems, fmt.Sprintf("token %d announced by %s and %s", t.token, other, t.worker))
+		}
+		seen[t.token] = t.worker
+		if t.token <= prev {
+			rep.TokenRegressions++
+		}
+		prev = t.token
+		a, ok := byRev[t.token]
+		switch {
+		case !ok:
+			rep.UnauditedWins++
+		case a.Op != "PUT" || a.Worker != t.worker:
+			rep.UnbackedWins++
+			rep.problems = append(rep.problems, fmt.Sprintf("%s announced token %d, but the log holds %s %q there", t.worker, t.token, a.Op, a.Worker))
+		}
+	}
+}
+
+// checkFence counts stale tokens the fenced resource accepted, and acts made
+// with a token older than one another worker had already acted with.
+func checkFence(rep *report, hist *history) {
+	var highest uint64
+	for _, f := range hist.fence {
+		switch f.Kind {
+		case "fence":
+			rep.ActsAccepted++
+			if f.Token < highest {
+				rep.StaleTokensAccepted++
+			}
+			highest = max(highest, f.Token)
+		case "fence-error":
+			rep.problems = append(rep.problems, "reading the fenced resource: "+f.Err)
+			rep.FenceUnread = true
+		}
+	}
+	var acts []Event
+	for _, events := range hist.workers {
+		for _, ev := range events {
+			if ev.Kind == "act" {
+				acts = append(acts, ev)
+			}
+		}
+	}
+	sort.Slice(acts, func(i, j int) bool { return acts[i].Sent < acts[j].Sent })
+	for i, a := range acts {
+		for _, b := range acts[:i] {
+			if b.Token > a.Token && b.T < a.Sent {
+				rep.UnfencedOverlaps++
+				break
+			}
+		}
+	}
+}
+
+// checkScenarios measures, for each fault, the time to the next announced
+// leader, and counts announcements during quorum loss.
+func checkScenarios(rep *report, harness []Event, terms []*term) {
+	byName := map[string]*scenarioReport{}
+	var faults []Event
+	var outage int64
+	for _, ev := range harness {
+		switch ev.Kind {
+		case "fault":
+			faults = append(faults, ev)
+		case "outage-start":
+			outage = ev.T
+		case "outage-end":
+			for _, t := range terms {
+				if t.start > outage && t.start < ev.T {
+					rep.QuorumLossLeaders++
+				}
+			}
+		}
+	}
+	rep.Faults = len(faults)
+	for i, f := range faults {
+		sr := byName[f.Scenario]
+		if sr == nil {
+			sr = &scenarioReport{Name: f.Scenario}
+			byName[f.Scenario] = sr
+			rep.Scenarios = append(rep.Scenarios, sr)
+		}
+		sr.Faults++
+		rep.marks = append(rep.marks, mark{at: f.T, label: f.Scenario})
+		until := int64(1<<63 - 1)
+		if i+1 < len(faults) {
+			until = faults[i+1].T
+		}
+		for _, t := range terms {
+			if t.start > f.T && t.start < until {
+				sr.samples = append(sr.samples, ms(t.start-f.T))
+				break
+			}
+		}
+	}
+	for _, sr := range rep.Scenarios {
+		sr.Failovers = len(sr.samples)
+		sr.FailoverMS = summarize(sr.samples)
+	}
+}
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }

@@ -1,0 +1,528 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/embedded"
+	"github.com/kvelect/election/internal/faultproxy"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const (
+	bucketName  = "CHAOS_ELECTION"
+	electionKey = "leader"
+	// startTimeout bounds the start of a process and the cluster's recovery.
+	startTimeout = 60 * time.Second
+)
+
+// harness runs the servers and workers of one chaos run, injects faults and
+// keeps the harness's own history.
+type harness struct {
+	cfg  config
+	dir  string
+	self string
+	rec  *recorder
+	t0   int64
+
+	servers []*serverProc
+	admin   *nats.Conn
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue
+	audit   jetstream.ConsumeContext
+
+	mu      sync.Mutex
+	workers map[string]*workerProc
+	leader  string // the worker whose won event came last and has not lost since
+	settled bool   // the leader renewed since it won and since the last fault
+	nextID  int
+	wins    chan Event    // every won event
+	changed chan struct{} // signalled when leader or settled may have changed
+}
+
+type serverProc struct {
+	name string
+	args []string
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+type workerProc struct {
+	name     string
+	cmd      *exec.Cmd
+	proxies  []*faultproxy.Proxy
+	done     chan struct{}
+	expected bool // its exit was asked for (kill, stop)
+}
+
+func newHarness(cfg config, dir string) (*harness, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, "harness.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	return &harness{
+		cfg: cfg, dir: dir, self: self, rec: newRecorder(f, "harness"), t0: monotonicNow(),
+		workers: map[string]*workerProc{}, wins: make(chan Event, 4096), changed: make(chan struct{}, 1),
+	}, nil
+}
+
+// startServers starts one server process, or three clustered.
+func (h *harness) startServers() error {
+	n := 1
+	if h.cfg.cluster {
+		n = 3
+	}
+	ports, err := embedded.FreePorts(2 * n)
+	if err != nil {
+		return err
+	}
+	var routes []string
+	for i := range n {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
+	}
+	for i := range n {
+		sp := &serverProc{name: fmt.Sprintf("n%d", i+1), port: ports[i]}
+		sp.args = []string{"server", "-name", sp.name, "-port", strconv.Itoa(sp.port),
+			"-store", filepath.Join(h.dir, "store-"+sp.name)}
+		if h.cfg.syncAlways {
+			sp.args = append(sp.args, "-sync-always")
+		}
+		if h.cfg.cluster {
+			sp.args = append(sp.args, "-cluster", "chaos", "-cluster-port", strconv.Itoa(ports[n+i]),
+				"-routes", strings.Join(routes, ","))
+		}
+		h.servers = append(h.servers, sp)
+	}
+	errs := make(chan error, n)
+	for _, sp := range h.servers {
+		go func() { errs <- h.startServer(sp) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startServer starts (or restarts) a server process and waits until it
+// accepts clients.
+func (h *harness) startServer(sp *serverProc) error {
+	cmd := exec.Command(h.self, sp.args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	sp.cmd, sp.done = cmd, make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(sp.done)
+	}()
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		ready <- sc.Scan() && sc.Text() == "ready"
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			return fmt.Errorf("server %s exited before it was ready", sp.name)
+		}
+		h.rec.record(Event{Kind: "server-up", Target: sp.name, PID: cmd.Process.Pid})
+		return nil
+	case <-time.After(startTimeout):
+		cmd.Process.Kill()
+		return fmt.Errorf("server %s not ready after %v", sp.name, startTimeout)
+	}
+}
+
+// killServer SIGKILLs a server process and waits for it to die.
+func (h *harness) killServer(sp *serverProc) {
+	h.rec.record(Event{Kind: "server-kill", Target: sp.name, PID: sp.cmd.Process.Pid})
+	sp.cmd.Process.Signal(syscall.SIGKILL)
+	<-sp.done
+}
+
+func (h *harness) serverURLs() string {
+	var urls []string
+	for _, sp := range h.servers {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", sp.port))
+	}
+	return strings.Join(urls, ",")
+}
+
+// setup connects the harness's own client straight to the servers (never
+// through a proxy) and creates the election bucket and the fenced resource.
+func (h *harness) setup(ctx context.Context) error {
+	nc, err := nats.Connect(h.serverURLs(), nats.Name("chaos-harness"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return err
+	}
+	h.admin = nc
+	h.js, err = jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	replicas := len(h.servers)
+	err = retry(ctx, func(ctx context.Context) error {
+		kv, err := h.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: bucketName, TTL: h.cfg.ttl, Replicas: replicas, LimitMarkerTTL: time.Second,
+		})
+		if err != nil {
+			return err
+		}
+		h.kv = kv
+		_, err = h.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: fenceStream, Subjects: []string{fenceSubject}, Replicas: replicas,
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return h.startAudit(ctx)
+}
+
+// startAudit records every message of the election bucket's stream, in
+// order, to audit.jsonl: which revision holds whose value, and which are
+// deletes, purges and expiry markers.
+func (h *harness) startAudit(ctx context.Context) error {
+	f, err := os.Create(filepath.Join(h.dir, "audit.jsonl"))
+	if err != nil {
+		return err
+	}
+	audit := newRecorder(f, "audit")
+	c, err := h.js.OrderedConsumer(ctx, "KV_"+bucketName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return err
+	}
+	h.audit, err = c.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		op := m.Headers().Get("KV-Operation")
+		if reason := m.Headers().Get("Nats-Marker-Reason"); reason != "" {
+			op = "marker-" + reason
+		}
+		if op == "" {
+			op = "PUT"
+		}
+		audit.record(Event{Kind: "audit", Rev: meta.Sequence.Stream, Op: op, Worker: string(m.Data())})
+	})
+	return err
+}
+
+// dumpFence writes every record the fenced resource accepted, in order, to
+// fence.jsonl.
+func (h *harness) dumpFence() {
+	f, err := os.Create(filepath.Join(h.dir, "fence.jsonl"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	out := newRecorder(f, "fence")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := h.js.OrderedConsumer(ctx, fenceStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		out.record(Event{Kind: "fence-error", Err: err.Error()})
+		return
+	}
+	info, err := h.js.Stream(ctx, fenceStream)
+	if err != nil {
+		out.record(Event{Kind: "fence-error", Err: err.Error()})
+		return
+	}
+	last := info.CachedInfo().State.LastSeq
+	for seen := uint64(0); seen < last; {
+		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			out.record(Event{Kind: "fence-error", Err: err.Error()})
+			return
+		}
+		meta, _ := m.Metadata()
+		seen = meta.Sequence.Stream
+		var r fenceRecord
+		if json.Unmarshal(m.Data(), &r) == nil {
+			out.record(Event{Kind: "fence", Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq})
+		}
+	}
+}
+
+// retry calls f until it succeeds or startTimeout passes.
+func retry(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for {
+		callCtx, callCancel := context.WithTimeout(ctx, 5*time.Second)
+		err := f(callCtx)
+		callCancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// spawnWorker starts a campaigner process behind one proxy per server.
+func (h *harness) spawnWorker() error {
+	h.mu.Lock()
+	name := fmt.Sprintf("w%d", h.nextID)
+	h.nextID++
+	h.mu.Unlock()
+
+	w := &workerProc{name: name, done: make(chan struct{})}
+	var urls []string
+	for _, sp := range h.servers {
+		p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", sp.port))
+		if err != nil {
+			return err
+		}
+		w.proxies = append(w.proxies, p)
+		urls = append(urls, p.URL())
+	}
+	args := []string{"worker", "-name", name, "-urls", strings.Join(urls, ","),
+		"-bucket", bucketName, "-key", electionKey}
+	if h.cfg.ttl < election.MinTTL {
+		args = append(args, "-unsafe-short-ttl")
+	}
+	cmd := exec.Command(h.self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	history, err := os.Create(filepath.Join(h.dir, "worker-"+name+".jsonl"))
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	w.cmd = cmd
+	h.mu.Lock()
+	h.workers[name] = w
+	h.mu.Unlock()
+	h.rec.record(Event{Kind: "spawn", Target: name, PID: cmd.Process.Pid})
+
+	go func() {
+		h.follow(out, history)
+		cmd.Wait()
+		history.Close()
+		for _, p := range w.proxies {
+			p.Close()
+		}
+		h.mu.Lock()
+		crashed := !w.expected
+		if h.leader == name {
+			h.leader = ""
+		}
+		h.mu.Unlock()
+		h.signal()
+		if crashed {
+			h.rec.record(Event{Kind: "crash", Target: name, Cause: cmd.ProcessState.String()})
+		}
+		h.rec.record(Event{Kind: "exit", Target: name, PID: cmd.Process.Pid})
+		close(w.done)
+	}()
+	return nil
+}
+
+// follow copies a worker's history to its file and tracks who leads.
+func (h *harness) follow(out io.Reader, history io.Writer) {
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Bytes()
+		history.Write(append(line, '\n'))
+		var ev Event
+		if json.Unmarshal(line, &ev) != nil {
+			continue
+		}
+		h.mu.Lock()
+		switch {
+		case ev.Kind == "won":
+			h.leader, h.settled = ev.Worker, false
+			h.wins <- ev
+		case ev.Kind == "lost" && h.leader == ev.Worker:
+			h.leader = ""
+		case ev.Kind == "op" && ev.Op == "update" && ev.Outcome == "ok" && h.leader == ev.Worker:
+			h.settled = true
+		}
+		h.mu.Unlock()
+		h.signal()
+	}
+}
+
+func (h *harness) signal() {
+	select {
+	case h.changed <- struct{}{}:
+	default:
+	}
+}
+
+// unsettle marks the leader as not settled: a fault was injected.
+func (h *harness) unsettle() {
+	h.mu.Lock()
+	h.settled = false
+	h.mu.Unlock()
+}
+
+// currentLeader returns the leader once it has renewed since it won and
+// since the last fault, waiting for that if need be.
+func (h *harness) currentLeader(ctx context.Context) (*workerProc, error) {
+	for {
+		h.mu.Lock()
+		w := h.workers[h.leader]
+		settled := h.settled
+		h.mu.Unlock()
+		if w != nil && settled {
+			return w, nil
+		}
+		select {
+		case <-h.changed:
+		case <-ctx.Done():
+			return nil, errors.New("no settled leader: " + ctx.Err().Error())
+		}
+	}
+}
+
+// drainWins forgets the wins seen so far.
+func (h *harness) drainWins() {
+	for {
+		select {
+		case <-h.wins:
+		default:
+			return
+		}
+	}
+}
+
+// nextWin waits for a win after the fault, until ctx is done.
+func (h *harness) nextWin(ctx context.Context) (Event, bool) {
+	select {
+	case ev := <-h.wins:
+		return ev, true
+	case <-ctx.Done():
+		return Event{}, false
+	}
+}
+
+// candidate returns a worker that does not lead.
+func (h *harness) candidate(leader *workerProc) *workerProc {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.workers {
+		if w != leader {
+			return w
+		}
+	}
+	return nil
+}
+
+// kill SIGKILLs a worker, waits for it, and starts a replacement.
+func (h *harness) kill(w *workerProc) error {
+	h.mu.Lock()
+	w.expected = true
+	delete(h.workers, w.name)
+	h.mu.Unlock()
+	h.rec.record(Event{Kind: "kill", Target: w.name, PID: w.cmd.Process.Pid})
+	w.cmd.Process.Signal(syscall.SIGKILL)
+	<-w.done
+	return h.spawnWorker()
+}
+
+// stop asks a worker to stop (SIGTERM), waits for it, and starts a
+// replacement. A worker that does not exit within startTimeout is hung.
+func (h *harness) stop(w *workerProc) error {
+	h.mu.Lock()
+	w.expected = true
+	delete(h.workers, w.name)
+	h.mu.Unlock()
+	h.rec.record(Event{Kind: "stop", Target: w.name, PID: w.cmd.Process.Pid})
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(startTimeout):
+		h.rec.record(Event{Kind: "crash", Target: w.name, Cause: "hung on SIGTERM"})
+		w.cmd.Process.Kill()
+		<-w.done
+	}
+	return h.spawnWorker()
+}
+
+// pause stops a worker with SIGSTOP for d, then continues it.
+func (h *harness) pause(w *workerProc, d time.Duration) {
+	h.rec.record(Event{Kind: "pause", Target: w.name, PID: w.cmd.Process.Pid})
+	w.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(d)
+	w.cmd.Process.Signal(syscall.SIGCONT)
+	h.rec.record(Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
+}
+
+// shutdown stops every worker gracefully, then the servers.
+func (h *harness) shutdown() {
+	h.mu.Lock()
+	var ws []*workerProc
+	for _, w := range h.workers {
+		w.expected = true
+		ws = append(ws, w)
+	}
+	h.mu.Unlock()
+	for _, w := range ws {
+		h.rec.record(Event{Kind: "stop", Target: w.name, PID: w.cmd.Process.Pid})
+		w.cmd.Process.Signal(syscall.SIGCONT)
+		w.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, w := range ws {
+		select {
+		case <-w.done:
+		case <-time.After(startTimeout):
+			h.rec.record(Event{Kind: "crash", Target: w.name, Cause: "hung on SIGTERM"})
+			w.cmd.Process.Kill()
+			<-w.done
+		}
+	}
+	if h.admin != nil {
+		h.dumpFence()
+		h.audit.Stop()
+		h.admin.Close()
+	}
+	for _, sp := range h.servers {
+		select {
+		case <-sp.done:
+		default:
+			sp.cmd.Process.Signal(syscall.SIGTERM)
+			<-sp.done
+		}
+	}
+	h.rec.record(Event{Kind: "end"})
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Event is one line of a history: a worker's (its KV operations, wins,
+// stand-downs and fenced acts) or the harness's (faults, kills, pauses).
+// Times are CLOCK_MONOTONIC nanoseconds, which every process on the host
+// shares and which advances while a process is stopped.
+type Event struct {
+	T      int64  `json:"t"`
+	Worker string `json:"w,omitempty"`
+	Kind   string `json:"ev"`
+
+	// ev=op: a KV call on the election key. Sent is when it was sent.
+	Op      string `json:"op,omitempty"` // create, update, delete
+	Sent    int64  `json:"sent,omitempty"`
+	Outcome string `json:"outcome,omitempty"` // ok, conflict, error
+	Rev     uint64 `json:"rev,omitempty"`
+	Err     string `json:"err,omitempty"`
+
+	// ev=won, lost, act.
+	Token    uint64 `json:"token,omitempty"`
+	Cause    string `json:"cause,omitempty"`
+	Seq      int    `json:"seq,omitempty"`
+	Accepted bool   `json:"accepted,omitempty"`
+	Stale    bool   `json:"stale,omitempty"` // act refused: the resource had seen a higher token
+
+	// Harness events: fault, heal, kill, stop, pause, resume, spawn, exit.
+	Scenario string `json:"scenario,omitempty"`
+	Target   string `json:"target,omitempty"`
+	PID      int    `json:"pid,omitempty"`
+}
+
+// monotonicNow reads CLOCK_MONOTONIC. Go's own monotonic readings count from
+// a per-process origin, so they cannot be compared across processes.
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("CLOCK_MONOTONIC: %v", err))
+	}
+	return ts.Nano()
+}
+
+// recorder writes events as JSON lines, one writer at a time.
+type recorder struct {
+	mu     sync.Mutex
+	enc    *json.Encoder
+	worker string
+}
+
+func newRecorder(w io.Writer, worker string) *recorder {
+	return &recorder{enc: json.NewEncoder(w), worker: worker}
+}
+
+// record stamps ev with the time (unless set) and the worker, and writes it.
+func (r *recorder) record(ev Event) {
+	if ev.T == 0 {
+		ev.T = monotonicNow()
+	}
+	if ev.Worker == "" {
+		ev.Worker = r.worker
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enc.Encode(ev); err != nil {
+		fmt.Fprintln(os.Stderr, "history:", err)
+	}
+}
+
+// readHistory reads a JSON-lines history file.
+func readHistory(path string) ([]Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var events []Event
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		events = append(events, ev)
+	}
+	return events, sc.Err()
+}

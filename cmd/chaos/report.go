@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// report is what the checker found in one run. Its exported fields are the
+// JSON summary.
+type report struct {
+	TTL     time.Duration `json:"-"`
+	TTLMS   float64       `json:"ttl_ms"`
+	Cluster bool          `json:"cluster"`
+	Workers int           `json:"workers"`
+	Rounds  int           `json:"rounds"`
+	RunMS   float64       `json:"run_ms"`
+
+	Faults    int `json:"faults_injected"`
+	Elections int `json:"elections"`
+
+	SplitBrainMS       float64 `json:"split_brain_ms"`
+	SplitBrainEpisodes int     `json:"split_brain_episodes"`
+	SplitBrainRawMS    float64 `json:"split_brain_raw_ms"`
+
+	SelfDemotion       stats   `json:"self_demotion_ms"`
+	DemotionBoundMS    float64 `json:"self_demotion_bound_ms"`
+	DemotionViolations int     `json:"self_demotion_violations"`
+
+	DuplicateTokens  int `json:"duplicate_tokens"`
+	TokenRegressions int `json:"token_regressions"`
+	UnbackedWins     int `json:"unbacked_wins"`
+	UnauditedWins    int `json:"unaudited_wins"`
+
+	ActsAccepted        int  `json:"acts_accepted"`
+	StaleTokensAccepted int  `json:"stale_tokens_accepted"`
+	UnfencedOverlaps    int  `json:"unfenced_overlaps"`
+	FenceUnread         bool `json:"fence_unread"`
+
+	QuorumLossLeaders int `json:"leaders_during_quorum_loss"`
+
+	ColdStartMS  float64           `json:"cold_start_ms"`
+	LeaderlessMS float64           `json:"leaderless_ms"`
+	Scenarios    []*scenarioReport `json:"scenarios"`
+	Crashed      []string          `json:"crashed"`
+	Problems     []string          `json:"problems"`
+
+	problems []string
+	terms    []*term
+	marks    []mark
+}
+
+type scenarioReport struct {
+	Name       string `json:"name"`
+	Faults     int    `json:"faults"`
+	Failovers  int    `json:"failovers"`
+	FailoverMS stats  `json:"failover_ms"`
+	samples    []float64
+}
+
+// stats summarizes samples in milliseconds.
+type stats struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// mark is a fault on the timeline.
+type mark struct {
+	at    int64
+	label string
+}
+
+func summarize(samples []float64) stats {
+	if len(samples) == 0 {
+		return stats{}
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	pick := func(q float64) float64 {
+		return round(s[int(math.Ceil(q*float64(len(s))))-1])
+	}
+	return stats{N: len(s), P50: pick(0.5), P99: pick(0.99), Max: round(s[len(s)-1])}
+}
+
+func round(v float64) float64 { return math.Round(v*10) / 10 }
+
+// ok reports whether every invariant held.
+func (r *report) ok() bool {
+	return r.SplitBrainMS == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
+		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 &&
+		r.QuorumLossLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread
+}
+
+// print writes the readable table, and with -json the summary as the last line.
+func (r *report) print(w io.Writer, cfg config) {
+	r.TTLMS = ms(int64(r.TTL))
+	r.SplitBrainMS, r.SplitBrainRawMS = round(r.SplitBrainMS), round(r.SplitBrainRawMS)
+	r.ColdStartMS, r.LeaderlessMS, r.RunMS = round(r.ColdStartMS), round(r.LeaderlessMS), round(r.RunMS)
+	r.Problems = r.problems
+	mode := "single server"
+	if r.Cluster {
+		mode = "3-node cluster, R3 bucket"
+	}
+	fmt.Fprintf(w, "chaos: %s, TTL %v, %d workers, %d round(s), %.1f s\n\n", mode, r.TTL, r.Workers, r.Rounds, r.RunMS/1000)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tfaults\tfailovers\tp50 ms\tp99 ms\tmax ms\tmax ×TTL\t")
+	for _, s := range r.Scenarios {
+		f := s.FailoverMS
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t\n", s.Name, s.Faults, s.Failovers, f.P50, f.P99, f.Max, f.Max/r.TTLMS)
+	}
+	tw.Flush()
+
+	verdict := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "BROKEN"
+	}
+	fmt.Fprintf(w, "\nfaults injected %d, elections %d, cold start → first leader %.0f ms, leaderless %.0f ms of %.0f ms\n",
+		r.Faults, r.Elections, r.ColdStartMS, r.LeaderlessMS, r.RunMS)
+	fmt.Fprintf(w, "split brain (pause-adjusted)  %8.1f ms in %d episodes  %s\n", r.SplitBrainMS, r.SplitBrainEpisodes, verdict(r.SplitBrainMS == 0))
+	fmt.Fprintf(w, "split brain (raw, with pauses) %7.1f ms  (reported, not an invariant)\n", r.SplitBrainRawMS)
+	fmt.Fprintf(w, "self-demotion (stand-down − last good renewal sent)  p50 %.0f, p99 %.0f, max %.0f ms; bound %.0f ms  %s\n",
+		r.SelfDemotion.P50, r.SelfDemotion.P99, r.SelfDemotion.Max, r.DemotionBoundMS, verdict(r.DemotionViolations == 0))
+	fmt.Fprintf(w, "tokens: %d duplicated, %d regressions, %d wins not in the log (%d not audited)  %s\n",
+		r.DuplicateTokens, r.TokenRegressions, r.UnbackedWins, r.UnauditedWins,
+		verdict(r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0))
+	fmt.Fprintf(w, "fenced acts: %d accepted, %d stale tokens accepted  %s; unfenced overlaps %d (reported)\n",
+		r.ActsAccepted, r.StaleTokensAccepted, verdict(r.StaleTokensAccepted == 0 && !r.FenceUnread), r.UnfencedOverlaps)
+	if r.Cluster {
+		fmt.Fprintf(w, "leaders announced during quorum loss: %d  %s\n", r.QuorumLossLeaders, verdict(r.QuorumLossLeaders == 0))
+	}
+	fmt.Fprintf(w, "workers crashed or hung: %d  %s\n", len(r.Crashed), verdict(len(r.Crashed) == 0))
+	for _, c := range r.Crashed {
+		fmt.Fprintln(w, "  ", c)
+	}
+	for _, p := range r.problems {
+		fmt.Fprintln(w, "  problem:", p)
+	}
+	if cfg.json {
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(w, string(b))
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvelect/election/internal/faultproxy"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// scenario is one fault, injected against the current leader (or around
+// it), healed before it returns.
+type scenario struct {
+	name string
+	// where it applies: "" for both modes, "single" or "cluster".
+	mode   string
+	inject func(ctx context.Context, h *harness, leader *workerProc) error
+}
+
+// scenarios lists every fault the harness knows, in the order of a round.
+func scenarios(ttl time.Duration) []scenario {
+	times := func(k float64) time.Duration { return time.Duration(k * float64(ttl)) }
+	return []scenario{
+		{name: "leader-kill", inject: func(_ context.Context, h *harness, l *workerProc) error { return h.kill(l) }},
+		{name: "leader-stop", inject: func(_ context.Context, h *harness, l *workerProc) error { return h.stop(l) }},
+		{name: "candidate-kill", inject: func(_ context.Context, h *harness, l *workerProc) error {
+			c := h.candidate(l)
+			if c == nil {
+				return errors.New("no candidate to kill")
+			}
+			return h.kill(c)
+		}},
+		{name: "pause-0.3", inject: pause(times(0.3))},
+		{name: "pause-1", inject: pause(times(1))},
+		{name: "pause-1.5", inject: pause(times(1.5))},
+		{name: "pause-3", inject: pause(times(3))},
+		{name: "blackhole", inject: network(4*ttl, (*faultproxy.Proxy).Blackhole)},
+		{name: "half-open", inject: network(4*ttl, (*faultproxy.Proxy).HalfOpen)},
+		{name: "latency", inject: network(4*ttl, func(p *faultproxy.Proxy) { p.Delay(times(1.5)) })},
+		{name: "reset", inject: func(_ context.Context, h *harness, l *workerProc) error {
+			for _, p := range l.proxies {
+				p.Reset()
+			}
+			return nil
+		}},
+		{name: "key-delete", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			return h.kv.Delete(ctx, electionKey)
+		}},
+		{name: "key-purge", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			return h.kv.Purge(ctx, electionKey)
+		}},
+		{name: "key-overwrite", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			_, err := h.kv.Put(ctx, electionKey, []byte("rogue"))
+			return err
+		}},
+		{name: "server-restart", mode: "single", inject: func(_ context.Context, h *harness, _ *workerProc) error {
+			sp := h.servers[0]
+			h.killServer(sp)
+			return h.startServer(sp)
+		}},
+		{name: "stream-leader-restart", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			sp, err := h.streamLeader(ctx)
+			if err != nil {
+				return err
+			}
+			h.killServer(sp)
+			return h.startServer(sp)
+		}},
+		{name: "minority-down", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			sp, err := h.streamFollower(ctx)
+			if err != nil {
+				return err
+			}
+			return h.outage(2*ttl, sp)
+		}},
+		{name: "quorum-loss", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			return h.outage(3*ttl, h.servers[0], h.servers[1])
+		}},
+	}
+}
+
+// pause stops the leader for d.
+func pause(d time.Duration) func(context.Context, *harness, *workerProc) error {
+	return func(_ context.Context, h *harness, l *workerProc) error {
+		h.pause(l, d)
+		return nil
+	}
+}
+
+// network applies a fault to the leader's connections until another leader
+// is announced or limit passes, then heals it.
+func network(limit time.Duration, fault func(*faultproxy.Proxy)) func(context.Context, *harness, *workerProc) error {
+	return func(ctx context.Context, h *harness, l *workerProc) error {
+		for _, p := range l.proxies {
+			fault(p)
+		}
+		wait, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		h.nextWin(wait)
+		for _, p := range l.proxies {
+			p.Heal()
+		}
+		return nil
+	}
+}
+
+// outage SIGKILLs servers, keeps them down for d, and restarts them. The
+// harness records the outage so the checker can tell whether anyone was
+// announced while it lasted.
+func (h *harness) outage(d time.Duration, down ...*serverProc) error {
+	for _, sp := range down {
+		h.killServer(sp)
+	}
+	h.rec.record(Event{Kind: "outage-start", Target: fmt.Sprint(len(down))})
+	time.Sleep(d)
+	h.rec.record(Event{Kind: "outage-end"})
+	for _, sp := range down {
+		if err := h.startServer(sp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamLeader returns the server that leads the election bucket's stream.
+func (h *harness) streamLeader(ctx context.Context) (*serverProc, error) {
+	info, err := h.streamInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range h.servers {
+		if sp.name == info.Cluster.Leader {
+			return sp, nil
+		}
+	}
+	return nil, fmt.Errorf("stream leader %q is not one of the harness's servers", info.Cluster.Leader)
+}
+
+// streamFollower returns a server that holds a replica but does not lead.
+func (h *harness) streamFollower(ctx context.Context) (*serverProc, error) {
+	info, err := h.streamInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range h.servers {
+		if sp.name != info.Cluster.Leader {
+			return sp, nil
+		}
+	}
+	return nil, errors.New("no stream follower")
+}
+
+func (h *harness) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	var info *jetstream.StreamInfo
+	err := retry(ctx, func(ctx context.Context) error {
+		s, err := h.js.Stream(ctx, "KV_"+bucketName)
+		if err != nil {
+			return err
+		}
+		info, err = s.Info(ctx)
+		if err == nil && (info.Cluster == nil || info.Cluster.Leader == "") {
+			err = errors.New("the stream has no leader yet")
+		}
+		return err
+	})
+	return info, err
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// actInterval is how often a leader acts on the fenced resource.
+const actInterval = 50 * time.Millisecond
+
+// fenceSubject is the fenced resource: a stream subject that leaders append
+// their token to with a compare-and-set, refusing tokens lower than the last.
+const (
+	fenceStream  = "CHAOS_FENCE"
+	fenceSubject = "chaos.fence"
+)
+
+// runWorker is one campaigner process. It writes its history to stdout and
+// stops gracefully on SIGTERM.
+func runWorker(args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	name := fs.String("name", "", "candidate name")
+	urls := fs.String("urls", "", "NATS URLs, comma separated")
+	bucket := fs.String("bucket", "", "election bucket")
+	key := fs.String("key", "", "election key")
+	unsafeTTL := fs.Bool("unsafe-short-ttl", false, "allow TTLs below election.MinTTL")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rec := newRecorder(os.Stdout, *name)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	nc, err := nats.Connect(*urls, nats.Name(*name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, *bucket)
+	if err != nil {
+		return fmt.Errorf("binding bucket %s: %w", *bucket, err)
+	}
+	fence, err := js.Stream(ctx, fenceStream)
+	if err != nil {
+		return fmt.Errorf("binding stream %s: %w", fenceStream, err)
+	}
+
+	var e *election.Election
+	opts := []election.Option{
+		election.WithoutSplay(),
+		election.OnWon(func(leading context.Context) {
+			token := e.Token()
+			rec.record(Event{Kind: "won", Token: token})
+			context.AfterFunc(leading, func() { rec.record(Event{Kind: "lost", Token: token}) })
+			actUntilDone(leading, js, fence, rec, *name, token)
+		}),
+		election.OnLost(func(cause error) { rec.record(Event{Kind: "cause", Cause: cause.Error()}) }),
+	}
+	if *unsafeTTL {
+		opts = append(opts, election.WithUnsafeShortTTL())
+	}
+	e, err = election.NewElection(*name, *key, &recordingKV{KeyValue: kv, rec: rec}, opts...)
+	if err != nil {
+		return err
+	}
+	rec.record(Event{Kind: "start", PID: os.Getpid()})
+	err = e.Start(ctx)
+	rec.record(Event{Kind: "exit"})
+	return err
+}
+
+// fenceRecord is what a leader appends to the fenced resource.
+type fenceRecord struct {
+	Token  uint64 `json:"token"`
+	Worker string `json:"w"`
+	Seq    int    `json:"seq"`
+}
+
+// actUntilDone appends to the fenced resource every actInterval until
+// leadership ends: read the last record, refuse to write if it carries a
+// higher token, else append with a compare-and-set on its sequence.
+func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *recorder, name string, token uint64) {
+	tick := time.NewTicker(actInterval)
+	defer tick.Stop()
+	for seq := 1; ; seq++ {
+		select {
+		case <-leading.Done():
+			return
+		case <-tick.C:
+		}
+		sent := monotonicNow()
+		ctx, cancel := context.WithTimeout(leading, time.Second)
+		accepted, stale, err := fencedAppend(ctx, js, fence, fenceRecord{Token: token, Worker: name, Seq: seq})
+		cancel()
+		ev := Event{Kind: "act", Sent: sent, Token: token, Seq: seq, Accepted: accepted, Stale: stale}
+		if err != nil {
+			ev.Err = err.Error()
+		}
+		rec.record(ev)
+	}
+}
+
+func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.Stream, r fenceRecord) (accepted, stale bool, err error) {
+	var lastSeq uint64
+	last, err := fence.GetLastMsgForSubject(ctx, fenceSubject)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return false, false, err
+	default:
+		var prev fenceRecord
+		if err := json.Unmarshal(last.Data, &prev); err != nil {
+			return false, false, err
+		}
+		if prev.Token > r.Token {
+			return false, true, nil
+		}
+		lastSeq = last.Sequence
+	}
+	data, _ := json.Marshal(r)
+	if _, err := js.Publish(ctx, fenceSubject, data, jetstream.WithExpectLastSequencePerSubject(lastSeq)); err != nil {
+		return false, false, err
+	}
+	return true, false, nil
+}
+
+// recordingKV records the election's Create, Update and Delete calls on the
+// key: when each was sent, when it returned, and how.
+type recordingKV struct {
+	jetstream.KeyValue
+	rec *recorder
+}
+
+func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	sent := monotonicNow()
+	rev, err := r.KeyValue.Create(ctx, key, value, opts...)
+	r.op("create", sent, rev, err)
+	return rev, err
+}
+
+func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	sent := monotonicNow()
+	rev, err := r.KeyValue.Update(ctx, key, value, revision)
+	r.op("update", sent, rev, err)
+	return rev, err
+}
+
+func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	sent := monotonicNow()
+	err := r.KeyValue.Delete(ctx, key, opts...)
+	r.op("delete", sent, 0, err)
+	return err
+}
+
+func (r *recordingKV) op(op string, sent int64, rev uint64, err error) {
+	ev := Event{Kind: "op", Op: op, Sent: sent, Rev: rev, Outcome: "ok"}
+	if err != nil {
+		ev.Outcome = "error"
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			ev.Outcome = "conflict"
+		}
+		ev.Err = err.Error()
+	}
+	r.rec.record(ev)
+}
