@@ -103,12 +103,15 @@ func check(cfg config, dir string) (*report, error) {
 		terms = append(terms, workerTerms(name, events, validity, deaths, runEnd, pauses[name])...)
 	}
 	sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
-	rep.terms = terms
+	rep.terms, rep.hist, rep.deaths, rep.runStart, rep.runEnd = terms, hist, deaths, runStart, runEnd
 	rep.Elections = len(terms)
 	rep.RunMS = ms(runEnd - runStart)
 
-	rep.SplitBrainMS, rep.SplitBrainEpisodes = overlap(terms, func(t *term) []span { return t.adjusted })
-	rep.SplitBrainRawMS, _ = overlap(terms, func(t *term) []span { return []span{{t.start, t.observed}} })
+	var overlaps []span
+	overlaps, rep.SplitBrainEpisodes = overlap(terms, func(t *term) []span { return t.adjusted })
+	rep.SplitBrainMS, rep.overlaps = ms(total(overlaps)), overlaps
+	raw, _ := overlap(terms, func(t *term) []span { return []span{{t.start, t.observed}} })
+	rep.SplitBrainRawMS = ms(total(raw))
 
 	var demotions []float64
 	for _, t := range terms {
@@ -178,9 +181,9 @@ func workerTerms(name string, events []Event, validity int64, deaths map[string]
 	return terms
 }
 
-// overlap sweeps the terms' spans and returns the total time, in ms, during
-// which two or more held at once, and how many episodes that made.
-func overlap(terms []*term, spans func(*term) []span) (float64, int) {
+// overlap sweeps the terms' spans and returns the spans during which two or
+// more held at once, and how many episodes that made.
+func overlap(terms []*term, spans func(*term) []span) ([]span, int) {
 	type edge struct {
 		at    int64
 		delta int
@@ -199,21 +202,27 @@ func overlap(terms []*term, spans func(*term) []span) (float64, int) {
 		}
 		return edges[i].delta < edges[j].delta // close before open at the same instant
 	})
-	var total int64
-	episodes, active := 0, 0
-	var since int64
+	var out []span
+	active := 0
 	for _, e := range edges {
-		if active >= 2 {
-			total += e.at - since
-		}
 		prev := active
 		active += e.delta
-		if prev < 2 && active >= 2 {
-			episodes++
+		switch {
+		case prev < 2 && active >= 2:
+			out = append(out, span{from: e.at})
+		case prev >= 2 && active < 2:
+			out[len(out)-1].to = e.at
 		}
-		since = e.at
 	}
-	return ms(total), episodes
+	return out, len(out)
+}
+
+func total(spans []span) int64 {
+	var t int64
+	for _, s := range spans {
+		t += s.to - s.from
+	}
+	return t
 }
 
 // union returns the total time covered by any term's adjusted spans.

@@ -239,7 +239,8 @@ func (h *harness) startAudit(ctx context.Context) error {
 }
 
 // dumpFence writes every record the fenced resource accepted, in order, to
-// fence.jsonl.
+// fence.jsonl. After a server restart the stream may take a while to elect a
+// leader, so reading is retried.
 func (h *harness) dumpFence() {
 	f, err := os.Create(filepath.Join(h.dir, "fence.jsonl"))
 	if err != nil {
@@ -247,31 +248,42 @@ func (h *harness) dumpFence() {
 	}
 	defer f.Close()
 	out := newRecorder(f, "fence")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := h.js.OrderedConsumer(ctx, fenceStream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		out.record(Event{Kind: "fence-error", Err: err.Error()})
-		return
-	}
-	info, err := h.js.Stream(ctx, fenceStream)
-	if err != nil {
-		out.record(Event{Kind: "fence-error", Err: err.Error()})
-		return
-	}
-	last := info.CachedInfo().State.LastSeq
-	for seen := uint64(0); seen < last; {
-		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+	var records []Event
+	err = retry(context.Background(), func(ctx context.Context) error {
+		records = records[:0]
+		s, err := h.js.Stream(ctx, fenceStream)
 		if err != nil {
-			out.record(Event{Kind: "fence-error", Err: err.Error()})
-			return
+			return err
 		}
-		meta, _ := m.Metadata()
-		seen = meta.Sequence.Stream
-		var r fenceRecord
-		if json.Unmarshal(m.Data(), &r) == nil {
-			out.record(Event{Kind: "fence", Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq})
+		last := s.CachedInfo().State.LastSeq
+		c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			return err
 		}
+		for seen := uint64(0); seen < last; {
+			m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+			if err != nil {
+				return err
+			}
+			meta, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			seen = meta.Sequence.Stream
+			var r fenceRecord
+			if err := json.Unmarshal(m.Data(), &r); err != nil {
+				return err
+			}
+			records = append(records, Event{Kind: "fence", Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq})
+		}
+		return nil
+	})
+	if err != nil {
+		out.record(Event{Kind: "fence-error", Err: err.Error()})
+		return
+	}
+	for _, r := range records {
+		out.record(r)
 	}
 }
 

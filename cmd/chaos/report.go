@@ -52,6 +52,18 @@ type report struct {
 	problems []string
 	terms    []*term
 	marks    []mark
+	overlaps []span
+	hist     *history
+	deaths   map[string]int64
+	runStart int64
+	runEnd   int64
+}
+
+func (r *report) mode() string {
+	if r.Cluster {
+		return fmt.Sprintf("3-node cluster, R3 bucket, TTL %v, %d workers, %d round(s)", r.TTL, r.Workers, r.Rounds)
+	}
+	return fmt.Sprintf("single server, TTL %v, %d workers, %d round(s)", r.TTL, r.Workers, r.Rounds)
 }
 
 type scenarioReport struct {
@@ -103,11 +115,7 @@ func (r *report) print(w io.Writer, cfg config) {
 	r.SplitBrainMS, r.SplitBrainRawMS = round(r.SplitBrainMS), round(r.SplitBrainRawMS)
 	r.ColdStartMS, r.LeaderlessMS, r.RunMS = round(r.ColdStartMS), round(r.LeaderlessMS), round(r.RunMS)
 	r.Problems = r.problems
-	mode := "single server"
-	if r.Cluster {
-		mode = "3-node cluster, R3 bucket"
-	}
-	fmt.Fprintf(w, "chaos: %s, TTL %v, %d workers, %d round(s), %.1f s\n\n", mode, r.TTL, r.Workers, r.Rounds, r.RunMS/1000)
+	fmt.Fprintf(w, "chaos: %s, %.1f s\n\n", r.mode(), r.RunMS/1000)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tfaults\tfailovers\tp50 ms\tp99 ms\tmax ms\tmax ×TTL\t")
