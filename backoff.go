@@ -12,7 +12,7 @@ import (
 // announce delay that keeps two leaders from overlapping.
 type Backoff interface {
 	// Duration returns the wait after the n-th consecutive lost campaign,
-	// counting from 0. The count starts again after the node has led.
+	// counting from 0. The count starts again whenever the node wins the key.
 	Duration(n int) time.Duration
 }
 
@@ -20,23 +20,30 @@ type Backoff interface {
 // Backoff returns, so that a zero or negative duration cannot spin.
 const minCampaignWait = 10 * time.Millisecond
 
+// maxBackoff caps a backoff whose Max is 0: a candidate waiting longer than a
+// key can live would only miss elections.
+const maxBackoff = MaxTTL
+
 // LinearBackoff waits Initial + n·Step after the n-th lost campaign, at most
-// Max. For example {Initial: time.Second, Step: time.Second, Max: 5 *
-// time.Second} gives 1s, 2s, 3s, 4s, 5s, 5s, …
+// Max (no cap when Max is 0). For example {Initial: time.Second, Step:
+// time.Second, Max: 5 * time.Second} gives 1s, 2s, 3s, 4s, 5s, 5s, …
 type LinearBackoff struct {
 	Initial time.Duration // wait after the first lost campaign
 	Step    time.Duration // added for each further lost campaign
-	Max     time.Duration // the longest wait
+	Max     time.Duration // the longest wait; 0 for none
 }
 
 // Duration implements Backoff.
 func (b LinearBackoff) Duration(n int) time.Duration {
-	if b.Step <= 0 || n <= 0 {
-		return min(b.Initial, b.Max)
+	limit := b.Max
+	if limit <= 0 {
+		limit = maxBackoff
 	}
-	steps := (b.Max - b.Initial) / b.Step
-	if time.Duration(n) >= steps {
-		return b.Max
+	if n <= 0 || b.Step <= 0 {
+		return min(b.Initial, limit)
+	}
+	if time.Duration(n) > (limit-b.Initial)/b.Step {
+		return limit
 	}
 	return b.Initial + time.Duration(n)*b.Step
 }
@@ -48,7 +55,7 @@ func (b LinearBackoff) Duration(n int) time.Duration {
 // 4s, 4s, … and waits of 125–250ms, 250–500ms, 0.5–1s, 1–2s, 2–4s, 2–4s, …
 type ExponentialBackoff struct {
 	Initial time.Duration // ceiling after the first lost campaign
-	Max     time.Duration // the largest ceiling
+	Max     time.Duration // the largest ceiling; 0 for MaxTTL
 }
 
 // Duration implements Backoff.
@@ -63,12 +70,16 @@ func (b ExponentialBackoff) Duration(n int) time.Duration {
 
 // ceiling returns min(Initial·2^n, Max) without overflowing.
 func (b ExponentialBackoff) ceiling(n int) time.Duration {
+	limit := b.Max
+	if limit <= 0 {
+		limit = maxBackoff
+	}
 	d := b.Initial
 	for range max(n, 0) {
-		if d >= b.Max/2 {
-			return b.Max
+		if d >= limit/2 {
+			return limit
 		}
 		d *= 2
 	}
-	return min(d, b.Max)
+	return min(d, limit)
 }

@@ -59,7 +59,9 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 	for lost := 0; ; lost++ {
 		c.notifyCampaign()
 		sent := time.Now()
-		opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
+		// Stop does not cancel a write in flight: the server may apply it,
+		// and only a finished write tells which revision to release.
+		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timing.opTimeout)
 		rev, err := c.kv.Create(opCtx, c.key, []byte(c.name))
 		cancel()
 		if err == nil {
@@ -104,10 +106,12 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		timer.Reset(time.Until(next))
 		select {
 		case <-ctx.Done():
+		case <-timer.C:
+		}
+		if ctx.Err() != nil { // checked again: select picks at random when both are ready
 			c.standDown(t, ErrStopped)
 			c.release(t)
 			return
-		case <-timer.C:
 		}
 
 		now := time.Now()
@@ -121,7 +125,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		c.notifyCampaign()
 		deadline := c.deadline(t)
 		sent := time.Now()
-		opCtx, cancel := context.WithDeadline(ctx, earliest(deadline, sent.Add(c.timing.opTimeout)))
+		opCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(deadline, sent.Add(c.timing.opTimeout)))
 		rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), t.revision)
 		cancel()
 		switch {
@@ -133,10 +137,6 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 				return
 			}
 			renewAt = sent.Add(c.timing.interval)
-		case ctx.Err() != nil:
-			c.standDown(t, ErrStopped)
-			c.release(t)
-			return
 		case isCASConflict(err):
 			c.standDown(t, fmt.Errorf("%w: %w", ErrRevisionGone, err))
 			return
@@ -160,7 +160,7 @@ func (c *campaigner) deadline(t *tenure) time.Time {
 // announce makes this node the leader and runs OnWon.
 func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	validUntil := c.deadline(t)
-	leadCtx, cancel := context.WithCancel(ctx)
+	leadCtx, cancel := context.WithCancel(context.WithValue(ctx, tokenKey{}, t.token))
 	t.lead = &leadership{ctx: leadCtx, cancel: cancel, expiry: time.AfterFunc(time.Until(validUntil), cancel)}
 
 	c.mu.Lock()

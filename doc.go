@@ -8,30 +8,38 @@
 //
 // # Guarantees
 //
-// At most one node is announced leader (IsLeader true, its OnWon context not
-// cancelled) at any instant, provided that:
+// IsLeader returns true on at most one node at any instant, provided that:
 //
 //   - the bucket's compare-and-set is linearizable and keeps acknowledged
 //     writes (run servers with sync_interval: always; see the README);
 //   - the monotonic clocks of the candidates and the servers' wall clocks run
 //     at rates within (TTL−interval)/(2·TTL) of each other (12.5% at the
-//     default interval).
+//     default interval);
+//   - the bucket's TTL is not lowered while elections run on it: each
+//     candidate reads it once, in NewElection (raising it is safe).
 //
 // Two rules give this. A leader stands down by itself once
 // interval + (TTL−interval)/2 has passed since it sent its last successful
 // write, measured on its monotonic clock, even if it is cut off from the
-// server or paused: IsLeader turns false at that moment and the leadership
-// context is cancelled. And a winner announces leadership only one full TTL
-// after its Create was acknowledged, by when any earlier leader has stood
-// down, even if its key was deleted, purged or overwritten early.
+// server or paused: IsLeader turns false at that moment. And a winner
+// announces leadership only one full TTL after its Create was acknowledged,
+// by when any earlier leader has stood down, even if its key was deleted,
+// purged or overwritten early.
+//
+// The leadership context handed to OnWon is cancelled by a timer at that same
+// deadline, so it can lag by scheduling delay; the (TTL−interval)/2 margin
+// covers such delays (the chaos harness measures them), but not a pause: a
+// process stopped through its deadline sees the context cancelled only once
+// it runs again.
 //
 // # Non-guarantees
 //
 // Leadership is not mutual exclusion for side effects: a process paused
 // between checking IsLeader and acting can act after a successor was
-// announced. Pass the fencing token (Token) to any resource you change and
-// have it refuse tokens lower than the highest it has seen. Tokens grow only
-// as long as JetStream keeps acknowledged writes.
+// announced. Pass the fencing token (TokenFromContext, or Token) to any
+// resource you change and have it refuse tokens lower than the highest it has
+// seen. Tokens grow only as long as JetStream keeps acknowledged writes and
+// the bucket is not deleted and created again.
 //
 // The monotonic clock does not advance while the machine is suspended; a
 // leader resumed from system suspend may believe it leads until its next
@@ -39,9 +47,9 @@
 //
 // # Timing
 //
-// With TTL T and campaign interval I, a crashed leader's key expires between
-// T−I and T after its last renewal (plus up to ~0.35 s of server expiry lag on
-// file storage), a candidate notices within I (or its backoff), and the winner
-// announces T later. A leader that stops gracefully deletes its key, so the
+// With TTL T and campaign interval I, a crashed leader's key expires T after
+// its last renewal, so between T−I and T after the crash (plus about 0.25 s of
+// server expiry lag on file storage); a candidate notices within I (or its
+// backoff), and the winner announces T later. A leader that stops gracefully deletes its key, so the
 // next candidate wins within I and announces T later.
 package election

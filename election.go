@@ -139,7 +139,9 @@ func (e *Election) Start(ctx context.Context) error {
 }
 
 // Stop ends the election: a leader stands down, releases the key and runs
-// OnLost. Stop waits until Start has returned and every callback has run, so
+// OnLost. A KV write in flight is let finish first (within the campaign
+// interval, at most 5 s), so that the release deletes the revision actually
+// written. Stop waits until Start has returned and every callback has run, so
 // it must not be called from a callback (cancel Start's context there
 // instead). It is safe to call more than once, and before Start.
 func (e *Election) Stop() {
@@ -173,10 +175,23 @@ func (e *Election) State() State {
 	return e.state
 }
 
+// tokenKey is the context key under which a leadership context carries its
+// fencing token.
+type tokenKey struct{}
+
+// TokenFromContext returns the fencing token of the leadership whose context
+// (the one OnWon received, or one derived from it) is ctx. Unlike Token, it
+// stays tied to that leadership even when read late.
+func TokenFromContext(ctx context.Context) (uint64, bool) {
+	token, ok := ctx.Value(tokenKey{}).(uint64)
+	return token, ok
+}
+
 // Token returns the fencing token of this node's leadership: the KV revision
 // of the Create that won it. Tokens of successive leaders only grow, so a
 // resource that remembers the highest token it has seen can refuse a stale
-// leader. Token returns 0 when this node does not lead.
+// leader, as long as the bucket is not deleted and created again (revisions
+// then start over). Token returns 0 when this node does not lead.
 func (e *Election) Token() uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -25,7 +25,7 @@ var (
 	// ErrInvalidTTL means the bucket TTL is outside [MinTTL, MaxTTL].
 	ErrInvalidTTL = errors.New("election: bucket TTL out of range")
 	// ErrInvalidCampaignInterval means the campaign interval is below
-	// MinCampaignInterval or closer to the TTL than MinRenewWindow.
+	// MinCampaignInterval or closer to the TTL than MinIntervalGap.
 	ErrInvalidCampaignInterval = errors.New("election: campaign interval out of range")
 )
 

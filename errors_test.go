@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election/internal/embedded"
+	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -34,9 +35,22 @@ func TestCASConflictsAreToldApartFromFailures(t *testing.T) {
 		}
 	}
 
-	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	// A request the server never answers: sent through a blackholed proxy.
+	p, err := faultproxy.New(s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, pjs := testenv.Connect(t, p.URL())
+	pkv, err := pjs.KeyValue(ctx, "R1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	_, timeoutErr := kv.Update(expired, "k", []byte("b"), rev)
+	_, timeoutErr := pkv.Update(short, "k", []byte("b"), rev)
+	p.Heal()
 	nc.Close()
 	_, closedErr := kv.Update(ctx, "k", []byte("b"), rev)
 	for what, err := range map[string]error{"timed-out Update": timeoutErr, "Update on a closed connection": closedErr} {

@@ -29,11 +29,11 @@ func ExampleNewElection() {
 		log.Fatal(err)
 	}
 
-	var e *election.Election
-	e, err = election.NewElection("replica-1", "scheduler", kv,
+	e, err := election.NewElection("replica-1", "scheduler", kv,
 		election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
-			fmt.Println("leading with fencing token", e.Token())
+			token, _ := election.TokenFromContext(leading)
+			fmt.Println("leading with fencing token", token)
 			// Do the singleton work here until leading is done; this example
 			// stops at once instead.
 			cancel()

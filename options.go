@@ -27,12 +27,13 @@ type WonCallback interface {
 }
 
 // OnWon sets a callback run when this node becomes leader. Its context is
-// cancelled the moment leadership ends, for any reason; the callback may block
-// until then and do the leader's work itself.
+// cancelled when leadership ends, for any reason, and carries the fencing
+// token (TokenFromContext); the callback may block until then and do the
+// leader's work itself.
 //
-// Callbacks run one at a time, in order, on a goroutine of the election's own,
-// never while it holds a lock: a callback may call IsLeader, State or Token.
-// OnLost runs only after OnWon has returned.
+// OnWon and OnLost run one at a time, in order, on a goroutine of the
+// election's own, never while it holds a lock: they may call IsLeader, State
+// or Token. OnLost runs only after OnWon has returned.
 func OnWon[F WonCallback](cb F) Option {
 	return func(o *options) {
 		switch f := any(cb).(type) {
@@ -67,7 +68,7 @@ func OnLost[F LostCallback](cb F) Option {
 
 // OnCampaign sets a callback run before every campaign of a candidate and
 // every renewal of a leader, with the node's state. It runs on the campaign
-// goroutine and must return quickly.
+// goroutine, possibly while OnWon runs, and must return quickly.
 func OnCampaign(cb func(s State)) Option {
 	return func(o *options) { o.onCampaign = cb }
 }
@@ -100,9 +101,10 @@ func WithCampaignInterval(d time.Duration) Option {
 
 // WithUnsafeShortTTL lowers the hard limits to nats-server's own floors
 // (a TTL of 100 ms, an interval and gap of 10 ms), for tests and fault
-// injection that need short TTLs. Elections stay free of overlap by
-// construction, but a leader on a loaded machine or a slow link will lose
-// leadership often. Do not use it in production.
+// injection that need short TTLs. IsLeader still never overlaps, but the
+// margin that absorbs scheduling delay shrinks with the gap (to 5 ms at the
+// floor), and a leader on a loaded machine or a slow link loses leadership
+// often. Do not use it in production.
 func WithUnsafeShortTTL() Option {
 	return func(o *options) { o.unsafeShorter = true }
 }

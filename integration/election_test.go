@@ -3,12 +3,14 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -80,6 +82,11 @@ func TestStopReleasesTheKeyForTheNextLeader(t *testing.T) {
 	g := startGroup(t, "c", "k", handles(t, s.ClientURL(), "STOP", 3))
 
 	first := g.awaitWin()
+	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	g.elections[first.name].Stop()
 	if g.elections[first.name].IsLeader() {
 		t.Error("IsLeader true after Stop")
@@ -88,13 +95,62 @@ func TestStopReleasesTheKeyForTheNextLeader(t *testing.T) {
 	if !errors.Is(lost.cause, election.ErrStopped) {
 		t.Errorf("stood down with cause %v, want ErrStopped", lost.cause)
 	}
-	// Released, not left to expire: the key is gone as soon as Stop returns.
-	if _, err := admin.Get(context.Background(), "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Errorf("after Stop, Get of the key: %v, want ErrKeyNotFound", err)
+	// Released, not left to expire: after the leader's own writes, the next
+	// entry is a delete.
+	for {
+		e := nextUpdate(t, w)
+		if string(e.Value()) == first.name {
+			continue
+		}
+		if e.Operation() != jetstream.KeyValueDelete {
+			t.Fatalf("after Stop the key got %v %q, want the leader's delete", e.Operation(), e.Value())
+		}
+		break
 	}
 	second := g.awaitWin()
 	if second.name == first.name {
 		t.Errorf("%s led again after Stop", first.name)
+	}
+}
+
+// proxied opens n connections to the server, each through its own fault
+// proxy, binds each to bucket, and returns the handles and the proxies of
+// candidates c-0 … c-(n-1).
+func proxied(t *testing.T, s *server.Server, bucket string, n int) ([]jetstream.KeyValue, map[string]*faultproxy.Proxy) {
+	t.Helper()
+	proxies := map[string]*faultproxy.Proxy{}
+	var kvs []jetstream.KeyValue
+	for i := range n {
+		p, err := faultproxy.New(s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		proxies[fmt.Sprintf("c-%d", i)] = p
+		kvs = append(kvs, handles(t, p.URL(), bucket, 1)...)
+	}
+	return kvs, proxies
+}
+
+// nextUpdate returns the next entry from a watcher.
+func nextUpdate(t *testing.T, w jetstream.KeyWatcher) jetstream.KeyValueEntry {
+	t.Helper()
+	select {
+	case e := <-w.Updates():
+		return e
+	case <-time.After(awaitTimeout):
+		t.Fatalf("no update of the key within %v", awaitTimeout)
+		return nil
+	}
+}
+
+// awaitRenewal waits until the leader writes the key again.
+func awaitRenewal(t *testing.T, w jetstream.KeyWatcher, leader string) jetstream.KeyValueEntry {
+	t.Helper()
+	for {
+		if e := nextUpdate(t, w); string(e.Value()) == leader {
+			return e
+		}
 	}
 }
 
@@ -103,18 +159,7 @@ func TestCutOffLeaderStandsDownBeforeItsKeyExpires(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "CUT", TTL: ttl})
-
-	proxies := map[string]*faultproxy.Proxy{}
-	var kvs []jetstream.KeyValue
-	for i := range 3 {
-		p, err := faultproxy.New(s.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		proxies[[]string{"c-0", "c-1", "c-2"}[i]] = p
-		kvs = append(kvs, handles(t, p.URL(), "CUT", 1)...)
-	}
+	kvs, proxies := proxied(t, s, "CUT", 3)
 	g := startGroup(t, "c", "k", kvs)
 	leader := g.awaitWin()
 
@@ -124,7 +169,7 @@ func TestCutOffLeaderStandsDownBeforeItsKeyExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	renewal := <-w.Updates()
+	renewal := awaitRenewal(t, w, leader.name)
 
 	proxies[leader.name].Blackhole()
 	lost := g.awaitLoss(leader.name)
@@ -154,6 +199,42 @@ drain:
 	}
 	if !next.at.After(lost.at) {
 		t.Errorf("%s announced at %v, before %s stood down at %v", next.name, next.at, leader.name, lost.at)
+	}
+	proxies[leader.name].Heal()
+}
+
+// TestEarlyKeyRemovalNeverOverlapsACutOffLeader deletes the key of a leader
+// that is cut off and cannot learn of it. Candidates polling every 20 ms win
+// the key at once, while the old leader believes until its validity
+// deadline: only the announce delay keeps the winner from overlapping it.
+func TestEarlyKeyRemovalNeverOverlapsACutOffLeader(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "EARLY", TTL: ttl})
+	kvs, proxies := proxied(t, s, "EARLY", 3)
+	fast := election.LinearBackoff{Initial: 20 * time.Millisecond, Max: 20 * time.Millisecond}
+	g := startGroup(t, "c", "k", kvs, election.WithBackoff(fast))
+	leader := g.awaitWin()
+
+	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	awaitRenewal(t, w, leader.name) // the leader's validity runs longest from here
+	proxies[leader.name].Blackhole()
+	if err := admin.Delete(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+
+	lost := g.awaitLoss(leader.name)
+	if !errors.Is(lost.cause, election.ErrRenewDeadline) {
+		t.Errorf("stood down with cause %v, want ErrRenewDeadline", lost.cause)
+	}
+	next := g.awaitWin() // the group fails the test if it overlaps the old leader
+	if next.name == leader.name || !next.at.After(lost.at) {
+		t.Errorf("%s announced at %v; the cut-off leader %s stood down at %v", next.name, next.at, leader.name, lost.at)
 	}
 	proxies[leader.name].Heal()
 }

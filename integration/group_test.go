@@ -51,14 +51,15 @@ func startGroup(t *testing.T, prefix, key string, kvs []jetstream.KeyValue, opts
 	g.cancel = cancel
 	for i, kv := range kvs {
 		name := fmt.Sprintf("%s-%d", prefix, i)
-		var e *election.Election
 		all := append([]election.Option{
 			election.WithoutSplay(),
-			election.OnWon(func(context.Context) { g.won(name, e.Token()) }),
+			election.OnWon(func(leading context.Context) {
+				token, _ := election.TokenFromContext(leading)
+				g.won(name, token)
+			}),
 			election.OnLost(func(cause error) { g.lost(name, cause) }),
 		}, opts...)
-		var err error
-		e, err = election.NewElection(name, key, kv, all...)
+		e, err := election.NewElection(name, key, kv, all...)
 		if err != nil {
 			t.Fatal(err)
 		}

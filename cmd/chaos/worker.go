@@ -61,11 +61,10 @@ func runWorker(args []string) error {
 		return fmt.Errorf("binding stream %s: %w", fenceStream, err)
 	}
 
-	var e *election.Election
 	opts := []election.Option{
 		election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
-			token := e.Token()
+			token, _ := election.TokenFromContext(leading)
 			rec.record(Event{Kind: "won", Token: token})
 			context.AfterFunc(leading, func() { rec.record(Event{Kind: "lost", Token: token}) })
 			actUntilDone(leading, js, fence, rec, *name, token)
@@ -75,7 +74,7 @@ func runWorker(args []string) error {
 	if *unsafeTTL {
 		opts = append(opts, election.WithUnsafeShortTTL())
 	}
-	e, err = election.NewElection(*name, *key, &recordingKV{KeyValue: kv, rec: rec}, opts...)
+	e, err := election.NewElection(*name, *key, &recordingKV{KeyValue: kv, rec: rec}, opts...)
 	if err != nil {
 		return err
 	}

@@ -170,7 +170,6 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 // events and do its work while it leads.
 func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValue) (*election.Election, error) {
 	wlog := log.WithField("worker", name)
-	var e *election.Election
 	opts := []election.Option{
 		election.WithLogger(slogrus.New(log).With("worker", name)),
 		election.OnCampaign(func(s election.State) {
@@ -181,7 +180,7 @@ func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValu
 			wlog.WithField("event", "campaign").Info("campaigning")
 		}),
 		election.OnWon(func(ctx context.Context) {
-			token := e.Token()
+			token, _ := election.TokenFromContext(ctx)
 			wlog.WithFields(logrus.Fields{"event": "won", "token": token}).Info("became leader")
 			doWork(ctx, wlog.WithField("token", token))
 		}),
@@ -192,9 +191,7 @@ func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValu
 	if cfg.noSplay {
 		opts = append(opts, election.WithoutSplay())
 	}
-	var err error
-	e, err = election.NewElection(name, cfg.key, kv, opts...)
-	return e, err
+	return election.NewElection(name, cfg.key, kv, opts...)
 }
 
 // doWork stands for a leader's singleton work: once a second until
