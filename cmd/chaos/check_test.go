@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+const sec = int64(time.Second)
+
+// writeRun writes synthetic histories for check.
+func writeRun(t *testing.T, files map[string][]Event) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, events := range files {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := json.NewEncoder(f)
+		for _, ev := range events {
+			if err := enc.Encode(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+	}
+	return dir
+}
+
+// leaderTerm is a worker that wins with token at won (after a Create sent at
+// sent), renews at each of renewals, and records its stand-down at lost.
+func leaderTerm(token uint64, sent, won int64, renewals []int64, lost int64) []Event {
+	events := []Event{
+		{T: sent + 1e6, Kind: "op", Op: "create", Sent: sent, Outcome: "ok", Rev: token},
+		{T: won, Kind: "won", Token: token},
+	}
+	for i, r := range renewals {
+		events = append(events, Event{T: r + 1e6, Kind: "op", Op: "update", Sent: r, Outcome: "ok", Rev: token + uint64(i) + 1})
+	}
+	return append(events, Event{T: lost, Kind: "lost", Token: token})
+}
+
+func baseRun(workers map[string][]Event, harness ...Event) map[string][]Event {
+	files := map[string][]Event{
+		"harness.jsonl": append([]Event{{T: 0, Kind: "cold-start"}}, append(harness, Event{T: 20 * sec, Kind: "end"})...),
+		"audit.jsonl":   nil,
+		"fence.jsonl":   nil,
+	}
+	for w, events := range workers {
+		for i := range events {
+			events[i].Worker = w
+		}
+		files["worker-"+w+".jsonl"] = events
+		for _, ev := range events {
+			if ev.Kind == "won" {
+				files["audit.jsonl"] = append(files["audit.jsonl"], Event{Kind: "audit", Rev: ev.Token, Op: "PUT", Worker: w})
+			}
+		}
+	}
+	return files
+}
+
+var ttl2s = config{ttl: 2 * time.Second, workers: 2, rounds: 1}
+
+func TestCheckCountsOverlapUntilTheValidityDeadline(t *testing.T) {
+	// w0 (validity 1.75 s from its write at 0) records its stand-down only at
+	// 5 s; w1 announces at 3 s. IsLeader overlapped nowhere, the raw belief
+	// for 2 s.
+	dir := writeRun(t, baseRun(map[string][]Event{
+		"w0": leaderTerm(1, 0, sec/2, nil, 5*sec),
+		"w1": leaderTerm(3, 2*sec, 3*sec, []int64{3 * sec, 4 * sec}, 5700e6),
+	}))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.SplitBrainMS != 0 || rep.SplitBrainRawMS != 2000 {
+		t.Errorf("split brain %v ms, raw %v ms; want 0 and 2000", rep.SplitBrainMS, rep.SplitBrainRawMS)
+	}
+	if rep.DemotionViolations != 1 {
+		t.Errorf("self-demotion violations %d, want 1 (w0 stood down 5 s after its last write)", rep.DemotionViolations)
+	}
+}
+
+func TestCheckFindsSplitBrainAndSubtractsPauses(t *testing.T) {
+	// w0 renews every 1.5 s and leads from 1 s to 10 s, paused from 5 s to
+	// 5.5 s; w1 announces at 4 s and leads until 8 s. Overlap: 4–5 s and
+	// 5.5–8 s.
+	dir := writeRun(t, baseRun(map[string][]Event{
+		"w0": leaderTerm(1, 0, sec, []int64{1500e6, 3000e6, 4500e6, 6000e6, 7500e6, 9000e6}, 10*sec),
+		"w1": leaderTerm(5, 2*sec, 4*sec, []int64{3500e6, 5000e6, 6500e6}, 8*sec),
+	}, Event{T: 5 * sec, Kind: "pause", Target: "w0"}, Event{T: 5500e6, Kind: "resume", Target: "w0"}))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.SplitBrainMS != 3500 || rep.SplitBrainEpisodes != 2 {
+		t.Errorf("split brain %v ms in %d episodes, want 3500 in 2", rep.SplitBrainMS, rep.SplitBrainEpisodes)
+	}
+	if rep.SplitBrainRawMS != 4000 {
+		t.Errorf("raw split brain %v ms, want 4000", rep.SplitBrainRawMS)
+	}
+	if rep.ok() {
+		t.Error("report is ok despite split brain")
+	}
+}
+
+func TestCheckCountsStaleTokensAndBadTokens(t *testing.T) {
+	files := baseRun(map[string][]Event{
+		"w0": leaderTerm(4, 0, sec, nil, 1500e6),
+		"w1": leaderTerm(4, 2*sec, 3*sec, nil, 3500e6),
+	})
+	files["fence.jsonl"] = []Event{
+		{Kind: "fence", Token: 4}, {Kind: "fence", Token: 9}, {Kind: "fence", Token: 7},
+	}
+	files["audit.jsonl"] = []Event{{Kind: "audit", Rev: 4, Op: "PUT", Worker: "w0"}}
+	rep, err := check(ttl2s, writeRun(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.StaleTokensAccepted != 1 {
+		t.Errorf("stale tokens accepted %d, want 1", rep.StaleTokensAccepted)
+	}
+	if rep.DuplicateTokens != 1 || rep.TokenRegressions != 1 || rep.UnbackedWins != 1 {
+		t.Errorf("duplicates %d, regressions %d, unbacked %d; want 1 each",
+			rep.DuplicateTokens, rep.TokenRegressions, rep.UnbackedWins)
+	}
+}
+
+func TestCheckMeasuresFailoverPerScenario(t *testing.T) {
+	dir := writeRun(t, baseRun(map[string][]Event{
+		"w0": leaderTerm(1, 0, sec, []int64{1500e6}, 2*sec),
+		"w1": leaderTerm(3, 3*sec, 5*sec, nil, 6*sec),
+	}, Event{T: 2 * sec, Kind: "fault", Scenario: "leader-kill"}))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != 1 || rep.Scenarios[0].FailoverMS.Max != 3000 {
+		t.Fatalf("scenarios %+v, want leader-kill with a 3000 ms failover", rep.Scenarios)
+	}
+}
