@@ -16,6 +16,14 @@ import (
 
 const ttl = 2 * time.Second
 
+// serverWithBucket starts a server and creates bucket on it with the TTL ttl.
+func serverWithBucket(t *testing.T, bucket string) (*server.Server, jetstream.KeyValue) {
+	t.Helper()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	return s, testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
+}
+
 // handles opens n connections to url and binds each to bucket.
 func handles(t *testing.T, url, bucket string, n int) []jetstream.KeyValue {
 	t.Helper()
@@ -33,9 +41,7 @@ func handles(t *testing.T, url, bucket string, n int) []jetstream.KeyValue {
 
 func TestManyCandidatesOneLeaderAndKeyDeleteFailsOver(t *testing.T) {
 	t.Parallel()
-	s := testenv.Server(t)
-	_, js := testenv.Connect(t, s.ClientURL())
-	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "MANY", TTL: ttl})
+	s, admin := serverWithBucket(t, "MANY")
 
 	main := startGroup(t, "main", "main", handles(t, s.ClientURL(), "MANY", 10))
 	other := startGroup(t, "other", "other", handles(t, s.ClientURL(), "MANY", 3))
@@ -76,9 +82,7 @@ func TestManyCandidatesOneLeaderAndKeyDeleteFailsOver(t *testing.T) {
 
 func TestStopReleasesTheKeyForTheNextLeader(t *testing.T) {
 	t.Parallel()
-	s := testenv.Server(t)
-	_, js := testenv.Connect(t, s.ClientURL())
-	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "STOP", TTL: ttl})
+	s, admin := serverWithBucket(t, "STOP")
 	g := startGroup(t, "c", "k", handles(t, s.ClientURL(), "STOP", 3))
 
 	first := g.awaitWin()
@@ -156,9 +160,7 @@ func awaitRenewal(t *testing.T, w jetstream.KeyWatcher, leader string) jetstream
 
 func TestCutOffLeaderStandsDownBeforeItsKeyExpires(t *testing.T) {
 	t.Parallel()
-	s := testenv.Server(t)
-	_, js := testenv.Connect(t, s.ClientURL())
-	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "CUT", TTL: ttl})
+	s, admin := serverWithBucket(t, "CUT")
 	kvs, proxies := proxied(t, s, "CUT", 3)
 	g := startGroup(t, "c", "k", kvs)
 	leader := g.awaitWin()
@@ -209,9 +211,7 @@ drain:
 // deadline: only the announce delay keeps the winner from overlapping it.
 func TestEarlyKeyRemovalNeverOverlapsACutOffLeader(t *testing.T) {
 	t.Parallel()
-	s := testenv.Server(t)
-	_, js := testenv.Connect(t, s.ClientURL())
-	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "EARLY", TTL: ttl})
+	s, admin := serverWithBucket(t, "EARLY")
 	kvs, proxies := proxied(t, s, "EARLY", 3)
 	fast := election.LinearBackoff{Initial: 20 * time.Millisecond, Max: 20 * time.Millisecond}
 	g := startGroup(t, "c", "k", kvs, election.WithBackoff(fast))

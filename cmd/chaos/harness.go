@@ -189,7 +189,7 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 	replicas := len(h.servers)
-	err = retry(ctx, func(ctx context.Context) error {
+	err = retry(ctx, 5*time.Second, func(ctx context.Context) error {
 		kv, err := h.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: bucketName, TTL: h.cfg.ttl, Replicas: replicas, LimitMarkerTTL: time.Second,
 		})
@@ -249,7 +249,7 @@ func (h *harness) dumpFence() {
 	defer f.Close()
 	out := newRecorder(f, "fence")
 	var records []Event
-	err = retry(context.Background(), func(ctx context.Context) error {
+	err = retry(context.Background(), 30*time.Second, func(ctx context.Context) error {
 		records = records[:0]
 		s, err := h.js.Stream(ctx, fenceStream)
 		if err != nil {
@@ -261,20 +261,25 @@ func (h *harness) dumpFence() {
 			return err
 		}
 		for seen := uint64(0); seen < last; {
-			m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+			batch, err := c.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
 			if err != nil {
 				return err
 			}
-			meta, err := m.Metadata()
-			if err != nil {
+			for m := range batch.Messages() {
+				meta, err := m.Metadata()
+				if err != nil {
+					return err
+				}
+				seen = meta.Sequence.Stream
+				var r fenceRecord
+				if err := json.Unmarshal(m.Data(), &r); err != nil {
+					return err
+				}
+				records = append(records, Event{Kind: "fence", Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq})
+			}
+			if err := batch.Error(); err != nil {
 				return err
 			}
-			seen = meta.Sequence.Stream
-			var r fenceRecord
-			if err := json.Unmarshal(m.Data(), &r); err != nil {
-				return err
-			}
-			records = append(records, Event{Kind: "fence", Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq})
 		}
 		return nil
 	})
@@ -287,12 +292,13 @@ func (h *harness) dumpFence() {
 	}
 }
 
-// retry calls f until it succeeds or startTimeout passes.
-func retry(ctx context.Context, f func(context.Context) error) error {
+// retry calls f, each time with attempt to finish, until it succeeds or
+// startTimeout passes.
+func retry(ctx context.Context, attempt time.Duration, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	for {
-		callCtx, callCancel := context.WithTimeout(ctx, 5*time.Second)
+		callCtx, callCancel := context.WithTimeout(ctx, attempt)
 		err := f(callCtx)
 		callCancel()
 		if err == nil {
@@ -462,25 +468,33 @@ func (h *harness) candidate(leader *workerProc) *workerProc {
 
 // kill SIGKILLs a worker, waits for it, and starts a replacement.
 func (h *harness) kill(w *workerProc) error {
-	h.mu.Lock()
-	w.expected = true
-	delete(h.workers, w.name)
-	h.mu.Unlock()
-	h.rec.record(Event{Kind: "kill", Target: w.name, PID: w.cmd.Process.Pid})
-	w.cmd.Process.Signal(syscall.SIGKILL)
+	h.retire(w, "kill", syscall.SIGKILL)
 	<-w.done
 	return h.spawnWorker()
 }
 
 // stop asks a worker to stop (SIGTERM), waits for it, and starts a
-// replacement. A worker that does not exit within startTimeout is hung.
+// replacement.
 func (h *harness) stop(w *workerProc) error {
+	h.retire(w, "stop", syscall.SIGTERM)
+	h.awaitExit(w)
+	return h.spawnWorker()
+}
+
+// retire takes a worker out of the run, expecting its exit, and signals it.
+func (h *harness) retire(w *workerProc, kind string, sig syscall.Signal) {
 	h.mu.Lock()
 	w.expected = true
 	delete(h.workers, w.name)
 	h.mu.Unlock()
-	h.rec.record(Event{Kind: "stop", Target: w.name, PID: w.cmd.Process.Pid})
-	w.cmd.Process.Signal(syscall.SIGTERM)
+	h.rec.record(Event{Kind: kind, Target: w.name, PID: w.cmd.Process.Pid})
+	w.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot act on SIGTERM
+	w.cmd.Process.Signal(sig)
+}
+
+// awaitExit waits for a retired worker to exit. One still running after
+// startTimeout is recorded as hung and killed.
+func (h *harness) awaitExit(w *workerProc) {
 	select {
 	case <-w.done:
 	case <-time.After(startTimeout):
@@ -488,7 +502,6 @@ func (h *harness) stop(w *workerProc) error {
 		w.cmd.Process.Kill()
 		<-w.done
 	}
-	return h.spawnWorker()
 }
 
 // pause stops a worker with SIGSTOP for d, then continues it.
@@ -505,23 +518,14 @@ func (h *harness) shutdown() {
 	h.mu.Lock()
 	var ws []*workerProc
 	for _, w := range h.workers {
-		w.expected = true
 		ws = append(ws, w)
 	}
 	h.mu.Unlock()
 	for _, w := range ws {
-		h.rec.record(Event{Kind: "stop", Target: w.name, PID: w.cmd.Process.Pid})
-		w.cmd.Process.Signal(syscall.SIGCONT)
-		w.cmd.Process.Signal(syscall.SIGTERM)
+		h.retire(w, "stop", syscall.SIGTERM)
 	}
 	for _, w := range ws {
-		select {
-		case <-w.done:
-		case <-time.After(startTimeout):
-			h.rec.record(Event{Kind: "crash", Target: w.name, Cause: "hung on SIGTERM"})
-			w.cmd.Process.Kill()
-			<-w.done
-		}
+		h.awaitExit(w)
 	}
 	if h.admin != nil {
 		h.dumpFence()

@@ -154,7 +154,7 @@ func (h *harness) streamFollower(ctx context.Context) (*serverProc, error) {
 
 func (h *harness) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 	var info *jetstream.StreamInfo
-	err := retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, 5*time.Second, func(ctx context.Context) error {
 		s, err := h.js.Stream(ctx, "KV_"+bucketName)
 		if err != nil {
 			return err
