@@ -5,8 +5,10 @@ import (
 	"time"
 )
 
-// Backoff chooses how long a candidate waits between campaigns it lost.
-// Without one, a candidate campaigns once per campaign interval.
+// Backoff chooses how long a candidate waits after a lost claim before it
+// claims again without news from its watcher (a key that ages out leaves no
+// news). Without one, the wait doubles from 50 ms up to the campaign
+// interval.
 //
 // A backoff changes only how often candidates try; it never shortens the
 // announce delay that keeps two leaders from overlapping.

@@ -42,62 +42,152 @@ func (c *campaigner) run(ctx context.Context) {
 			return
 		}
 	}
+	w, ok := c.watch(ctx)
+	if !ok {
+		return
+	}
+	defer w.Stop()
+	view := &keyView{}
 	for {
-		t, ok := c.campaign(ctx)
+		t, ok := c.campaign(ctx, w, view)
 		if !ok {
 			return
 		}
-		c.hold(ctx, t)
+		c.hold(ctx, t, w, view)
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
-// campaign tries to Create the key until it succeeds or ctx is done.
-func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
-	for lost := 0; ; lost++ {
-		c.notifyCampaign()
-		sent := time.Now()
-		// Stop does not cancel a write in flight: the server may apply it,
-		// and only a finished write tells which revision to release.
-		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timing.opTimeout)
-		rev, err := c.kv.Create(opCtx, c.key, []byte(c.name))
-		cancel()
+// watch starts the watcher on the key, retrying until ctx is done.
+func (c *campaigner) watch(ctx context.Context) (jetstream.KeyWatcher, bool) {
+	for {
+		w, err := c.kv.Watch(ctx, c.key)
 		if err == nil {
-			announceAt := time.Now().Add(c.timing.announceDelay)
-			c.log.Info("won the key; announcing after the announce delay",
-				"revision", rev, "announce_delay", c.timing.announceDelay)
-			return &tenure{token: rev, revision: rev, lastSent: sent, announceAt: announceAt}, true
+			return w, true
 		}
-		if ctx.Err() != nil {
+		c.log.Warn("cannot watch the key; retrying", "error", err)
+		if !sleep(ctx, c.timing.interval) {
 			return nil, false
 		}
+	}
+}
+
+// campaign waits for the key to be free and claims it, until a claim wins or
+// ctx is done. The watcher says when the key is free; a fallback timer covers
+// what it cannot say (a key that aged out without an expiry marker) or does
+// not say in time (a watcher stalled by a dead server): when a holder has not
+// renewed within a TTL, the candidate claims over no entry, which succeeds
+// only once the key is gone. Waiting candidates write nothing.
+func (c *campaigner) campaign(ctx context.Context, w jetstream.KeyWatcher, view *keyView) (*tenure, bool) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	lost := 0
+	tried, triedAny := uint64(0), false // the revision a lost claim expected: wait for the key to change
+	for {
+		if view.free() && (!triedAny || view.expected() != tried) {
+			if t := c.claim(ctx, view.expected(), view.classify()); t != nil {
+				return t, true
+			}
+			if ctx.Err() != nil {
+				return nil, false
+			}
+			lost++
+			tried, triedAny = view.expected(), true
+		}
+
+		timer.Reset(time.Until(c.fallbackAt(view, lost)))
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, false
+			}
+			view.observe(e)
+		case <-timer.C:
+			expected, pred := uint64(0), predecessorNone
+			if view.free() {
+				expected, pred = view.expected(), view.classify()
+			}
+			if t := c.claim(ctx, expected, pred); t != nil {
+				return t, true
+			}
+			if ctx.Err() != nil {
+				return nil, false
+			}
+			lost++
+		}
+	}
+}
+
+// fallbackAt is when a candidate claims without word from the watcher: a TTL
+// after the holder's latest write arrived, and after a lost claim once the
+// retry wait has passed.
+func (c *campaigner) fallbackAt(view *keyView, lost int) time.Time {
+	now := time.Now()
+	switch {
+	case !view.ready:
+		return now.Add(c.timing.interval)
+	case view.held() && view.seenAt.Add(c.timing.ttl).After(now):
+		return view.seenAt.Add(c.timing.ttl)
+	case lost == 0:
+		return now.Add(c.timing.interval)
+	default:
+		return now.Add(c.retryWait(lost))
+	}
+}
+
+// retryWait is the wait after the lost-th consecutive lost claim: the
+// backoff's, or else doubling from 50 ms up to the campaign interval.
+func (c *campaigner) retryWait(lost int) time.Duration {
+	if c.opts.backoff != nil {
+		return max(c.opts.backoff.Duration(lost-1), minCampaignWait)
+	}
+	return min(firstRetry<<min(lost-1, 16), c.timing.interval)
+}
+
+// firstRetry is the default wait after a first lost claim.
+const firstRetry = 50 * time.Millisecond
+
+// claim writes this node's name over the key if its last revision is still
+// expected (0: no entry at all). A winner announces at once when pred proves
+// the previous holder has stood down, else one TTL after the claim was
+// acknowledged.
+func (c *campaigner) claim(ctx context.Context, expected uint64, pred predecessor) *tenure {
+	c.notifyCampaign()
+	sent := time.Now()
+	// Stop does not cancel a write in flight: the server may apply it, and
+	// only a finished write tells which revision to release.
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timing.opTimeout)
+	rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), expected)
+	cancel()
+	if err != nil {
 		if isCASConflict(err) {
 			c.log.Debug("campaign lost", "error", fmt.Errorf("%w: %w", ErrKeyHeld, err))
 		} else {
 			c.log.Warn("campaign failed", "error", err)
 		}
-		if !sleep(ctx, c.campaignWait(lost)) {
-			return nil, false
-		}
+		return nil
 	}
-}
-
-func (c *campaigner) campaignWait(lost int) time.Duration {
-	if c.opts.backoff == nil {
-		return c.timing.interval
+	delay := time.Duration(0)
+	if pred == predecessorEarly {
+		delay = c.timing.announceDelay
 	}
-	return max(c.opts.backoff.Duration(lost), minCampaignWait)
+	c.log.Info("won the key", "revision", rev, "after", pred.String(), "announce_delay", delay)
+	return &tenure{token: rev, revision: rev, lastSent: sent, announceAt: time.Now().Add(delay)}
 }
 
 // hold keeps the key for one tenure: it renews every interval, announces
 // leadership once the announce delay has passed, and stands down when a
-// renewal is refused, when the validity deadline passes, or when ctx is done.
-func (c *campaigner) hold(ctx context.Context, t *tenure) {
+// renewal is refused, when the watcher shows another client's write, when
+// the validity deadline passes, or when ctx is done.
+func (c *campaigner) hold(ctx context.Context, t *tenure, w jetstream.KeyWatcher, view *keyView) {
 	renewAt := t.lastSent.Add(c.timing.interval)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	updates := w.Updates()
 	for {
 		next := renewAt
 		if t.lead == nil && t.announceAt.Before(next) {
@@ -106,6 +196,17 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		timer.Reset(time.Until(next))
 		select {
 		case <-ctx.Done():
+		case e, ok := <-updates:
+			if !ok {
+				updates = nil // the watcher ended with ctx
+				continue
+			}
+			view.observe(e)
+			if e != nil && e.Revision() > t.revision {
+				c.standDown(t, fmt.Errorf("%w: revision %d was written by another client", ErrRevisionGone, e.Revision()))
+				return
+			}
+			continue
 		case <-timer.C:
 		}
 		if ctx.Err() != nil { // checked again: select picks at random when both are ready
@@ -221,12 +322,13 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 	}
 }
 
-// release deletes the key if it still holds this node's latest revision, so
-// that a candidate can take over without waiting for the key to expire.
+// release writes "released:" and this node's name over the key if it still
+// holds this node's latest revision. Written only after standing down, it
+// lets a candidate take over at once, without an announce delay.
 func (c *campaigner) release(t *tenure) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
-	if err := c.kv.Delete(ctx, c.key, jetstream.LastRevision(t.revision)); err != nil {
+	if _, err := c.kv.Update(ctx, c.key, []byte(releasePrefix+c.name), t.revision); err != nil {
 		c.log.Warn("could not release the key; it will expire", "revision", t.revision, "error", err)
 		return
 	}

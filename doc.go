@@ -1,10 +1,12 @@
 // Package election elects one leader among several processes through a key in
 // a NATS JetStream Key-Value bucket with a TTL.
 //
-// A candidate campaigns with a KV Create on the key; the one that succeeds
-// holds the key and renews it with a revision-checked Update once per
-// campaign interval (default 75% of the TTL). If the holder stops renewing,
-// the key expires and the next Create succeeds.
+// Candidates watch the key. When it is free (absent, deleted, purged, or
+// released by its holder) each claims it with a compare-and-set on the
+// revision it saw; the one that succeeds holds the key and renews it with a
+// revision-checked Update once per campaign interval (default 75% of the
+// TTL). If the holder stops renewing, the key expires and a candidate's claim
+// succeeds. Waiting candidates write nothing.
 //
 // # Guarantees
 //
@@ -22,9 +24,11 @@
 // interval + (TTL−interval)/2 has passed since it sent its last successful
 // write, measured on its monotonic clock, even if it is cut off from the
 // server or paused: IsLeader turns false at that moment. And a winner
-// announces leadership only one full TTL after its Create was acknowledged,
-// by when any earlier leader has stood down, even if its key was deleted,
-// purged or overwritten early.
+// announces leadership only once the previous holder must have stood down:
+// at once when its claim found no entry at all (the server removes a key
+// only a TTL after its last write) or the holder's own release (written
+// after standing down); otherwise (a delete or purge, which may come early)
+// one full TTL after its claim was acknowledged.
 //
 // The leadership context handed to OnWon is cancelled by a timer at that same
 // deadline, so it can lag by scheduling delay; the (TTL−interval)/2 margin
@@ -41,6 +45,11 @@
 // seen. Tokens grow only as long as JetStream keeps acknowledged writes and
 // the bucket is not deleted and created again.
 //
+// The announce-at-once rule for a key that aged out trusts the server's
+// clock: a server whose wall clock steps forward expires keys early. Do not
+// purge the bucket's stream (nats stream purge) under running elections;
+// delete keys instead.
+//
 // The monotonic clock does not advance while the machine is suspended; a
 // leader resumed from system suspend may believe it leads until its next
 // renewal fails.
@@ -49,7 +58,11 @@
 //
 // With TTL T and campaign interval I, a crashed leader's key expires T after
 // its last renewal, so between T−I and T after the crash (plus about 0.25 s of
-// server expiry lag on file storage); a candidate notices within I (or its
-// backoff), and the winner announces T later. A leader that stops gracefully deletes its key, so the
-// next candidate wins within I and announces T later.
+// server expiry lag on file storage). Candidates claim it a TTL after the
+// last renewal they saw and retry until it is gone, and the winner announces
+// at once. A leader that stops gracefully releases its key, and a watching
+// candidate wins and announces within a few round trips. After a delete or
+// purge by another client a candidate wins at once and announces T later.
+// With expiry markers on the bucket (LimitMarkerTTL) an expired key leaves a
+// marker that counts as a removal, so the winner waits T.
 package election

@@ -26,7 +26,7 @@ type Election struct {
 	mu         sync.Mutex
 	state      State
 	validUntil time.Time // a leader's validity deadline, on the monotonic clock
-	token      uint64    // the revision of the Create that began this node's tenure
+	token      uint64    // the revision of the claim that began this node's tenure
 	started    bool
 	stopped    bool
 	cancel     context.CancelFunc
@@ -188,7 +188,7 @@ func TokenFromContext(ctx context.Context) (uint64, bool) {
 }
 
 // Token returns the fencing token of this node's leadership: the KV revision
-// of the Create that won it. Tokens of successive leaders only grow, so a
+// of the claim that won it. Tokens of successive leaders only grow, so a
 // resource that remembers the highest token it has seen can refuse a stale
 // leader, as long as the bucket is not deleted and created again (revisions
 // then start over). Token returns 0 when this node does not lead.

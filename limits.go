@@ -28,12 +28,11 @@ const (
 	// MinTTL is the smallest bucket TTL an election accepts.
 	MinTTL = 2 * time.Second
 	// MaxTTL is the largest bucket TTL an election accepts. A crashed leader
-	// holds the key for up to one TTL and a new leader announces one TTL after
-	// winning, so beyond an hour an election is no longer a failover mechanism.
+	// holds the key for up to one TTL, so beyond an hour an election is no
+	// longer a failover mechanism.
 	MaxTTL = time.Hour
 	// MinCampaignInterval is the shortest campaign interval: a leader writes
-	// once per interval, and candidates without a backoff try once per
-	// interval.
+	// once per interval.
 	MinCampaignInterval = time.Second
 	// MinIntervalGap is the smallest gap between the campaign interval and the
 	// TTL. Half of the gap is the leader's window to retry a failed renewal,

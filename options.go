@@ -74,7 +74,9 @@ func OnCampaign(cb func(s State)) Option {
 }
 
 // WithBackoff makes candidates wait bo.Duration(n) after their n-th
-// consecutive lost campaign instead of one campaign interval.
+// consecutive lost claim before claiming again without news from their
+// watcher, instead of doubling from 50 ms up to the campaign interval. A
+// candidate still claims at once when its watcher shows the key free.
 func WithBackoff(bo Backoff) Option {
 	return func(o *options) { o.backoff = bo }
 }
@@ -92,9 +94,9 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
 }
 
-// WithCampaignInterval sets how often a leader renews and, without a backoff,
-// how often a candidate campaigns. The default is 75% of the bucket TTL. It
-// must be at least MinCampaignInterval and at most TTL − MinIntervalGap.
+// WithCampaignInterval sets how often a leader renews. The default is 75% of
+// the bucket TTL. It must be at least MinCampaignInterval and at most
+// TTL − MinIntervalGap.
 func WithCampaignInterval(d time.Duration) Option {
 	return func(o *options) { o.interval = d }
 }

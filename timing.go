@@ -8,21 +8,23 @@ import "time"
 // The safety argument, with T the TTL and I the interval:
 //
 //   - A leader counts its validity from the moment it sent its last successful
-//     write (Create or renewal), on its monotonic clock, and stands down
+//     write (claim or renewal), on its monotonic clock, and stands down
 //     validity = I + (T−I)/2 after it, even if it cannot reach the server.
 //   - The server wrote that revision no earlier than it was sent and never
 //     expires it before T has passed, so on normal expiry the old leader has
-//     stood down (T−I)/2 before any new Create can succeed.
-//   - The key can also vanish early (deleted, purged, overwritten, a server
-//     clock step). A winner therefore announces only announceDelay = T after
-//     its Create was acknowledged: later than any earlier leader's validity,
+//     stood down (T−I)/2 before any claim over no entry can succeed: such a
+//     winner announces at once, as does one that claimed over the holder's
+//     own release.
+//   - The key can also vanish early (deleted or purged). A winner over a
+//     delete or purge marker therefore announces only announceDelay = T after
+//     its claim was acknowledged: later than any earlier leader's validity,
 //     however early the key vanished. The margin T − validity covers clock
 //     rate differences and scheduling delay.
 type timing struct {
 	ttl           time.Duration // bucket TTL
-	interval      time.Duration // leader renewal period; candidate retry period without backoff
+	interval      time.Duration // leader renewal period; the longest wait between a candidate's retries
 	validity      time.Duration // leader stands down this long after sending its last good write
-	announceDelay time.Duration // winner announces this long after its Create was acknowledged
+	announceDelay time.Duration // a winner over a delete or purge announces this long after its claim
 	renewRetry    time.Duration // wait between retries of a failed renewal
 	opTimeout     time.Duration // timeout of one KV call
 	maxSplay      time.Duration // upper bound of the random start delay

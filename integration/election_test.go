@@ -100,14 +100,14 @@ func TestStopReleasesTheKeyForTheNextLeader(t *testing.T) {
 		t.Errorf("stood down with cause %v, want ErrStopped", lost.cause)
 	}
 	// Released, not left to expire: after the leader's own writes, the next
-	// entry is a delete.
+	// entry is its release.
 	for {
 		e := nextUpdate(t, w)
 		if string(e.Value()) == first.name {
 			continue
 		}
-		if e.Operation() != jetstream.KeyValueDelete {
-			t.Fatalf("after Stop the key got %v %q, want the leader's delete", e.Operation(), e.Value())
+		if e.Operation() != jetstream.KeyValuePut || string(e.Value()) != "released:"+first.name {
+			t.Fatalf("after Stop the key got %v %q, want the leader's release", e.Operation(), e.Value())
 		}
 		break
 	}

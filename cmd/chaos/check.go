@@ -100,7 +100,10 @@ func check(cfg config, dir string) (*report, error) {
 
 	var terms []*term
 	for name, events := range hist.workers {
-		terms = append(terms, workerTerms(name, events, validity, deaths, runEnd, pauses[name])...)
+		wt, problems := workerTerms(name, events, validity, deaths, runEnd, pauses[name])
+		terms = append(terms, wt...)
+		rep.problems = append(rep.problems, problems...)
+		rep.UnvalidatedWins += len(problems)
 	}
 	sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
 	rep.terms, rep.hist, rep.deaths, rep.runStart, rep.runEnd = terms, hist, deaths, runStart, runEnd
@@ -143,15 +146,24 @@ func check(cfg config, dir string) (*report, error) {
 
 // workerTerms cuts one worker's history into terms. IsLeader is true from a
 // won event until the earlier of the stand-down and the validity deadline:
-// validity after the send time of the last write acknowledged before that
-// deadline.
-func workerTerms(name string, events []Event, validity int64, deaths map[string]int64, runEnd int64, paused []span) []*term {
+// validity after the send time of its last acknowledged write. Every
+// acknowledged write counts, even one the library would have ignored for
+// arriving after its deadline, so the checker's deadline is never earlier
+// than the library's: overlap may be over-counted, never missed. A win with
+// no acknowledged write in its validity is a problem, and its term runs to
+// the recorded stand-down.
+func workerTerms(name string, events []Event, validity int64, deaths map[string]int64, runEnd int64, paused []span) ([]*term, []string) {
 	var terms []*term
+	var problems []string
 	var cur *term
 	var lastSent, deadline int64
 	closeTerm := func(at int64, standDown bool) {
 		cur.observed = at
 		cur.end = min(at, deadline)
+		if deadline < cur.start {
+			problems = append(problems, fmt.Sprintf("%s announced token %d with no acknowledged write in its validity", name, cur.token))
+			cur.end = at
+		}
 		cur.lastSent = lastSent
 		cur.standDn = standDown
 		cur.paused = paused
@@ -161,9 +173,7 @@ func workerTerms(name string, events []Event, validity int64, deaths map[string]
 	}
 	for _, ev := range events {
 		switch {
-		case ev.Kind == "op" && ev.Outcome == "ok" && ev.Op == "create":
-			lastSent, deadline = ev.Sent, ev.Sent+validity
-		case ev.Kind == "op" && ev.Outcome == "ok" && ev.Op == "update" && ev.T < deadline:
+		case ev.Kind == "op" && ev.Outcome == "ok" && (ev.Op == "create" || ev.Op == "update"):
 			lastSent, deadline = ev.Sent, ev.Sent+validity
 		case ev.Kind == "won":
 			cur = &term{worker: name, token: ev.Token, start: ev.T}
@@ -178,7 +188,7 @@ func workerTerms(name string, events []Event, validity int64, deaths map[string]
 		}
 		closeTerm(end, false)
 	}
-	return terms
+	return terms, problems
 }
 
 // overlap sweeps the terms' spans and returns the spans during which two or

@@ -143,3 +143,22 @@ func TestCheckMeasuresFailoverPerScenario(t *testing.T) {
 		t.Fatalf("scenarios %+v, want leader-kill with a 3000 ms failover", rep.Scenarios)
 	}
 }
+
+func TestCheckCountsClaimsByUpdateAndDistrustsWinsWithoutAWrite(t *testing.T) {
+	// w0 claims with an Update (no Create) and leads until 5 s; w1 announces
+	// at 2 s having written nothing: its term runs to its recorded stand-down
+	// at 4 s and overlaps w0 from 2 s to 4 s.
+	w0 := leaderTerm(1, 0, 0, []int64{1500e6, 3000e6, 4500e6}, 5*sec)
+	w0[0].Op = "update"
+	dir := writeRun(t, baseRun(map[string][]Event{
+		"w0": w0,
+		"w1": {{T: 2 * sec, Kind: "won", Token: 3}, {T: 4 * sec, Kind: "lost", Token: 3}},
+	}))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.SplitBrainMS != 2000 || rep.UnvalidatedWins != 1 || rep.ok() {
+		t.Errorf("split brain %v ms, unvalidated wins %d, ok %v; want 2000, 1, false", rep.SplitBrainMS, rep.UnvalidatedWins, rep.ok())
+	}
+}

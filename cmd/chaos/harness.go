@@ -190,9 +190,11 @@ func (h *harness) setup(ctx context.Context) error {
 	}
 	replicas := len(h.servers)
 	err = retry(ctx, 5*time.Second, func(ctx context.Context) error {
-		kv, err := h.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: bucketName, TTL: h.cfg.ttl, Replicas: replicas, LimitMarkerTTL: time.Second,
-		})
+		cfg := jetstream.KeyValueConfig{Bucket: bucketName, TTL: h.cfg.ttl, Replicas: replicas}
+		if h.cfg.markers {
+			cfg.LimitMarkerTTL = time.Second
+		}
+		kv, err := h.js.CreateKeyValue(ctx, cfg)
 		if err != nil {
 			return err
 		}

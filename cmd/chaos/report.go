@@ -35,6 +35,7 @@ type report struct {
 	TokenRegressions int `json:"token_regressions"`
 	UnbackedWins     int `json:"unbacked_wins"`
 	UnauditedWins    int `json:"unaudited_wins"`
+	UnvalidatedWins  int `json:"unvalidated_wins"`
 
 	ActsAccepted        int  `json:"acts_accepted"`
 	StaleTokensAccepted int  `json:"stale_tokens_accepted"`
@@ -105,7 +106,7 @@ func round(v float64) float64 { return math.Round(v*10) / 10 }
 // ok reports whether every invariant held.
 func (r *report) ok() bool {
 	return r.SplitBrainMS == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
-		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 &&
+		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0 &&
 		r.QuorumLossLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread
 }
 
@@ -137,9 +138,9 @@ func (r *report) print(w io.Writer, cfg config) {
 	fmt.Fprintf(w, "split brain (raw, with pauses) %7.1f ms  (reported, not an invariant)\n", r.SplitBrainRawMS)
 	fmt.Fprintf(w, "self-demotion (stand-down − last good renewal sent)  p50 %.0f, p99 %.0f, max %.0f ms; bound %.0f ms  %s\n",
 		r.SelfDemotion.P50, r.SelfDemotion.P99, r.SelfDemotion.Max, r.DemotionBoundMS, verdict(r.DemotionViolations == 0))
-	fmt.Fprintf(w, "tokens: %d duplicated, %d regressions, %d wins not in the log (%d not audited)  %s\n",
-		r.DuplicateTokens, r.TokenRegressions, r.UnbackedWins, r.UnauditedWins,
-		verdict(r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0))
+	fmt.Fprintf(w, "tokens: %d duplicated, %d regressions, %d wins not in the log (%d not audited), %d without a write  %s\n",
+		r.DuplicateTokens, r.TokenRegressions, r.UnbackedWins, r.UnauditedWins, r.UnvalidatedWins,
+		verdict(r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0))
 	fmt.Fprintf(w, "fenced acts: %d accepted, %d stale tokens accepted  %s; unfenced overlaps %d (reported)\n",
 		r.ActsAccepted, r.StaleTokensAccepted, verdict(r.StaleTokensAccepted == 0 && !r.FenceUnread), r.UnfencedOverlaps)
 	if r.Cluster {
