@@ -47,6 +47,9 @@ func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Elec
 	if name == "" {
 		return nil, fmt.Errorf("%w: the name must not be empty", ErrInvalidName)
 	}
+	if isRelease([]byte(name)) {
+		return nil, fmt.Errorf("%w %q: names must not start with %q, which marks a released key", ErrInvalidName, name, releasePrefix)
+	}
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,7 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		says   string // a fragment the message must carry
 	}{
 		{"empty name", "", "k", ttl10s, nil, election.ErrInvalidName, "must not be empty"},
+		{"name that marks a release", "released:a", "k", ttl10s, nil, election.ErrInvalidName, `must not start with "released:"`},
 		{"empty key", "m", "", ttl10s, nil, election.ErrInvalidKey, "must not be empty"},
 		{"space in key", "m", "a b", ttl10s, nil, election.ErrInvalidKey, `"a b"`},
 		{"wildcard key", "m", "a.*", ttl10s, nil, election.ErrInvalidKey, "letters, digits"},

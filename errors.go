@@ -9,7 +9,8 @@ import (
 // Errors returned by NewElection for bad input. Each is wrapped with the value
 // given and what is allowed, so match them with errors.Is.
 var (
-	// ErrInvalidName means the candidate name is empty.
+	// ErrInvalidName means the candidate name is empty or starts with
+	// "released:", which marks a released key.
 	ErrInvalidName = errors.New("election: invalid name")
 	// ErrInvalidKey means the election key is empty or has characters a KV key
 	// may not have.

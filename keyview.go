@@ -8,18 +8,16 @@ import (
 )
 
 // releasePrefix starts the value a leader writes over its own key when it
-// stops: "released:" and its name. Names are never empty, so no holder's
-// value can be mistaken for a release of the holder it follows.
+// stops: "released:" and its name. NewElection refuses names that start with
+// it, so no holder's value can be mistaken for a release.
 const releasePrefix = "released:"
 
-// keyView is what a node knows of the key from its watcher: the latest entry
-// and the one before it, which together tell whether the key is free and how
-// it came to be.
+// keyView is what a node knows of the key from its watcher: the latest entry,
+// which tells whether the key is free and how it came to be.
 type keyView struct {
-	ready    bool                    // the watcher delivered the key's initial state
-	latest   jetstream.KeyValueEntry // nil: no entry known
-	previous jetstream.KeyValueEntry // the entry latest replaced, if the watcher saw it
-	seenAt   time.Time               // when latest arrived, on the local clock
+	ready  bool                    // the watcher delivered the key's initial state
+	latest jetstream.KeyValueEntry // nil: no entry known
+	seenAt time.Time               // when latest arrived, on the local clock
 }
 
 func (v *keyView) observe(e jetstream.KeyValueEntry) {
@@ -30,7 +28,7 @@ func (v *keyView) observe(e jetstream.KeyValueEntry) {
 	if v.latest != nil && e.Revision() <= v.latest.Revision() {
 		return // redelivered after a watcher reset
 	}
-	v.previous, v.latest, v.seenAt = v.latest, e, time.Now()
+	v.latest, v.seenAt = e, time.Now()
 }
 
 // held reports whether a candidate holds the key, by the latest entry.
@@ -78,16 +76,14 @@ func (p predecessor) String() string {
 }
 
 // classify tells how the key became free, for a claim over v.expected(). A
-// release proves the holder stood down even if the watcher missed entries
-// before it: any holder between the one named and the release ended its
-// tenure before the named one claimed again.
+// release is written by compare-and-set over its writer's own latest
+// revision, so it proves the holder right before it stood down, whatever the
+// watcher saw before it.
 func (v *keyView) classify() predecessor {
 	switch {
 	case v.latest == nil:
 		return predecessorNone
-	case v.latest.Operation() == jetstream.KeyValuePut && isRelease(v.latest.Value()) &&
-		v.previous != nil && v.previous.Operation() == jetstream.KeyValuePut &&
-		strings.TrimPrefix(string(v.latest.Value()), releasePrefix) == string(v.previous.Value()):
+	case v.latest.Operation() == jetstream.KeyValuePut && isRelease(v.latest.Value()):
 		return predecessorReleased
 	default:
 		return predecessorEarly

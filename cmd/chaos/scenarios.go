@@ -48,6 +48,25 @@ func scenarios(ttl time.Duration) []scenario {
 		{name: "key-delete", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
 			return h.kv.Delete(ctx, electionKey)
 		}},
+		{name: "cut-off-delete", inject: func(ctx context.Context, h *harness, l *workerProc) error {
+			// The leader cannot see its key deleted: only the announce delay
+			// keeps the next winner from overlapping it.
+			for _, p := range l.proxies {
+				p.Blackhole()
+			}
+			defer func() {
+				for _, p := range l.proxies {
+					p.Heal()
+				}
+			}()
+			if err := h.kv.Delete(ctx, electionKey); err != nil {
+				return err
+			}
+			wait, cancel := context.WithTimeout(ctx, 4*ttl)
+			defer cancel()
+			h.nextWin(wait)
+			return nil
+		}},
 		{name: "key-purge", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
 			return h.kv.Purge(ctx, electionKey)
 		}},
