@@ -15,6 +15,7 @@ import (
 type campaigner struct {
 	*Election
 	callbacks *callbackQueue
+	watcher   jetstream.KeyWatcher // on the key, for the whole run
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -42,34 +43,38 @@ func (c *campaigner) run(ctx context.Context) {
 			return
 		}
 	}
-	w, ok := c.watch(ctx)
-	if !ok {
+	if !c.watch(ctx) {
 		return
 	}
-	defer w.Stop()
+	defer func() { c.watcher.Stop() }()
 	view := &keyView{}
 	for {
-		t, ok := c.campaign(ctx, w, view)
+		t, ok := c.campaign(ctx, view)
 		if !ok {
 			return
 		}
-		c.hold(ctx, t, w, view)
+		c.hold(ctx, t, view)
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
-// watch starts the watcher on the key, retrying until ctx is done.
-func (c *campaigner) watch(ctx context.Context) (jetstream.KeyWatcher, bool) {
+// watch starts a watcher on the key, retrying until ctx is done. It replaces
+// a watcher that ended, which happens when the connection is closed.
+func (c *campaigner) watch(ctx context.Context) bool {
+	if c.watcher != nil {
+		c.watcher.Stop()
+	}
 	for {
 		w, err := c.kv.Watch(ctx, c.key)
 		if err == nil {
-			return w, true
+			c.watcher = w
+			return true
 		}
 		c.log.Warn("cannot watch the key; retrying", "error", err)
 		if !sleep(ctx, c.timing.interval) {
-			return nil, false
+			return false
 		}
 	}
 }
@@ -80,14 +85,14 @@ func (c *campaigner) watch(ctx context.Context) (jetstream.KeyWatcher, bool) {
 // not say in time (a watcher stalled by a dead server): when a holder has not
 // renewed within a TTL, the candidate claims over no entry, which succeeds
 // only once the key is gone. Waiting candidates write nothing.
-func (c *campaigner) campaign(ctx context.Context, w jetstream.KeyWatcher, view *keyView) (*tenure, bool) {
+func (c *campaigner) campaign(ctx context.Context, view *keyView) (*tenure, bool) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	lost := 0
 	tried, triedAny := uint64(0), false // the revision a lost claim expected: wait for the key to change
 	for {
 		if view.free() && (!triedAny || view.expected() != tried) {
-			if t := c.claim(ctx, view.expected(), view.classify()); t != nil {
+			if t := c.claim(ctx, view.expected(), c.proven(view.classify())); t != nil {
 				return t, true
 			}
 			if ctx.Err() != nil {
@@ -101,17 +106,19 @@ func (c *campaigner) campaign(ctx context.Context, w jetstream.KeyWatcher, view 
 		select {
 		case <-ctx.Done():
 			return nil, false
-		case e, ok := <-w.Updates():
+		case e, ok := <-c.watcher.Updates():
 			if !ok {
-				return nil, false
+				if !c.watch(ctx) {
+					return nil, false
+				}
+				continue
 			}
 			view.observe(e)
 		case <-timer.C:
-			expected, pred := uint64(0), predecessorNone
-			if view.free() {
-				expected, pred = view.expected(), view.classify()
-			}
-			if t := c.claim(ctx, expected, pred); t != nil {
+			// No news for a while: the latest entry may have aged out, which
+			// leaves no news. Claim over no entry; that fails while any
+			// entry is there.
+			if t := c.claim(ctx, 0, c.proven(predecessorNone)); t != nil {
 				return t, true
 			}
 			if ctx.Err() != nil {
@@ -151,6 +158,15 @@ func (c *campaigner) retryWait(lost int) time.Duration {
 // firstRetry is the default wait after a first lost claim.
 const firstRetry = 50 * time.Millisecond
 
+// proven degrades "no entry" to a removal on buckets where a key can vanish
+// other than by ageing out.
+func (c *campaigner) proven(p predecessor) predecessor {
+	if p == predecessorNone && !c.timing.absenceProvesExpiry {
+		return predecessorEarly
+	}
+	return p
+}
+
 // claim writes this node's name over the key if its last revision is still
 // expected (0: no entry at all). A winner announces at once when pred proves
 // the previous holder has stood down, else one TTL after the claim was
@@ -183,11 +199,11 @@ func (c *campaigner) claim(ctx context.Context, expected uint64, pred predecesso
 // leadership once the announce delay has passed, and stands down when a
 // renewal is refused, when the watcher shows another client's write, when
 // the validity deadline passes, or when ctx is done.
-func (c *campaigner) hold(ctx context.Context, t *tenure, w jetstream.KeyWatcher, view *keyView) {
+func (c *campaigner) hold(ctx context.Context, t *tenure, view *keyView) {
 	renewAt := t.lastSent.Add(c.timing.interval)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	updates := w.Updates()
+	updates := c.watcher.Updates()
 	for {
 		next := renewAt
 		if t.lead == nil && t.announceAt.Before(next) {
@@ -198,7 +214,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure, w jetstream.KeyWatcher
 		case <-ctx.Done():
 		case e, ok := <-updates:
 			if !ok {
-				updates = nil // the watcher ended with ctx
+				updates = nil // the watcher ended: campaign replaces it
 				continue
 			}
 			view.observe(e)
@@ -322,13 +338,23 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 	}
 }
 
-// release writes "released:" and this node's name over the key if it still
-// holds this node's latest revision. Written only after standing down, it
-// lets a candidate take over at once, without an announce delay.
+// release frees the key if it still holds this node's latest revision, so
+// that a candidate can take over without waiting for it to expire. Once this
+// tenure's announce time has passed, every earlier holder has stood down and
+// so has this node: it writes "released:" and its name, over which the next
+// winner announces at once. Before then (stopped while waiting out a removal)
+// an earlier holder may still believe it leads, so it deletes the key
+// instead, which makes the next winner wait a TTL.
 func (c *campaigner) release(t *tenure) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
-	if _, err := c.kv.Update(ctx, c.key, []byte(releasePrefix+c.name), t.revision); err != nil {
+	var err error
+	if time.Now().Before(t.announceAt) {
+		err = c.kv.Delete(ctx, c.key, jetstream.LastRevision(t.revision))
+	} else {
+		_, err = c.kv.Update(ctx, c.key, []byte(releasePrefix+c.name), t.revision)
+	}
+	if err != nil {
 		c.log.Warn("could not release the key; it will expire", "revision", t.revision, "error", err)
 		return
 	}

@@ -6,7 +6,7 @@
 // revision it saw; the one that succeeds holds the key and renews it with a
 // revision-checked Update once per campaign interval (default 75% of the
 // TTL). If the holder stops renewing, the key expires and a candidate's claim
-// succeeds. Waiting candidates write nothing.
+// succeeds. While the holder renews, waiting candidates write nothing.
 //
 // # Guarantees
 //
@@ -17,8 +17,8 @@
 //   - the monotonic clocks of the candidates and the servers' wall clocks run
 //     at rates within (TTL−interval)/(2·TTL) of each other (12.5% at the
 //     default interval);
-//   - the bucket's TTL is not lowered while elections run on it: each
-//     candidate reads it once, in NewElection (raising it is safe).
+//   - the bucket's TTL does not change while elections run on it: each
+//     candidate reads it once, in NewElection.
 //
 // Two rules give this. A leader stands down by itself once
 // interval + (TTL−interval)/2 has passed since it sent its last successful
@@ -26,9 +26,10 @@
 // server or paused: IsLeader turns false at that moment. And a winner
 // announces leadership only once the previous holder must have stood down:
 // at once when its claim found no entry at all (the server removes a key
-// only a TTL after its last write) or the holder's own release (written
-// after standing down); otherwise (a delete or purge, which may come early)
-// one full TTL after its claim was acknowledged.
+// only a TTL after its last write, on buckets without per-message TTLs or
+// discard-old limits) or a holder's release (written after standing down and
+// after its own announce time); otherwise (a delete or purge, which may come
+// early) one full TTL after its claim was acknowledged.
 //
 // The leadership context handed to OnWon is cancelled by a timer at that same
 // deadline, so it can lag by scheduling delay; the (TTL−interval)/2 margin
@@ -47,8 +48,8 @@
 //
 // The announce-at-once rule for a key that aged out trusts the server's
 // clock: a server whose wall clock steps forward expires keys early. Do not
-// purge the bucket's stream (nats stream purge) under running elections;
-// delete keys instead.
+// purge the bucket's stream (nats stream purge, or nats kv compact) under
+// running elections; delete keys instead.
 //
 // The monotonic clock does not advance while the machine is suspended; a
 // leader resumed from system suspend may believe it leads until its next

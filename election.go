@@ -80,6 +80,8 @@ func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Elec
 	if err := checkLimits(ttl, interval, o.unsafeShorter); err != nil {
 		return nil, err
 	}
+	t := newTiming(ttl, interval)
+	t.absenceProvesExpiry = keysOnlyAgeOut(status)
 
 	logger := o.logger
 	if logger == nil {
@@ -90,10 +92,25 @@ func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Elec
 		key:    key,
 		kv:     kv,
 		opts:   o,
-		timing: newTiming(ttl, interval),
+		timing: t,
 		log:    logger.With("bucket", kv.Bucket(), "key", key, "name", name),
 		done:   make(chan struct{}),
 	}, nil
+}
+
+// keysOnlyAgeOut reports whether the only way a key can vanish without a
+// trace in the bucket is to age out a TTL after its last write. Per-message
+// TTLs (which LimitMarkerTTL enables) let a purge marker vanish early, and a
+// stream that discards old messages at a size limit evicts keys. When the
+// stream cannot be inspected, the answer is no.
+func keysOnlyAgeOut(status jetstream.KeyValueStatus) bool {
+	bs, ok := status.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return false
+	}
+	cfg := bs.StreamInfo().Config
+	evicts := cfg.Discard == jetstream.DiscardOld && (cfg.MaxMsgs > 0 || cfg.MaxBytes > 0)
+	return !cfg.AllowMsgTTL && !evicts
 }
 
 func checkKey(key string) error {
@@ -143,7 +160,7 @@ func (e *Election) Start(ctx context.Context) error {
 
 // Stop ends the election: a leader stands down, releases the key and runs
 // OnLost. A KV write in flight is let finish first (within the campaign
-// interval, at most 5 s), so that the release deletes the revision actually
+// interval, at most 5 s), so that the release replaces the revision actually
 // written. Stop waits until Start has returned and every callback has run, so
 // it must not be called from a callback (cancel Start's context there
 // instead). It is safe to call more than once, and before Start.

@@ -28,6 +28,10 @@ type timing struct {
 	renewRetry    time.Duration // wait between retries of a failed renewal
 	opTimeout     time.Duration // timeout of one KV call
 	maxSplay      time.Duration // upper bound of the random start delay
+
+	// absenceProvesExpiry: a claim over no entry proves the last holder's
+	// write aged out (see keysOnlyAgeOut); otherwise it counts as a removal.
+	absenceProvesExpiry bool
 }
 
 // maxOpTimeout caps a single KV call, as jetstream's own default does.

@@ -238,3 +238,40 @@ func TestEarlyKeyRemovalNeverOverlapsACutOffLeader(t *testing.T) {
 	}
 	proxies[leader.name].Heal()
 }
+
+// TestWinnerStoppedBeforeItAnnouncesDoesNotShortenTheDelay stops the
+// candidate that won a cut-off leader's deleted key while it still waits out
+// its announce delay. Its release must not let the next winner announce at
+// once: the cut-off leader may still believe it leads.
+func TestWinnerStoppedBeforeItAnnouncesDoesNotShortenTheDelay(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWithBucket(t, "STOPPED")
+	kvs, proxies := proxied(t, s, "STOPPED", 3)
+	g := startGroup(t, "c", "k", kvs)
+	leader := g.awaitWin()
+
+	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	awaitRenewal(t, w, leader.name)
+	proxies[leader.name].Blackhole()
+	if err := admin.Delete(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	// The first candidate to claim the deleted key waits a TTL; stop it then.
+	for {
+		e := nextUpdate(t, w)
+		if e.Operation() == jetstream.KeyValuePut && string(e.Value()) != leader.name {
+			g.elections[string(e.Value())].Stop()
+			break
+		}
+	}
+	lost := g.awaitLoss(leader.name)
+	next := g.awaitWin() // the group fails the test if it overlaps the old leader
+	if next.name == leader.name || !next.at.After(lost.at) {
+		t.Errorf("%s announced at %v; the cut-off leader %s stood down at %v", next.name, next.at, leader.name, lost.at)
+	}
+	proxies[leader.name].Heal()
+}
