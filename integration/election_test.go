@@ -158,33 +158,69 @@ func awaitRenewal(t *testing.T, w jetstream.KeyWatcher, leader string) jetstream
 	}
 }
 
-func TestCutOffLeaderStandsDownBeforeItsKeyExpires(t *testing.T) {
-	t.Parallel()
-	s, admin := serverWithBucket(t, "CUT")
-	kvs, proxies := proxied(t, s, "CUT", 3)
+// cutOff is a running group whose leader's connection was just blackholed,
+// right after a renewal, and a watcher on the key from outside.
+type cutOff struct {
+	*group
+	admin   jetstream.KeyValue
+	watch   jetstream.KeyWatcher
+	leader  event
+	renewal jetstream.KeyValueEntry // the leader's last renewal before the cut
+	proxy   *faultproxy.Proxy       // the leader's
+}
+
+// cutOffLeader starts 3 candidates behind fault proxies, waits for a leader
+// and one of its renewals, and blackholes its connection. The proxy is
+// healed when the test ends.
+func cutOffLeader(t *testing.T, bucket string) *cutOff {
+	t.Helper()
+	s, admin := serverWithBucket(t, bucket)
+	kvs, proxies := proxied(t, s, bucket, 3)
 	g := startGroup(t, "c", "k", kvs)
 	leader := g.awaitWin()
-
-	// Watch the key from outside to learn when the leader last wrote it.
 	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
-	renewal := awaitRenewal(t, w, leader.name)
+	t.Cleanup(func() { w.Stop() })
+	renewal := awaitRenewal(t, w, leader.name) // the leader's validity runs longest from here
+	p := proxies[leader.name]
+	p.Blackhole()
+	t.Cleanup(p.Heal)
+	return &cutOff{group: g, admin: admin, watch: w, leader: leader, renewal: renewal, proxy: p}
+}
 
-	proxies[leader.name].Blackhole()
-	lost := g.awaitLoss(leader.name)
+// awaitStandDown waits for the cut-off leader to stand down by its deadline.
+func (c *cutOff) awaitStandDown(t *testing.T) event {
+	t.Helper()
+	lost := c.awaitLoss(c.leader.name)
 	if !errors.Is(lost.cause, election.ErrRenewDeadline) {
 		t.Errorf("stood down with cause %v, want ErrRenewDeadline", lost.cause)
 	}
+	return lost
+}
+
+// awaitSuccessor waits for the next leader, which the group checks does not
+// overlap the cut-off one, and checks it is another candidate.
+func (c *cutOff) awaitSuccessor(t *testing.T, lost event) {
+	t.Helper()
+	next := c.awaitWin()
+	if next.name == c.leader.name || !next.at.After(lost.at) {
+		t.Errorf("%s announced at %v; the cut-off leader %s stood down at %v", next.name, next.at, c.leader.name, lost.at)
+	}
+}
+
+func TestCutOffLeaderStandsDownBeforeItsKeyExpires(t *testing.T) {
+	t.Parallel()
+	c := cutOffLeader(t, "CUT")
+	lost := c.awaitStandDown(t)
 	// The leader's last write that reached the server is its latest on the watcher.
-	last := renewal
+	last := c.renewal
 drain:
 	for {
 		select {
-		case e := <-w.Updates():
-			if string(e.Value()) == leader.name && e.Revision() > last.Revision() {
+		case e := <-c.watch.Updates():
+			if string(e.Value()) == c.leader.name && e.Revision() > last.Revision() {
 				last = e
 			}
 		default:
@@ -194,49 +230,20 @@ drain:
 	if expiry := last.Created().Add(ttl); !lost.at.Before(expiry) {
 		t.Errorf("stood down at %v, not before its key could expire at %v", lost.at, expiry)
 	}
-
-	next := g.awaitWin()
-	if next.name == leader.name {
-		t.Fatalf("the cut-off leader %s won again", leader.name)
-	}
-	if !next.at.After(lost.at) {
-		t.Errorf("%s announced at %v, before %s stood down at %v", next.name, next.at, leader.name, lost.at)
-	}
-	proxies[leader.name].Heal()
+	c.awaitSuccessor(t, lost)
 }
 
 // TestEarlyKeyRemovalNeverOverlapsACutOffLeader deletes the key of a leader
-// that is cut off and cannot learn of it. Candidates polling every 20 ms win
-// the key at once, while the old leader believes until its validity
-// deadline: only the announce delay keeps the winner from overlapping it.
+// that is cut off and cannot learn of it. Watching candidates win the key at
+// once, while the old leader believes until its validity deadline: only the
+// announce delay keeps the winner from overlapping it.
 func TestEarlyKeyRemovalNeverOverlapsACutOffLeader(t *testing.T) {
 	t.Parallel()
-	s, admin := serverWithBucket(t, "EARLY")
-	kvs, proxies := proxied(t, s, "EARLY", 3)
-	fast := election.LinearBackoff{Initial: 20 * time.Millisecond, Max: 20 * time.Millisecond}
-	g := startGroup(t, "c", "k", kvs, election.WithBackoff(fast))
-	leader := g.awaitWin()
-
-	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
-	if err != nil {
+	c := cutOffLeader(t, "EARLY")
+	if err := c.admin.Delete(context.Background(), "k"); err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
-	awaitRenewal(t, w, leader.name) // the leader's validity runs longest from here
-	proxies[leader.name].Blackhole()
-	if err := admin.Delete(context.Background(), "k"); err != nil {
-		t.Fatal(err)
-	}
-
-	lost := g.awaitLoss(leader.name)
-	if !errors.Is(lost.cause, election.ErrRenewDeadline) {
-		t.Errorf("stood down with cause %v, want ErrRenewDeadline", lost.cause)
-	}
-	next := g.awaitWin() // the group fails the test if it overlaps the old leader
-	if next.name == leader.name || !next.at.After(lost.at) {
-		t.Errorf("%s announced at %v; the cut-off leader %s stood down at %v", next.name, next.at, leader.name, lost.at)
-	}
-	proxies[leader.name].Heal()
+	c.awaitSuccessor(t, c.awaitStandDown(t))
 }
 
 // TestWinnerStoppedBeforeItAnnouncesDoesNotShortenTheDelay stops the
@@ -245,33 +252,17 @@ func TestEarlyKeyRemovalNeverOverlapsACutOffLeader(t *testing.T) {
 // once: the cut-off leader may still believe it leads.
 func TestWinnerStoppedBeforeItAnnouncesDoesNotShortenTheDelay(t *testing.T) {
 	t.Parallel()
-	s, admin := serverWithBucket(t, "STOPPED")
-	kvs, proxies := proxied(t, s, "STOPPED", 3)
-	g := startGroup(t, "c", "k", kvs)
-	leader := g.awaitWin()
-
-	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	awaitRenewal(t, w, leader.name)
-	proxies[leader.name].Blackhole()
-	if err := admin.Delete(context.Background(), "k"); err != nil {
+	c := cutOffLeader(t, "STOPPED")
+	if err := c.admin.Delete(context.Background(), "k"); err != nil {
 		t.Fatal(err)
 	}
 	// The first candidate to claim the deleted key waits a TTL; stop it then.
 	for {
-		e := nextUpdate(t, w)
-		if e.Operation() == jetstream.KeyValuePut && string(e.Value()) != leader.name {
-			g.elections[string(e.Value())].Stop()
+		e := nextUpdate(t, c.watch)
+		if e.Operation() == jetstream.KeyValuePut && string(e.Value()) != c.leader.name {
+			c.elections[string(e.Value())].Stop()
 			break
 		}
 	}
-	lost := g.awaitLoss(leader.name)
-	next := g.awaitWin() // the group fails the test if it overlaps the old leader
-	if next.name == leader.name || !next.at.After(lost.at) {
-		t.Errorf("%s announced at %v; the cut-off leader %s stood down at %v", next.name, next.at, leader.name, lost.at)
-	}
-	proxies[leader.name].Heal()
+	c.awaitSuccessor(t, c.awaitStandDown(t))
 }

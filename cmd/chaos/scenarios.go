@@ -36,9 +36,9 @@ func scenarios(ttl time.Duration) []scenario {
 		{name: "pause-1", inject: pause(times(1))},
 		{name: "pause-1.5", inject: pause(times(1.5))},
 		{name: "pause-3", inject: pause(times(3))},
-		{name: "blackhole", inject: network(4*ttl, (*faultproxy.Proxy).Blackhole)},
-		{name: "half-open", inject: network(4*ttl, (*faultproxy.Proxy).HalfOpen)},
-		{name: "latency", inject: network(4*ttl, func(p *faultproxy.Proxy) { p.Delay(times(1.5)) })},
+		{name: "blackhole", inject: network(ttl, 4*ttl, (*faultproxy.Proxy).Blackhole)},
+		{name: "half-open", inject: network(ttl, 4*ttl, (*faultproxy.Proxy).HalfOpen)},
+		{name: "latency", inject: network(ttl, 4*ttl, func(p *faultproxy.Proxy) { p.Delay(times(1.5)) })},
 		{name: "reset", inject: func(_ context.Context, h *harness, l *workerProc) error {
 			for _, p := range l.proxies {
 				p.Reset()
@@ -51,21 +51,9 @@ func scenarios(ttl time.Duration) []scenario {
 		{name: "cut-off-delete", inject: func(ctx context.Context, h *harness, l *workerProc) error {
 			// The leader cannot see its key deleted: only the announce delay
 			// keeps the next winner from overlapping it.
-			for _, p := range l.proxies {
-				p.Blackhole()
-			}
-			defer func() {
-				for _, p := range l.proxies {
-					p.Heal()
-				}
-			}()
-			if err := h.kv.Delete(ctx, electionKey); err != nil {
-				return err
-			}
-			wait, cancel := context.WithTimeout(ctx, 4*ttl)
-			defer cancel()
-			h.nextWin(wait)
-			return nil
+			return h.cutOff(ctx, l, ttl, 4*ttl, (*faultproxy.Proxy).Blackhole, func() error {
+				return h.kv.Delete(ctx, electionKey)
+			})
 		}},
 		{name: "key-purge", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
 			return h.kv.Purge(ctx, electionKey)
@@ -108,21 +96,37 @@ func pause(d time.Duration) func(context.Context, *harness, *workerProc) error {
 	}
 }
 
-// network applies a fault to the leader's connections until another leader
-// is announced or limit passes, then heals it.
-func network(limit time.Duration, fault func(*faultproxy.Proxy)) func(context.Context, *harness, *workerProc) error {
+// network applies a fault to the leader's connections (see cutOff).
+func network(least, most time.Duration, fault func(*faultproxy.Proxy)) func(context.Context, *harness, *workerProc) error {
 	return func(ctx context.Context, h *harness, l *workerProc) error {
-		for _, p := range l.proxies {
-			fault(p)
-		}
-		wait, cancel := context.WithTimeout(ctx, limit)
-		defer cancel()
-		h.nextWin(wait)
+		return h.cutOff(ctx, l, least, most, fault, func() error { return nil })
+	}
+}
+
+// cutOff applies a fault to the leader's connections, then runs also, and
+// heals the fault once another leader is announced and at least least has
+// passed, or once most has passed. Holding it for a TTL lets a cut-off
+// leader stand down by itself: healing earlier would let it learn of its
+// loss and hide an overlap.
+func (h *harness) cutOff(ctx context.Context, l *workerProc, least, most time.Duration, fault func(*faultproxy.Proxy), also func() error) error {
+	start := time.Now()
+	for _, p := range l.proxies {
+		fault(p)
+	}
+	defer func() {
 		for _, p := range l.proxies {
 			p.Heal()
 		}
-		return nil
+	}()
+	if err := also(); err != nil {
+		return err
 	}
+	wait, cancel := context.WithTimeout(ctx, most)
+	defer cancel()
+	if _, won := h.nextWin(wait); won {
+		time.Sleep(time.Until(start.Add(least)))
+	}
+	return nil
 }
 
 // outage SIGKILLs servers, keeps them down for d, and restarts them. The

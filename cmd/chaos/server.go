@@ -37,7 +37,8 @@ func runServer(args []string) error {
 		NoSigs:     true,
 	}
 	if *cluster != "" {
-		opts.Cluster = server.ClusterOpts{Name: *cluster, Host: "127.0.0.1", Port: *clusterPort}
+		// NoAdvertise: clients reach servers only through the harness's proxies.
+		opts.Cluster = server.ClusterOpts{Name: *cluster, Host: "127.0.0.1", Port: *clusterPort, NoAdvertise: true}
 		opts.Routes = server.RoutesFromStr(*routes)
 	}
 	s, err := server.NewServer(opts)
