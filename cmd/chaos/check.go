@@ -7,12 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 )
-
-// demotionSlack is how late past its validity deadline a leader's context may
-// be cancelled (scheduling delay) before the checker calls it a violation.
-const demotionSlack = 50 * time.Millisecond
 
 // term is one announced leadership of one worker.
 type term struct {
@@ -72,6 +67,9 @@ func check(cfg config, dir string) (*report, error) {
 	}
 	interval := cfg.ttl * 3 / 4
 	validity := int64(interval + (cfg.ttl-interval)/2)
+	// A stand-down may come late by scheduling delay: up to half the margin
+	// between the validity and the TTL, within which it is still safe.
+	bound := validity + (int64(cfg.ttl)-validity)/2
 	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, Workers: cfg.workers, Rounds: cfg.rounds}
 
 	var runStart, runEnd int64
@@ -125,12 +123,12 @@ func check(cfg config, dir string) (*report, error) {
 		// counting time the worker spent stopped.
 		d := t.observed - t.lastSent - pausedWithin(t.paused, t.lastSent, t.observed)
 		demotions = append(demotions, ms(d))
-		if time.Duration(d) > time.Duration(validity)+demotionSlack {
+		if d > bound {
 			rep.DemotionViolations++
 		}
 	}
 	rep.SelfDemotion = summarize(demotions)
-	rep.DemotionBoundMS = ms(validity + int64(demotionSlack))
+	rep.DemotionBoundMS = ms(bound)
 
 	checkTokens(rep, terms, hist.audit)
 	checkFence(rep, hist)
