@@ -84,7 +84,8 @@ func (c *campaigner) watch(ctx context.Context) bool {
 // what it cannot say (a key that aged out without an expiry marker) or does
 // not say in time (a watcher stalled by a dead server): when a holder has not
 // renewed within a TTL, the candidate claims over no entry, which succeeds
-// only once the key is gone. Waiting candidates write nothing.
+// only once the key is gone. While the holder renews, waiting candidates
+// write nothing.
 func (c *campaigner) campaign(ctx context.Context, view *keyView) (*tenure, bool) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -130,8 +131,8 @@ func (c *campaigner) campaign(ctx context.Context, view *keyView) (*tenure, bool
 }
 
 // fallbackAt is when a candidate claims without word from the watcher: a TTL
-// after the holder's latest write arrived, and after a lost claim once the
-// retry wait has passed.
+// after the holder's latest write arrived (at once if that has passed), and
+// after a lost claim once the retry wait has passed.
 func (c *campaigner) fallbackAt(view *keyView, lost int) time.Time {
 	now := time.Now()
 	switch {
@@ -140,7 +141,7 @@ func (c *campaigner) fallbackAt(view *keyView, lost int) time.Time {
 	case view.held() && view.seenAt.Add(c.timing.ttl).After(now):
 		return view.seenAt.Add(c.timing.ttl)
 	case lost == 0:
-		return now.Add(c.timing.interval)
+		return now
 	default:
 		return now.Add(c.retryWait(lost))
 	}

@@ -91,6 +91,7 @@ func TestStopReleasesTheKeyForTheNextLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
+	awaitRenewal(t, w, first.name) // the watcher is live: it will see the release
 	g.elections[first.name].Stop()
 	if g.elections[first.name].IsLeader() {
 		t.Error("IsLeader true after Stop")
