@@ -16,8 +16,8 @@ import (
 //     checks ages on a 250 ms timer against a clock cached every 100 ms); memory
 //     storage within about 10 ms. Expiry is never early (TestKeysNeverExpireEarly
 //     in integration/).
-//   - A revision-checked Update takes about 0.14 ms on a single server and
-//     0.5 ms on an in-process 3-node cluster's R3 bucket, on loopback
+//   - A revision-checked Update takes about 0.15 ms on a single server and
+//     0.5–0.6 ms on an in-process 3-node cluster's R3 bucket, on loopback
 //     (BenchmarkRenew in integration/).
 //
 // At MinTTL with the default interval, a leader has 250 ms to retry a failed
