@@ -182,6 +182,11 @@ func (e *Election) Stop() {
 func (e *Election) IsLeader() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.leadingLocked()
+}
+
+// leadingLocked reports whether this node leads now; e.mu must be held.
+func (e *Election) leadingLocked() bool {
 	return e.state == LeaderState && time.Now().Before(e.validUntil)
 }
 
@@ -189,7 +194,7 @@ func (e *Election) IsLeader() bool {
 func (e *Election) State() State {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.state == LeaderState && !time.Now().Before(e.validUntil) {
+	if e.state == LeaderState && !e.leadingLocked() {
 		return CandidateState
 	}
 	return e.state
@@ -215,7 +220,7 @@ func TokenFromContext(ctx context.Context) (uint64, bool) {
 func (e *Election) Token() uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.state != LeaderState || !time.Now().Before(e.validUntil) {
+	if !e.leadingLocked() {
 		return 0
 	}
 	return e.token

@@ -44,7 +44,8 @@ var (
 // (timeout, no responders, closed connection): it is retried and never taken
 // for a lost race.
 var (
-	// ErrKeyHeld means a campaign lost: another candidate holds the key.
+	// ErrKeyHeld means a claim lost: the key was no longer at the revision the
+	// candidate saw (another candidate holds it, or an entry is still there).
 	ErrKeyHeld = errors.New("election: key held by another candidate")
 	// ErrRevisionGone means the leader's revision of the key is no longer the
 	// latest: the key was deleted, purged, overwritten or expired.

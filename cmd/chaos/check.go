@@ -100,7 +100,7 @@ func check(cfg config, dir string) (*report, error) {
 	for name, events := range hist.workers {
 		wt, problems := workerTerms(name, events, validity, deaths, runEnd, pauses[name])
 		terms = append(terms, wt...)
-		rep.problems = append(rep.problems, problems...)
+		rep.Problems = append(rep.Problems, problems...)
 		rep.UnvalidatedWins += len(problems)
 	}
 	sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
@@ -297,7 +297,7 @@ func checkTokens(rep *report, terms []*term, audit []Event) {
 	for _, t := range terms {
 		if other, dup := seen[t.token]; dup {
 			rep.DuplicateTokens++
-			rep.problems = append(rep.problems, fmt.Sprintf("token %d announced by %s and %s", t.token, other, t.worker))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("token %d announced by %s and %s", t.token, other, t.worker))
 		}
 		seen[t.token] = t.worker
 		if t.token <= prev {
@@ -310,7 +310,7 @@ func checkTokens(rep *report, terms []*term, audit []Event) {
 			rep.UnauditedWins++
 		case a.Op != "PUT" || a.Worker != t.worker:
 			rep.UnbackedWins++
-			rep.problems = append(rep.problems, fmt.Sprintf("%s announced token %d, but the log holds %s %q there", t.worker, t.token, a.Op, a.Worker))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s announced token %d, but the log holds %s %q there", t.worker, t.token, a.Op, a.Worker))
 		}
 	}
 }
@@ -328,7 +328,7 @@ func checkFence(rep *report, hist *history) {
 			}
 			highest = max(highest, f.Token)
 		case "fence-error":
-			rep.problems = append(rep.problems, "reading the fenced resource: "+f.Err)
+			rep.Problems = append(rep.Problems, "reading the fenced resource: "+f.Err)
 			rep.FenceUnread = true
 		}
 	}

@@ -50,7 +50,6 @@ type report struct {
 	Crashed      []string          `json:"crashed"`
 	Problems     []string          `json:"problems"`
 
-	problems []string
 	terms    []*term
 	marks    []mark
 	overlaps []span
@@ -115,7 +114,6 @@ func (r *report) print(w io.Writer, cfg config) {
 	r.TTLMS = ms(int64(r.TTL))
 	r.SplitBrainMS, r.SplitBrainRawMS = round(r.SplitBrainMS), round(r.SplitBrainRawMS)
 	r.ColdStartMS, r.LeaderlessMS, r.RunMS = round(r.ColdStartMS), round(r.LeaderlessMS), round(r.RunMS)
-	r.Problems = r.problems
 	fmt.Fprintf(w, "chaos: %s, %.1f s\n\n", r.mode(), r.RunMS/1000)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -150,7 +148,7 @@ func (r *report) print(w io.Writer, cfg config) {
 	for _, c := range r.Crashed {
 		fmt.Fprintln(w, "  ", c)
 	}
-	for _, p := range r.problems {
+	for _, p := range r.Problems {
 		fmt.Fprintln(w, "  problem:", p)
 	}
 	if cfg.json {
