@@ -16,6 +16,7 @@ type campaigner struct {
 	*Election
 	callbacks *callbackQueue
 	watcher   jetstream.KeyWatcher // on the key, for the whole run
+	since     time.Time            // when this node began to campaign for its next tenure
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -35,9 +36,13 @@ type leadership struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	expiry *time.Timer
+	since  time.Time // when leadership was announced
 }
 
 func (c *campaigner) run(ctx context.Context) {
+	c.since = time.Now()
+	c.opts.metrics.Campaigning(c.key, c.name, c.timing.interval)
+	defer c.opts.metrics.Stopped(c.key, c.name)
 	if !c.opts.noSplay && c.timing.maxSplay > 0 {
 		if !sleep(ctx, rand.N(c.timing.maxSplay)) {
 			return
@@ -246,6 +251,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure, view *keyView) {
 		opCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(deadline, sent.Add(c.timing.opTimeout)))
 		rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), t.revision)
 		cancel()
+		c.opts.metrics.Renewed(c.key, c.name, time.Since(sent), err)
 		switch {
 		case err == nil:
 			t.revision = rev
@@ -279,7 +285,7 @@ func (c *campaigner) deadline(t *tenure) time.Time {
 func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	validUntil := c.deadline(t)
 	leadCtx, cancel := context.WithCancel(context.WithValue(ctx, tokenKey{}, t.token))
-	t.lead = &leadership{ctx: leadCtx, cancel: cancel, expiry: time.AfterFunc(time.Until(validUntil), cancel)}
+	t.lead = &leadership{ctx: leadCtx, cancel: cancel, expiry: time.AfterFunc(time.Until(validUntil), cancel), since: time.Now()}
 
 	c.mu.Lock()
 	c.state = LeaderState
@@ -288,6 +294,7 @@ func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	c.mu.Unlock()
 
 	c.log.Info("leading", "revision", t.token)
+	c.opts.metrics.Leading(c.key, c.name, t.lead.since.Sub(c.since))
 	if c.opts.onWon != nil {
 		c.callbacks.push(func() { c.opts.onWon(leadCtx) })
 	}
@@ -332,6 +339,8 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 
 	t.lead.expiry.Stop()
 	t.lead.cancel()
+	c.since = time.Now()
+	c.opts.metrics.Lost(c.key, c.name, cause, c.since.Sub(t.lead.since))
 	t.lead = nil
 	c.log.Info("stood down", "revision", t.revision, "cause", cause)
 	if c.opts.onLost != nil {

@@ -83,6 +83,9 @@ func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Elec
 	t := newTiming(ttl, interval)
 	t.absenceProvesExpiry = keysOnlyAgeOut(status)
 
+	if o.metrics == nil {
+		o.metrics = noMetrics{}
+	}
 	logger := o.logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

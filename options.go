@@ -18,6 +18,7 @@ type options struct {
 	logger        *slog.Logger
 	interval      time.Duration
 	unsafeShorter bool
+	metrics       Metrics
 }
 
 // WonCallback is a callback OnWon accepts: the seed library's func(), or
@@ -109,4 +110,11 @@ func WithCampaignInterval(d time.Duration) Option {
 // often. Do not use it in production.
 func WithUnsafeShortTTL() Option {
 	return func(o *options) { o.unsafeShorter = true }
+}
+
+// WithMetrics sends the election's measurements to m: leadership won and
+// lost, tenure, renewal latency and failures, time to acquire. The default
+// records nothing.
+func WithMetrics(m Metrics) Option {
+	return func(o *options) { o.metrics = m }
 }
