@@ -15,8 +15,9 @@ import (
 type campaigner struct {
 	*Election
 	callbacks *callbackQueue
-	watcher   jetstream.KeyWatcher // on the key, for the whole run
-	since     time.Time            // when this node began to campaign for its next tenure
+	hub       *hub      // the watcher this election shares
+	sub       *hubSub   // wakes the campaigner when the key's view changes
+	since     time.Time // when this node began to campaign for its next tenure
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -48,38 +49,16 @@ func (c *campaigner) run(ctx context.Context) {
 			return
 		}
 	}
-	if !c.watch(ctx) {
-		return
-	}
-	defer func() { c.watcher.Stop() }()
-	view := &keyView{}
+	c.sub = c.hub.subscribe(c.key)
+	defer c.hub.unsubscribe(c.sub)
 	for {
-		t, ok := c.campaign(ctx, view)
+		t, ok := c.campaign(ctx)
 		if !ok {
 			return
 		}
-		c.hold(ctx, t, view)
+		c.hold(ctx, t)
 		if ctx.Err() != nil {
 			return
-		}
-	}
-}
-
-// watch starts a watcher on the key, retrying until ctx is done. It replaces
-// a watcher that ended, which happens when the connection is closed.
-func (c *campaigner) watch(ctx context.Context) bool {
-	if c.watcher != nil {
-		c.watcher.Stop()
-	}
-	for {
-		w, err := c.kv.Watch(ctx, c.key)
-		if err == nil {
-			c.watcher = w
-			return true
-		}
-		c.log.Warn("cannot watch the key; retrying", "error", err)
-		if !sleep(ctx, c.timing.interval) {
-			return false
 		}
 	}
 }
@@ -91,12 +70,13 @@ func (c *campaigner) watch(ctx context.Context) bool {
 // renewed within a TTL, the candidate claims over no entry, which succeeds
 // only once the key is gone. While the holder renews, waiting candidates
 // write nothing.
-func (c *campaigner) campaign(ctx context.Context, view *keyView) (*tenure, bool) {
+func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	lost := 0
 	tried, triedAny := uint64(0), false // the revision a lost claim expected: wait for the key to change
 	for {
+		view := c.hub.view(c.key)
 		if view.free() && (!triedAny || view.expected() != tried) {
 			if t := c.claim(ctx, view.expected(), c.proven(view.classify())); t != nil {
 				return t, true
@@ -108,18 +88,11 @@ func (c *campaigner) campaign(ctx context.Context, view *keyView) (*tenure, bool
 			tried, triedAny = view.expected(), true
 		}
 
-		timer.Reset(time.Until(c.fallbackAt(view, lost)))
+		timer.Reset(time.Until(c.fallbackAt(&view, lost)))
 		select {
 		case <-ctx.Done():
 			return nil, false
-		case e, ok := <-c.watcher.Updates():
-			if !ok {
-				if !c.watch(ctx) {
-					return nil, false
-				}
-				continue
-			}
-			view.observe(e)
+		case <-c.sub.changed:
 		case <-timer.C:
 			// No news for a while: the latest entry may have aged out, which
 			// leaves no news. Claim over no entry; that fails while any
@@ -193,6 +166,7 @@ func (c *campaigner) claim(ctx context.Context, expected uint64, pred predecesso
 		}
 		return nil
 	}
+	c.hub.wrote(rev)
 	delay := time.Duration(0)
 	if pred == predecessorEarly {
 		delay = c.timing.announceDelay
@@ -205,11 +179,10 @@ func (c *campaigner) claim(ctx context.Context, expected uint64, pred predecesso
 // leadership once the announce delay has passed, and stands down when a
 // renewal is refused, when the watcher shows another client's write, when
 // the validity deadline passes, or when ctx is done.
-func (c *campaigner) hold(ctx context.Context, t *tenure, view *keyView) {
+func (c *campaigner) hold(ctx context.Context, t *tenure) {
 	renewAt := t.lastSent.Add(c.timing.interval)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	updates := c.watcher.Updates()
 	for {
 		next := renewAt
 		if t.lead == nil && t.announceAt.Before(next) {
@@ -218,13 +191,8 @@ func (c *campaigner) hold(ctx context.Context, t *tenure, view *keyView) {
 		timer.Reset(time.Until(next))
 		select {
 		case <-ctx.Done():
-		case e, ok := <-updates:
-			if !ok {
-				updates = nil // the watcher ended: campaign replaces it
-				continue
-			}
-			view.observe(e)
-			if e != nil && e.Revision() > t.revision {
+		case <-c.sub.changed:
+			if e := c.hub.view(c.key).latest; e != nil && e.Revision() > t.revision {
 				c.standDown(t, fmt.Errorf("%w: revision %d was written by another client", ErrRevisionGone, e.Revision()))
 				return
 			}
@@ -255,6 +223,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure, view *keyView) {
 		switch {
 		case err == nil:
 			t.revision = rev
+			c.hub.wrote(rev)
 			if !c.extend(t, sent) {
 				c.standDown(t, fmt.Errorf("%w: the renewal was acknowledged after it", ErrRenewDeadline))
 				c.release(t)

@@ -23,6 +23,9 @@ type Election struct {
 	timing timing
 	log    *slog.Logger
 
+	hub    *hub    // shared with the Bucket that made this election; nil: its own
+	bucket *Bucket // the Bucket that made this election, if one did
+
 	mu         sync.Mutex
 	state      State
 	validUntil time.Time // a leader's validity deadline, on the monotonic clock
@@ -42,53 +45,74 @@ var validKey = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
 // NewElection prepares an election for key in the bucket kv, with name
 // identifying this candidate (it is the value written to the key). It reads
 // the bucket's TTL from the server and checks it, and the options, against the
-// hard limits in limits.go.
+// hard limits in limits.go. The election watches its key with a watcher of
+// its own; elections made by a Bucket share one.
 func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Election, error) {
-	if name == "" {
-		return nil, fmt.Errorf("%w: the name must not be empty", ErrInvalidName)
-	}
-	if isRelease([]byte(name)) {
-		return nil, fmt.Errorf("%w %q: names must not start with %q, which marks a released key", ErrInvalidName, name, releasePrefix)
-	}
-	if err := checkKey(key); err != nil {
+	if err := checkCandidate(name, key); err != nil {
 		return nil, err
 	}
 	if kv == nil {
 		return nil, fmt.Errorf("%w: pass a jetstream.KeyValue bound to the election bucket", ErrNilBucket)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	info, err := readBucket(ctx, kv)
+	if err != nil {
+		return nil, err
+	}
+	return newElection(name, key, kv, info, nil, opts)
+}
 
+func checkCandidate(name, key string) error {
+	if name == "" {
+		return fmt.Errorf("%w: the name must not be empty", ErrInvalidName)
+	}
+	if isRelease([]byte(name)) {
+		return fmt.Errorf("%w %q: names must not start with %q, which marks a released key", ErrInvalidName, name, releasePrefix)
+	}
+	return checkKey(key)
+}
+
+// bucketInfo is what elections need to know of their bucket's settings.
+type bucketInfo struct {
+	ttl                 time.Duration
+	absenceProvesExpiry bool
+}
+
+// readBucket reads the bucket's settings from the server and checks that its
+// keys expire.
+func readBucket(ctx context.Context, kv jetstream.KeyValue) (bucketInfo, error) {
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return bucketInfo{}, fmt.Errorf("%w %q: %w", ErrBucketStatus, kv.Bucket(), err)
+	}
+	ttl := status.TTL()
+	if ttl == 0 {
+		return bucketInfo{}, fmt.Errorf("%w: bucket %q keeps keys forever; create it with a TTL between %v and %v (nats kv add --ttl 30s %s)",
+			ErrBucketNoTTL, kv.Bucket(), MinTTL, MaxTTL, kv.Bucket())
+	}
+	return bucketInfo{ttl: ttl, absenceProvesExpiry: keysOnlyAgeOut(status)}, nil
+}
+
+// newElection makes an election on a bucket already read; h is the shared
+// watcher, or nil for one of its own.
+func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hub, opts []Option) (*Election, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
-	defer cancel()
-	status, err := kv.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrBucketStatus, kv.Bucket(), err)
-	}
-	ttl := status.TTL()
-	if ttl == 0 {
-		return nil, fmt.Errorf("%w: bucket %q keeps keys forever; create it with a TTL between %v and %v (nats kv add --ttl 30s %s)",
-			ErrBucketNoTTL, kv.Bucket(), MinTTL, MaxTTL, kv.Bucket())
-	}
 	interval := o.interval
 	if interval == 0 {
-		interval = ttl * 3 / 4
+		interval = info.ttl * 3 / 4
 	}
-	if err := checkLimits(ttl, interval, o.unsafeShorter); err != nil {
+	if err := checkLimits(info.ttl, interval, o.unsafeShorter); err != nil {
 		return nil, err
 	}
-	t := newTiming(ttl, interval)
-	t.absenceProvesExpiry = keysOnlyAgeOut(status)
+	t := newTiming(info.ttl, interval)
+	t.absenceProvesExpiry = info.absenceProvesExpiry
 
 	if o.metrics == nil {
 		o.metrics = noMetrics{}
-	}
-	logger := o.logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Election{
 		name:   name,
@@ -96,7 +120,8 @@ func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Elec
 		kv:     kv,
 		opts:   o,
 		timing: t,
-		log:    logger.With("bucket", kv.Bucket(), "key", key, "name", name),
+		hub:    h,
+		log:    o.log().With("bucket", kv.Bucket(), "key", key, "name", name),
 		done:   make(chan struct{}),
 	}, nil
 }
@@ -151,13 +176,25 @@ func (e *Election) Start(ctx context.Context) error {
 
 	callbacks := newCallbackQueue()
 	defer callbacks.closeAndWait()
-	c := &campaigner{Election: e, callbacks: callbacks}
+	h, stopHub := e.hub, func() {}
+	if h == nil { // not made by a Bucket: watch the key alone
+		h = newHub(e.kv, []string{e.key}, e.timing.ttl, e.log)
+		hubCtx, cancel := context.WithCancel(ctx)
+		hubDone := make(chan struct{})
+		go func() { defer close(hubDone); h.run(hubCtx) }()
+		stopHub = func() { cancel(); <-hubDone }
+	}
+	c := &campaigner{Election: e, callbacks: callbacks, hub: h}
 	c.run(ctx)
+	stopHub()
 
 	e.mu.Lock()
 	e.state = UnknownState
 	e.stopped = true
 	e.mu.Unlock()
+	if e.bucket != nil {
+		e.bucket.forget(e)
+	}
 	return nil
 }
 
@@ -172,11 +209,13 @@ func (e *Election) Stop() {
 	e.stopped = true
 	started, cancel := e.started, e.cancel
 	e.mu.Unlock()
-	if !started {
-		return
+	if started {
+		cancel()
+		<-e.done
 	}
-	cancel()
-	<-e.done
+	if e.bucket != nil {
+		e.bucket.forget(e)
+	}
 }
 
 // IsLeader reports whether this node leads: it announced leadership and its

@@ -20,15 +20,36 @@ type keyView struct {
 	seenAt time.Time               // when latest arrived, on the local clock
 }
 
-func (v *keyView) observe(e jetstream.KeyValueEntry) {
+// observe records an entry the watcher delivered (nil: the end of its
+// initial state) and reports whether the view changed. Revisions the view
+// has passed are ignored.
+func (v *keyView) observe(e jetstream.KeyValueEntry) bool {
 	if e == nil {
+		changed := !v.ready
 		v.ready = true
-		return
+		return changed
 	}
 	if v.latest != nil && e.Revision() <= v.latest.Revision() {
-		return // redelivered after a watcher reset
+		return false
 	}
 	v.latest, v.seenAt = e, time.Now()
+	return true
+}
+
+// replace sets the view to what a new watcher found for the key (nil: no
+// entry, so the key aged out if it ever existed) and reports whether the
+// view changed. An unchanged entry keeps the time it was first seen.
+func (v *keyView) replace(e jetstream.KeyValueEntry) bool {
+	switch {
+	case e == nil:
+		changed := v.latest != nil
+		v.latest, v.seenAt = nil, time.Time{}
+		return changed
+	case v.latest != nil && e.Revision() == v.latest.Revision():
+		return false
+	}
+	v.latest, v.seenAt = e, time.Now()
+	return true
 }
 
 // held reports whether a candidate holds the key, by the latest entry.

@@ -118,3 +118,11 @@ func WithUnsafeShortTTL() Option {
 func WithMetrics(m Metrics) Option {
 	return func(o *options) { o.metrics = m }
 }
+
+// log returns the logger the options set, or one that discards.
+func (o *options) log() *slog.Logger {
+	if o.logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.logger
+}

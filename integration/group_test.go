@@ -31,7 +31,8 @@ type group struct {
 	events    chan event
 
 	mu      sync.Mutex
-	leading map[string]bool // by the callbacks: between OnWon and OnLost
+	leading map[string]context.Context // leadership contexts, by the callbacks: between OnWon and OnLost
+	pending []event                    // events await passed over, oldest first
 
 	cancel  context.CancelFunc
 	running sync.WaitGroup
@@ -45,7 +46,7 @@ func startGroup(t *testing.T, prefix, key string, kvs []jetstream.KeyValue, opts
 		t:         t,
 		elections: map[string]*election.Election{},
 		events:    make(chan event, 1024),
-		leading:   map[string]bool{},
+		leading:   map[string]context.Context{},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
@@ -55,7 +56,7 @@ func startGroup(t *testing.T, prefix, key string, kvs []jetstream.KeyValue, opts
 			election.WithoutSplay(),
 			election.OnWon(func(leading context.Context) {
 				token, _ := election.TokenFromContext(leading)
-				g.won(name, token)
+				g.won(name, token, leading)
 			}),
 			election.OnLost(func(cause error) { g.lost(name, cause) }),
 		}, opts...)
@@ -77,12 +78,17 @@ func startGroup(t *testing.T, prefix, key string, kvs []jetstream.KeyValue, opts
 	return g
 }
 
-func (g *group) won(name string, token uint64) {
+// won records an OnWon. Another candidate's OnLost may still be queued (it
+// runs after that candidate stood down), but its leadership context must
+// already be cancelled.
+func (g *group) won(name string, token uint64, leading context.Context) {
 	g.mu.Lock()
-	for other := range g.leading {
-		g.t.Errorf("%s announced leadership (token %d) while %s still led", name, token, other)
+	for other, ctx := range g.leading {
+		if ctx.Err() == nil {
+			g.t.Errorf("%s announced leadership (token %d) while %s still led", name, token, other)
+		}
 	}
-	g.leading[name] = true
+	g.leading[name] = leading
 	g.mu.Unlock()
 	g.events <- event{name: name, won: true, token: token, at: time.Now()}
 }
@@ -122,9 +128,17 @@ func (g *group) stop() {
 	g.running.Wait()
 }
 
-// await returns the next event that matches.
+// await returns the oldest event not yet returned that matches. Events of
+// different candidates may arrive in either order (each runs its callbacks
+// on its own goroutine), so those passed over are kept for later calls.
 func (g *group) await(what string, match func(event) bool) event {
 	g.t.Helper()
+	for i, ev := range g.pending {
+		if match(ev) {
+			g.pending = append(g.pending[:i], g.pending[i+1:]...)
+			return ev
+		}
+	}
 	timeout := time.After(awaitTimeout)
 	for {
 		select {
@@ -132,6 +146,7 @@ func (g *group) await(what string, match func(event) bool) event {
 			if match(ev) {
 				return ev
 			}
+			g.pending = append(g.pending, ev)
 		case <-timeout:
 			g.t.Fatalf("no %s within %v", what, awaitTimeout)
 		}

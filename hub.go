@@ -1,0 +1,274 @@
+package election
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// hub is one watcher on the server, shared by every election and observer of
+// a bucket in this process. It keeps a keyView per key and wakes the
+// subscribers of a key when its view changes.
+//
+// A watcher can stall for 10–20 s when its server dies (the ordered
+// consumer's heartbeat check), and it never reports a key that aged out on a
+// bucket without expiry markers. The hub therefore replaces its watcher
+// whenever the stream should have spoken and did not: a write this process
+// made is not echoed within echoTimeout, or a key is held and the whole
+// bucket stays silent for quietLimit (a holder renews well within it). The
+// new watcher's initial state replaces every view, so a key that aged out in
+// the meantime shows as absent.
+type hub struct {
+	kv   jetstream.KeyValue
+	keys []string // the keys to watch; nil watches the whole bucket
+	ttl  time.Duration
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	views    map[string]*keyView             // by key: every key seen or subscribed to
+	subs     map[string]map[*hubSub]struct{} // by key
+	ready    bool                            // the first watcher delivered its initial state
+	lastMsg  time.Time                       // when the watcher last delivered anything
+	seenRev  uint64                          // the highest revision the watcher delivered
+	expected uint64                          // the highest revision this process wrote
+	expectAt time.Time                       // when expected was acknowledged
+	replaced int                             // watchers replaced as stalled so far
+	reason   string                          // why the latest was replaced
+}
+
+// hubSub is one subscriber's interest in one key: changed receives a value
+// (buffered 1, so signals coalesce) whenever the key's view changes.
+type hubSub struct {
+	key     string
+	changed chan struct{}
+}
+
+// echoTimeout is how long the hub waits for its watcher to deliver a write
+// this process made before it replaces the watcher.
+const echoTimeout = time.Second
+
+func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.Logger) *hub {
+	return &hub{
+		kv:    kv,
+		keys:  keys,
+		ttl:   ttl,
+		log:   log,
+		views: make(map[string]*keyView),
+		subs:  make(map[string]map[*hubSub]struct{}),
+	}
+}
+
+// quietLimit is how long the bucket may stay silent while a key is held
+// before the hub suspects its watcher: a holder at the default interval
+// renews every 3/4 TTL.
+func (h *hub) quietLimit() time.Duration { return h.ttl * 7 / 8 }
+
+// subscribe registers interest in key; the caller reads the view with view
+// and must unsubscribe.
+func (h *hub) subscribe(key string) *hubSub {
+	s := &hubSub{key: key, changed: make(chan struct{}, 1)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs[key] == nil {
+		h.subs[key] = make(map[*hubSub]struct{})
+	}
+	h.subs[key][s] = struct{}{}
+	return s
+}
+
+func (h *hub) unsubscribe(s *hubSub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs[s.key], s)
+	if len(h.subs[s.key]) == 0 {
+		delete(h.subs, s.key)
+	}
+}
+
+// view returns a copy of what the hub knows of key.
+func (h *hub) view(key string) keyView {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v := keyView{ready: h.ready}
+	if kv := h.views[key]; kv != nil {
+		v.latest, v.seenAt = kv.latest, kv.seenAt
+	}
+	return v
+}
+
+// wrote tells the hub that this process wrote revision rev, which its
+// watcher must deliver soon.
+func (h *hub) wrote(rev uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rev > h.expected {
+		h.expected, h.expectAt = rev, time.Now()
+	}
+}
+
+// run keeps a watcher on the bucket until ctx is done.
+func (h *hub) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		w := h.watch(ctx)
+		if w == nil {
+			return
+		}
+		h.consume(ctx, w)
+		_ = w.Stop()
+	}
+}
+
+// watch starts a watcher, retrying until ctx is done (nil then).
+func (h *hub) watch(ctx context.Context) jetstream.KeyWatcher {
+	wait := 50 * time.Millisecond
+	for {
+		var w jetstream.KeyWatcher
+		var err error
+		if h.keys == nil {
+			w, err = h.kv.WatchAll(ctx)
+		} else {
+			// A copy: WatchFiltered rewrites the slice it is given.
+			w, err = h.kv.WatchFiltered(ctx, append([]string(nil), h.keys...))
+		}
+		if err == nil {
+			return w
+		}
+		h.log.Warn("cannot watch the bucket; retrying", "error", err)
+		if !sleep(ctx, wait) {
+			return nil
+		}
+		wait = min(wait*2, h.ttl/4)
+	}
+}
+
+// consume applies the watcher's entries until ctx is done or the watcher
+// must be replaced. Its initial state is gathered apart and replaces every
+// view at once when complete.
+func (h *hub) consume(ctx context.Context, w jetstream.KeyWatcher) {
+	h.mu.Lock()
+	h.lastMsg = time.Now()
+	h.mu.Unlock()
+	initial := make(map[string]jetstream.KeyValueEntry)
+	synced := false
+	check := time.NewTicker(min(h.ttl/8, 250*time.Millisecond))
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				h.log.Warn("the bucket watcher ended; replacing it")
+				return
+			}
+			switch {
+			case e == nil:
+				h.resync(initial)
+				initial, synced = nil, true
+			case !synced:
+				initial[e.Key()] = e
+				h.heard(e.Revision())
+			default:
+				h.apply(e)
+			}
+		case <-check.C:
+			if reason := h.stalled(); reason != "" {
+				h.log.Warn("the bucket watcher looks stalled; replacing it", "reason", reason)
+				h.mu.Lock()
+				h.replaced++
+				h.reason = reason
+				h.mu.Unlock()
+				return
+			}
+		}
+	}
+}
+
+// heard records that the watcher delivered revision rev.
+func (h *hub) heard(rev uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lastMsg = time.Now()
+	h.seenRev = max(h.seenRev, rev)
+}
+
+// apply records a live entry and wakes the key's subscribers.
+func (h *hub) apply(e jetstream.KeyValueEntry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lastMsg = time.Now()
+	h.seenRev = max(h.seenRev, e.Revision())
+	v := h.views[e.Key()]
+	if v == nil {
+		v = &keyView{ready: true}
+		h.views[e.Key()] = v
+	}
+	if v.observe(e) {
+		h.wakeLocked(e.Key())
+	}
+}
+
+// resync replaces every view with a watcher's initial state: a key it does
+// not mention has no entry. A view whose latest revision is unchanged keeps
+// the time it was first seen.
+func (h *hub) resync(initial map[string]jetstream.KeyValueEntry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lastMsg = time.Now()
+	h.ready = true
+	for key, v := range h.views {
+		e := initial[key]
+		if v.replace(e) {
+			h.wakeLocked(key)
+		}
+		if e == nil {
+			delete(h.views, key)
+		}
+	}
+	for key, e := range initial {
+		if h.views[key] == nil {
+			v := &keyView{ready: true}
+			v.observe(e)
+			h.views[key] = v
+			h.wakeLocked(key)
+		}
+	}
+	for key := range h.subs {
+		h.wakeLocked(key) // the first resync makes every view ready
+	}
+}
+
+func (h *hub) wakeLocked(key string) {
+	for s := range h.subs[key] {
+		select {
+		case s.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// stalled tells why the watcher should be replaced, or "" if it need not.
+func (h *hub) stalled() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	switch {
+	case h.expected > h.seenRev && now.Sub(h.expectAt) > echoTimeout:
+		return "a write of this process was not delivered"
+	case now.Sub(h.lastMsg) > h.quietLimit() && h.anyHeldLocked():
+		return "a key is held but the bucket was silent"
+	}
+	return ""
+}
+
+func (h *hub) anyHeldLocked() bool {
+	for _, v := range h.views {
+		if v.held() {
+			return true
+		}
+	}
+	return false
+}

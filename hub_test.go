@@ -1,0 +1,132 @@
+package election
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// hubFixture runs a hub on key "k" of a fresh bucket with a 2 s TTL.
+type hubFixture struct {
+	t   *testing.T
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	hub *hub
+	sub *hubSub
+}
+
+func startHub(t *testing.T) *hubFixture {
+	t.Helper()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "HUB", TTL: 2 * time.Second, Storage: jetstream.MemoryStorage})
+	h := newHub(kv, []string{"k"}, 2*time.Second, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f := &hubFixture{t: t, js: js, kv: kv, hub: h, sub: h.subscribe("k")}
+	t.Cleanup(func() { h.unsubscribe(f.sub) })
+	return f
+}
+
+// put writes value to k and waits until the hub shows it.
+func (f *hubFixture) put(value string) uint64 {
+	f.t.Helper()
+	rev, err := f.kv.Put(context.Background(), "k", []byte(value))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.await("revision "+value, func(v keyView) bool { return v.latest != nil && v.latest.Revision() >= rev })
+	return rev
+}
+
+// await waits until the hub's view of k satisfies ok.
+func (f *hubFixture) await(what string, ok func(keyView) bool) {
+	f.t.Helper()
+	timeout := time.After(30 * time.Second)
+	for !ok(f.hub.view("k")) {
+		select {
+		case <-f.sub.changed:
+		case <-timeout:
+			f.t.Fatalf("the hub never showed %s", what)
+		}
+	}
+}
+
+// stall deletes the hub's consumer on the server: its watcher gets nothing
+// more, as when its server dies, and would recover by itself only after the
+// ordered consumer's heartbeat check (about 10 s).
+func (f *hubFixture) stall() {
+	f.t.Helper()
+	ctx := context.Background()
+	stream, err := f.js.Stream(ctx, "KV_HUB")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	names := stream.ConsumerNames(ctx)
+	deleted := 0
+	for name := range names.Name() {
+		if err := stream.DeleteConsumer(ctx, name); err != nil {
+			f.t.Fatal(err)
+		}
+		deleted++
+	}
+	if names.Err() != nil || deleted != 1 {
+		f.t.Fatalf("deleted %d consumers (%v), want the hub's one", deleted, names.Err())
+	}
+}
+
+func (f *hubFixture) replaced() (int, string) {
+	f.hub.mu.Lock()
+	defer f.hub.mu.Unlock()
+	return f.hub.replaced, f.hub.reason
+}
+
+func TestHubReplacesAWatcherThatMissesThisProcesssWrite(t *testing.T) {
+	f := startHub(t)
+	f.put("released:x") // not held: the silence rule does not apply
+	f.stall()
+	rev, err := f.kv.Put(context.Background(), "k", []byte("released:y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hub.wrote(rev)
+	f.await("the write after the stall", func(v keyView) bool { return v.latest != nil && v.latest.Revision() == rev })
+	if n, reason := f.replaced(); n != 1 || reason != "a write of this process was not delivered" {
+		t.Errorf("replaced %d watchers, last because %q; want 1, for the missing write", n, reason)
+	}
+}
+
+func TestHubReplacesAWatcherSilentWhileAKeyIsHeld(t *testing.T) {
+	f := startHub(t)
+	f.put("holder")
+	f.stall()
+	deadline := time.Now().Add(30 * time.Second)
+	for n, _ := f.replaced(); n == 0; n, _ = f.replaced() {
+		if time.Now().After(deadline) {
+			t.Fatal("the hub never replaced its silent watcher")
+		}
+		time.Sleep(10 * time.Millisecond) // polling: the hub has no event for this
+	}
+	if _, reason := f.replaced(); reason != "a key is held but the bucket was silent" {
+		t.Errorf("replaced because %q, want the silence", reason)
+	}
+	f.put("holder") // the new watcher delivers
+}
+
+func TestHubShowsAKeyThatAgedOutWhileItsWatcherStalled(t *testing.T) {
+	f := startHub(t)
+	f.put("holder")
+	f.stall()
+	// Without expiry markers the key vanishes silently; only a new
+	// watcher's initial state shows it gone.
+	f.await("the key gone", func(v keyView) bool { return v.ready && v.latest == nil })
+	if n, _ := f.replaced(); n == 0 {
+		t.Error("the hub showed the key gone without replacing its watcher")
+	}
+}
