@@ -39,6 +39,18 @@ var (
 	ErrStopped = errors.New("election: stopped")
 )
 
+// Errors returned by CheckHealth, and written by HealthHandler.
+var (
+	// ErrUnhealthy means the node still counts itself leader after its
+	// validity deadline: its campaign goroutine has neither renewed nor stood
+	// down. The key, the candidate, the fencing token and how late it is are
+	// wrapped.
+	ErrUnhealthy = errors.New("election: unhealthy")
+	// ErrInvalidTolerance means a health check was given a negative
+	// tolerance.
+	ErrInvalidTolerance = errors.New("election: invalid health check tolerance")
+)
+
 // Outcomes of KV operations and causes of lost leadership, as passed to OnLost
 // and written to the log. Any other error is an infrastructure failure
 // (timeout, no responders, closed connection): it is retried and never taken

@@ -1,0 +1,188 @@
+package promelection
+
+import (
+	"errors"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Causes of lost leadership, as values of the cause label.
+const (
+	causeRevisionGone  = "revision_gone"
+	causeRenewDeadline = "renew_deadline"
+	causeStopped       = "stopped"
+	causeOther         = "other"
+)
+
+// Collector records the measurements of any number of elections and exports
+// them as Prometheus metrics (see the package documentation for the list).
+// Make one with NewCollector, pass it to elections with
+// election.WithMetrics, and register it in a prometheus.Registerer. It is safe
+// for concurrent use.
+type Collector struct {
+	isLeader         *prometheus.GaugeVec
+	won              *prometheus.CounterVec
+	lost             *prometheus.CounterVec
+	tenure           *prometheus.HistogramVec
+	renewLatency     *prometheus.HistogramVec
+	renewFailures    *prometheus.CounterVec
+	campaignInterval *prometheus.GaugeVec
+	acquire          *prometheus.HistogramVec
+}
+
+var (
+	_ election.Metrics     = (*Collector)(nil)
+	_ prometheus.Collector = (*Collector)(nil)
+)
+
+// NewCollector makes a Collector. It returns an error wrapping
+// ErrInvalidBuckets if an option gives bad histogram bounds.
+func NewCollector(opts ...Option) (*Collector, error) {
+	o := options{
+		tenureBuckets:       defaultTenureBuckets,
+		renewLatencyBuckets: defaultRenewLatencyBuckets,
+		acquireBuckets:      defaultAcquireBuckets,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	for _, h := range []struct {
+		name   string
+		bounds []float64
+	}{
+		{"tenure_seconds", o.tenureBuckets},
+		{"renew_latency_seconds", o.renewLatencyBuckets},
+		{"acquire_seconds", o.acquireBuckets},
+	} {
+		if err := checkBuckets(h.name, h.bounds); err != nil {
+			return nil, err
+		}
+	}
+
+	labels := []string{"key", "name"}
+	opt := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "kvelect", Subsystem: "election", Name: name, Help: help}
+	}
+	histogram := func(name, help string, bounds []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "kvelect", Subsystem: "election", Name: name, Help: help, Buckets: bounds,
+		}, labels)
+	}
+	return &Collector{
+		isLeader: prometheus.NewGaugeVec(prometheus.GaugeOpts(opt("is_leader",
+			"1 while this candidate leads the key, else 0.")), labels),
+		won: prometheus.NewCounterVec(prometheus.CounterOpts(opt("won_total",
+			"Leaderships announced by this candidate.")), labels),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts(opt("lost_total",
+			"Leaderships ended, by cause: revision_gone, renew_deadline, stopped or other.")),
+			[]string{"key", "name", "cause"}),
+		tenure: histogram("tenure_seconds",
+			"Length of each ended leadership, from announcement to stand-down.", o.tenureBuckets),
+		renewLatency: histogram("renew_latency_seconds",
+			"Round trip of each renewal of the key, failed ones included.", o.renewLatencyBuckets),
+		renewFailures: prometheus.NewCounterVec(prometheus.CounterOpts(opt("renew_failures_total",
+			"Renewals of the key that were not acknowledged.")), labels),
+		campaignInterval: prometheus.NewGaugeVec(prometheus.GaugeOpts(opt("campaign_interval_seconds",
+			"How often the leader renews the key.")), labels),
+		acquire: histogram("acquire_seconds",
+			"Time campaigned before each leadership: since the election started or the previous leadership ended.",
+			o.acquireBuckets),
+	}, nil
+}
+
+func (c *Collector) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		c.isLeader, c.won, c.lost, c.tenure, c.renewLatency, c.renewFailures, c.campaignInterval, c.acquire,
+	}
+}
+
+// Describe sends the descriptors of all metrics to ch; it implements
+// prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.collectors() {
+		m.Describe(ch)
+	}
+}
+
+// Collect sends the current value of every series to ch; it implements
+// prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.collectors() {
+		m.Collect(ch)
+	}
+}
+
+// Forget drops every series of the election on key for candidate name. Call
+// it once that election has stopped, in programs that create and discard
+// elections, so that their series do not pile up; an election still running
+// would bring some back at its next event.
+func (c *Collector) Forget(key, name string) {
+	labels := prometheus.Labels{"key": key, "name": name}
+	c.isLeader.DeletePartialMatch(labels)
+	c.won.DeletePartialMatch(labels)
+	c.lost.DeletePartialMatch(labels)
+	c.tenure.DeletePartialMatch(labels)
+	c.renewLatency.DeletePartialMatch(labels)
+	c.renewFailures.DeletePartialMatch(labels)
+	c.campaignInterval.DeletePartialMatch(labels)
+	c.acquire.DeletePartialMatch(labels)
+}
+
+// Campaigning records the campaign interval and sets is_leader to 0; it
+// creates the counters at 0 so that their first increase is seen.
+func (c *Collector) Campaigning(key, name string, interval time.Duration) {
+	c.campaignInterval.WithLabelValues(key, name).Set(interval.Seconds())
+	c.isLeader.WithLabelValues(key, name).Set(0)
+	c.won.WithLabelValues(key, name)
+	c.renewFailures.WithLabelValues(key, name)
+	for _, cause := range []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeOther} {
+		c.lost.WithLabelValues(key, name, cause)
+	}
+}
+
+// Leading sets is_leader to 1, counts a leadership won and observes how long
+// it took to acquire.
+func (c *Collector) Leading(key, name string, waited time.Duration) {
+	c.isLeader.WithLabelValues(key, name).Set(1)
+	c.won.WithLabelValues(key, name).Inc()
+	c.acquire.WithLabelValues(key, name).Observe(waited.Seconds())
+}
+
+// Lost sets is_leader to 0, counts a leadership lost by cause and observes
+// its tenure.
+func (c *Collector) Lost(key, name string, cause error, tenure time.Duration) {
+	c.isLeader.WithLabelValues(key, name).Set(0)
+	c.lost.WithLabelValues(key, name, causeLabel(cause)).Inc()
+	c.tenure.WithLabelValues(key, name).Observe(tenure.Seconds())
+}
+
+// Renewed observes a renewal's latency and counts it as a failure if err is
+// not nil.
+func (c *Collector) Renewed(key, name string, latency time.Duration, err error) {
+	c.renewLatency.WithLabelValues(key, name).Observe(latency.Seconds())
+	if err != nil {
+		c.renewFailures.WithLabelValues(key, name).Inc()
+	}
+}
+
+// Stopped sets is_leader to 0 and keeps the series (see the package
+// documentation; Forget drops them).
+func (c *Collector) Stopped(key, name string) {
+	c.isLeader.WithLabelValues(key, name).Set(0)
+}
+
+// causeLabel classifies why a leadership ended.
+func causeLabel(cause error) string {
+	switch {
+	case errors.Is(cause, election.ErrRevisionGone):
+		return causeRevisionGone
+	case errors.Is(cause, election.ErrRenewDeadline):
+		return causeRenewDeadline
+	case errors.Is(cause, election.ErrStopped):
+		return causeStopped
+	default:
+		return causeOther
+	}
+}

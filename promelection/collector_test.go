@@ -1,0 +1,338 @@
+package promelection_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/promelection"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestCollectorFollowsElections runs two candidates for one key on a real
+// server through one collector: a wins and renews, stops, b takes over, and
+// loses when the key is deleted.
+func TestCollectorFollowsElections(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "METRICS", TTL: 2 * time.Second})
+	c, reg := newCollector(t)
+
+	wonA, wonB := make(chan struct{}, 1), make(chan struct{}, 4)
+	a := start(t, "a", kv, c, election.OnWon(func() { wonA <- struct{}{} }))
+	<-wonA
+	expect(t, reg, `
+		# HELP kvelect_election_is_leader 1 while this candidate leads the key, else 0.
+		# TYPE kvelect_election_is_leader gauge
+		kvelect_election_is_leader{key="svc",name="a"} 1
+		# HELP kvelect_election_won_total Leaderships announced by this candidate.
+		# TYPE kvelect_election_won_total counter
+		kvelect_election_won_total{key="svc",name="a"} 1
+		# HELP kvelect_election_campaign_interval_seconds How often the leader renews the key.
+		# TYPE kvelect_election_campaign_interval_seconds gauge
+		kvelect_election_campaign_interval_seconds{key="svc",name="a"} 1
+		`, "is_leader", "won_total", "campaign_interval_seconds")
+	if n := value(t, reg, "acquire_seconds", "svc", "a"); n != 1 {
+		t.Errorf("acquire_seconds{a} has %v samples after one win, want 1", n)
+	}
+
+	waitFor(t, "a renewal of a's leadership", func() bool { return value(t, reg, "renew_latency_seconds", "svc", "a") >= 1 })
+	if n := value(t, reg, "renew_failures_total", "svc", "a"); n != 0 {
+		t.Errorf("renew_failures_total{a} = %v with a healthy server, want 0", n)
+	}
+
+	b := start(t, "b", kv, c, election.OnWon(func() { wonB <- struct{}{} }))
+	waitFor(t, "b to campaign", func() bool { return exists(t, reg, "is_leader", "svc", "b") })
+	a.Stop()
+	if n := value(t, reg, "tenure_seconds", "svc", "a"); n != 1 {
+		t.Errorf("tenure_seconds{a} has %v samples after one tenure, want 1", n)
+	}
+
+	<-wonB
+	expect(t, reg, `
+		# HELP kvelect_election_is_leader 1 while this candidate leads the key, else 0.
+		# TYPE kvelect_election_is_leader gauge
+		kvelect_election_is_leader{key="svc",name="a"} 0
+		kvelect_election_is_leader{key="svc",name="b"} 1
+		# HELP kvelect_election_won_total Leaderships announced by this candidate.
+		# TYPE kvelect_election_won_total counter
+		kvelect_election_won_total{key="svc",name="a"} 1
+		kvelect_election_won_total{key="svc",name="b"} 1
+		`, "is_leader", "won_total")
+	if n := value(t, reg, "acquire_seconds", "svc", "b"); n != 1 {
+		t.Errorf("acquire_seconds{b} has %v samples after one win, want 1", n)
+	}
+
+	if err := kv.Delete(context.Background(), "svc"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to lose the deleted key", func() bool { return value(t, reg, "is_leader", "svc", "b") == 0 })
+	b.Stop()
+	expect(t, reg, `
+		# HELP kvelect_election_lost_total Leaderships ended, by cause: revision_gone, renew_deadline, stopped or other.
+		# TYPE kvelect_election_lost_total counter
+		kvelect_election_lost_total{cause="other",key="svc",name="a"} 0
+		kvelect_election_lost_total{cause="other",key="svc",name="b"} 0
+		kvelect_election_lost_total{cause="renew_deadline",key="svc",name="a"} 0
+		kvelect_election_lost_total{cause="renew_deadline",key="svc",name="b"} 0
+		kvelect_election_lost_total{cause="revision_gone",key="svc",name="a"} 0
+		kvelect_election_lost_total{cause="revision_gone",key="svc",name="b"} 1
+		kvelect_election_lost_total{cause="stopped",key="svc",name="a"} 1
+		kvelect_election_lost_total{cause="stopped",key="svc",name="b"} 0
+		`, "lost_total")
+}
+
+// TestCollectorCountsAFailedRenewal stalls a leader's campaign goroutine in
+// OnCampaign past its validity deadline: the late renewal fails and the
+// leader stands down for renew_deadline.
+func TestCollectorCountsAFailedRenewal(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "STALL", TTL: 2 * time.Second})
+	c, reg := newCollector(t)
+
+	won := make(chan struct{}, 4)
+	stuck, release := make(chan struct{}), make(chan struct{})
+	stalled := false // only the campaign goroutine touches it
+	e := start(t, "a", kv, c,
+		election.OnWon(func() { won <- struct{}{} }),
+		election.OnCampaign(func(s election.State) {
+			if s == election.LeaderState && !stalled {
+				stalled = true
+				close(stuck)
+				<-release
+			}
+		}))
+	<-won
+	<-stuck
+	waitFor(t, "the stalled leader's deadline to pass", func() bool { return !e.IsLeader() })
+	close(release)
+	waitFor(t, "the stalled leader to stand down", func() bool {
+		return value(t, reg, "lost_total", "svc", "a", "renew_deadline") == 1
+	})
+	if n := value(t, reg, "renew_failures_total", "svc", "a"); n != 1 {
+		t.Errorf("renew_failures_total = %v after one late renewal, want 1", n)
+	}
+	if n := value(t, reg, "renew_latency_seconds", "svc", "a"); n != 1 {
+		t.Errorf("renew_latency_seconds has %v samples after one renewal, want 1", n)
+	}
+}
+
+func TestLostCauses(t *testing.T) {
+	for _, tt := range []struct {
+		cause error
+		label string
+	}{
+		{fmt.Errorf("%w: revision 7 was written by another client", election.ErrRevisionGone), "revision_gone"},
+		{fmt.Errorf("%w: timeout", election.ErrRenewDeadline), "renew_deadline"},
+		{election.ErrStopped, "stopped"},
+		{errors.New("something else"), "other"},
+		{nil, "other"},
+	} {
+		c, reg := newCollector(t)
+		c.Lost("k", "a", tt.cause, time.Second)
+		if n := value(t, reg, "lost_total", "k", "a", tt.label); n != 1 {
+			t.Errorf("Lost(%v): lost_total{cause=%q} = %v, want 1", tt.cause, tt.label, n)
+		}
+	}
+}
+
+// TestCollectorsAreIndependent registers two collectors in two registries:
+// nothing is global, and nothing lands in the default registry.
+func TestCollectorsAreIndependent(t *testing.T) {
+	c1, reg1 := newCollector(t)
+	_, reg2 := newCollector(t)
+	c1.Campaigning("k", "a", time.Second)
+	c1.Leading("k", "a", time.Second)
+
+	if n := value(t, reg1, "won_total", "k", "a"); n != 1 {
+		t.Errorf("first registry: won_total = %v, want 1", n)
+	}
+	if exists(t, reg2, "won_total", "k", "a") {
+		t.Error("second registry shows the first collector's series")
+	}
+	defaults, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range defaults {
+		if strings.HasPrefix(f.GetName(), "kvelect_") {
+			t.Errorf("default registry has %s", f.GetName())
+		}
+	}
+}
+
+func TestForgetDropsAnElectionsSeries(t *testing.T) {
+	c, reg := newCollector(t)
+	for _, name := range []string{"a", "b"} {
+		c.Campaigning("k", name, time.Second)
+		c.Leading("k", name, time.Second)
+		c.Renewed("k", name, time.Millisecond, nil)
+		c.Lost("k", name, election.ErrStopped, time.Minute)
+		c.Stopped("k", name)
+	}
+	c.Forget("k", "a")
+	for _, metric := range []string{"is_leader", "won_total", "lost_total", "tenure_seconds",
+		"renew_latency_seconds", "renew_failures_total", "campaign_interval_seconds", "acquire_seconds"} {
+		if exists(t, reg, metric, "k", "a") {
+			t.Errorf("%s{name=a} is still there after Forget", metric)
+		}
+		if !exists(t, reg, metric, "k", "b") {
+			t.Errorf("%s{name=b} is gone after Forget of a", metric)
+		}
+	}
+}
+
+func TestNewCollectorRejectsBadBuckets(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opt  promelection.Option
+		says string
+	}{
+		{"none", promelection.WithTenureBuckets(nil), "for tenure_seconds: none given"},
+		{"not increasing", promelection.WithRenewLatencyBuckets([]float64{0.1, 0.1}), "for renew_latency_seconds: [0.1 0.1]"},
+		{"zero", promelection.WithAcquireBuckets([]float64{0, 1}), "for acquire_seconds: [0 1]"},
+		{"infinite", promelection.WithAcquireBuckets([]float64{1, math.Inf(1)}), "finite positive bounds in increasing order"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := promelection.NewCollector(tt.opt)
+			if !errors.Is(err, promelection.ErrInvalidBuckets) || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("got (%v, %v), want ErrInvalidBuckets saying %q", c, err, tt.says)
+			}
+		})
+	}
+}
+
+func TestBucketOptionsApply(t *testing.T) {
+	want := []float64{0.001, 0.01, 0.1}
+	c, reg := newCollector(t, promelection.WithRenewLatencyBuckets(want))
+	c.Renewed("k", "a", 5*time.Millisecond, nil)
+	m := find(t, reg, "renew_latency_seconds", "k", "a")
+	var got []float64
+	for _, b := range m.GetHistogram().GetBucket() {
+		got = append(got, b.GetUpperBound())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("renew_latency_seconds buckets = %v, want %v", got, want)
+	}
+}
+
+// newCollector makes a collector registered in a registry of its own.
+func newCollector(t *testing.T, opts ...promelection.Option) (*promelection.Collector, *prometheus.Registry) {
+	t.Helper()
+	c, err := promelection.NewCollector(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	return c, reg
+}
+
+// start runs an election of candidate name for the key "svc" until the test
+// ends (or it is stopped earlier), reporting to c.
+func start(t *testing.T, name string, kv jetstream.KeyValue, c *promelection.Collector, opts ...election.Option) *election.Election {
+	t.Helper()
+	opts = append([]election.Option{election.WithoutSplay(), election.WithMetrics(c), election.WithCampaignInterval(time.Second)}, opts...)
+	e, err := election.NewElection(name, "svc", kv, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(context.Background()) }()
+	t.Cleanup(func() {
+		e.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Start of %s: %v", name, err)
+		}
+	})
+	return e
+}
+
+// expect compares the named kvelect_election_ families in reg with want, in
+// the text exposition format.
+func expect(t *testing.T, reg prometheus.Gatherer, want string, metrics ...string) {
+	t.Helper()
+	names := make([]string, len(metrics))
+	for i, m := range metrics {
+		names[i] = "kvelect_election_" + m
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+}
+
+// find returns the series of kvelect_election_<metric> with the labels key,
+// name and (for lost_total) cause, or nil.
+func find(t *testing.T, reg prometheus.Gatherer, metric, key, name string, cause ...string) *dto.Metric {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"key": key, "name": name}
+	if len(cause) > 0 {
+		want["cause"] = cause[0]
+	}
+	for _, f := range families {
+		if f.GetName() != "kvelect_election_"+metric {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
+					continue series
+				}
+			}
+			return m
+		}
+	}
+	return nil
+}
+
+func exists(t *testing.T, reg prometheus.Gatherer, metric, key, name string) bool {
+	t.Helper()
+	return find(t, reg, metric, key, name) != nil
+}
+
+// value returns a series' value: a gauge's or a counter's, or a histogram's
+// sample count; -1 if there is no such series.
+func value(t *testing.T, reg prometheus.Gatherer, metric, key, name string, cause ...string) float64 {
+	t.Helper()
+	m := find(t, reg, metric, key, name, cause...)
+	switch {
+	case m == nil:
+		return -1
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	default:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+}
+
+// waitFor polls cond until it holds; it fails the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,47 @@
+// Package promelection exports an election's measurements as Prometheus
+// metrics.
+//
+// A Collector is both an election.Metrics, passed to elections with
+// election.WithMetrics, and a prometheus.Collector, registered by the caller
+// in a registry of its choice. The package registers nothing by itself and
+// keeps no global state, so several collectors can live in one process.
+//
+//	metrics, err := promelection.NewCollector()
+//	if err != nil {
+//		return err
+//	}
+//	registry.MustRegister(metrics)
+//	e, err := election.NewElection("replica-1", "scheduler", kv, election.WithMetrics(metrics))
+//
+// # Metrics
+//
+// Every series carries the labels key (the election key) and name (the
+// candidate); lost_total adds cause.
+//
+//	kvelect_election_is_leader                 gauge      1 while this candidate leads, else 0
+//	kvelect_election_won_total                 counter    leaderships announced
+//	kvelect_election_lost_total                counter    leaderships ended, by cause
+//	kvelect_election_tenure_seconds            histogram  length of each ended leadership
+//	kvelect_election_renew_latency_seconds     histogram  round trip of each renewal, failed ones included
+//	kvelect_election_renew_failures_total      counter    renewals not acknowledged
+//	kvelect_election_campaign_interval_seconds gauge      how often the leader renews
+//	kvelect_election_acquire_seconds           histogram  campaign time before each leadership
+//
+// The cause of a lost leadership is revision_gone (another client wrote,
+// deleted or purged the key, or it expired: election.ErrRevisionGone),
+// renew_deadline (the leader could not renew in time and stood down:
+// election.ErrRenewDeadline), stopped (the election was stopped:
+// election.ErrStopped), or other. Counters start at 0 for every cause when an
+// election begins to campaign, so that rates and increases see the first
+// event.
+//
+// When an election stops, its is_leader stays at 0 rather than vanishing, so
+// that an alert on sum by (key) (kvelect_election_is_leader) == 0 still fires
+// when a process stops its last candidate but keeps serving metrics.
+// Programs that create and discard many elections call Forget once an
+// election has stopped to drop all its series.
+//
+// Elections in different buckets that share a key and a name share series:
+// give each bucket its own collector and tell them apart with
+// prometheus.WrapRegistererWith.
+package promelection
