@@ -17,6 +17,8 @@ type campaigner struct {
 	callbacks *callbackQueue
 	hub       *hub      // the watcher this election shares
 	sub       *hubSub   // wakes the campaigner when the key's view changes
+	requests  *hubSub   // wakes it when a request to the leader is written
+	sitOut    uint64    // the revision of this node's own resignation: it does not claim over it for a TTL
 	since     time.Time // when this node began to campaign for its next tenure
 }
 
@@ -51,6 +53,8 @@ func (c *campaigner) run(ctx context.Context) {
 	}
 	c.sub = c.hub.subscribe(c.key)
 	defer c.hub.unsubscribe(c.sub)
+	c.requests = c.hub.subscribe(requestKey(c.key))
+	defer c.hub.unsubscribe(c.requests)
 	for {
 		t, ok := c.campaign(ctx)
 		if !ok {
@@ -77,7 +81,7 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 	tried, triedAny := uint64(0), false // the revision a lost claim expected: wait for the key to change
 	for {
 		view := c.hub.view(c.key)
-		if view.free() && (!triedAny || view.expected() != tried) {
+		if view.free() && !c.claimableAt(&view).After(time.Now()) && (!triedAny || view.expected() != tried) {
 			if t := c.claim(ctx, view.expected(), c.proven(view.classify())); t != nil {
 				return t, true
 			}
@@ -94,6 +98,9 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 			return nil, false
 		case <-c.sub.changed:
 		case <-timer.C:
+			if v := c.hub.view(c.key); v.free() && !c.claimableAt(&v).After(time.Now()) && (!triedAny || v.expected() != tried) {
+				continue // a handoff to another candidate or a resignation no longer keeps this node away
+			}
 			// No news for a while: the latest entry may have aged out, which
 			// leaves no news. Claim over no entry; that fails while any
 			// entry is there.
@@ -118,11 +125,25 @@ func (c *campaigner) fallbackAt(view *keyView, lost int) time.Time {
 		return now.Add(c.timing.interval)
 	case view.held() && view.seenAt.Add(c.timing.ttl).After(now):
 		return view.seenAt.Add(c.timing.ttl)
+	case view.free() && c.claimableAt(view).After(now):
+		return c.claimableAt(view)
 	case lost == 0:
 		return now
 	default:
 		return now.Add(c.retryWait(lost))
 	}
+}
+
+// claimableAt is when this node may claim over the key's latest entry: a
+// handoff to another candidate, or this node's own resignation, keeps it
+// away for half a TTL after it was seen, while the entry is still there to
+// claim over (it ages out a TTL after it was written).
+func (c *campaigner) claimableAt(v *keyView) time.Time {
+	to, handoff := v.handoffTo()
+	if (handoff && to != c.name) || (v.latest != nil && v.latest.Revision() == c.sitOut) {
+		return v.seenAt.Add(c.timing.ttl / 2)
+	}
+	return time.Time{}
 }
 
 // retryWait is the wait after the lost-th consecutive lost claim: the
@@ -197,6 +218,11 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 				return
 			}
 			continue
+		case <-c.requests.changed:
+			if c.handOver(t) {
+				return
+			}
+			continue
 		case <-timer.C:
 		}
 		if ctx.Err() != nil { // checked again: select picks at random when both are ready
@@ -208,6 +234,9 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		now := time.Now()
 		if t.lead == nil && !now.Before(t.announceAt) && now.Before(c.deadline(t)) {
 			c.announce(ctx, t)
+			if c.handOver(t) { // a request that came while the winner waited to announce
+				return
+			}
 		}
 		if now.Before(renewAt) {
 			continue
@@ -325,19 +354,54 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 // an earlier holder may still believe it leads, so it deletes the key
 // instead, which makes the next winner wait a TTL.
 func (c *campaigner) release(t *tenure) {
+	c.releaseAs(t, releasePrefix+c.name)
+}
+
+// releaseAs releases the key as release does, with value (a release or a
+// handoff) once the announce time has passed. It returns the revision
+// written, 0 if none.
+func (c *campaigner) releaseAs(t *tenure, value string) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
 	var err error
+	rev := uint64(0)
 	if time.Now().Before(t.announceAt) {
 		err = c.kv.Delete(ctx, c.key, jetstream.LastRevision(t.revision))
 	} else {
-		_, err = c.kv.Update(ctx, c.key, []byte(releasePrefix+c.name), t.revision)
+		rev, err = c.kv.Update(ctx, c.key, []byte(value), t.revision)
 	}
 	if err != nil {
 		c.log.Warn("could not release the key; it will expire", "revision", t.revision, "error", err)
-		return
+		return 0
 	}
-	c.log.Info("released the key", "revision", t.revision)
+	c.log.Info("released the key", "revision", t.revision, "value", value)
+	return rev
+}
+
+// handOver serves a request to the leader written after this tenure's claim:
+// it stands down and writes a release (resignation: this node then sits out
+// half a TTL) or a handoff naming the candidate to take over. It reports whether
+// the tenure ended. A transfer to this node itself asks for nothing.
+func (c *campaigner) handOver(t *tenure) bool {
+	r := c.hub.view(requestKey(c.key)).latest
+	if t.lead == nil || r == nil || r.Operation() != jetstream.KeyValuePut || r.Revision() <= t.token {
+		return false
+	}
+	to, ok := parseRequest(r.Value())
+	if !ok {
+		c.log.Warn("ignored a request it cannot read", "request", string(r.Value()), "revision", r.Revision())
+		return false
+	}
+	if to == c.name {
+		return false
+	}
+	c.standDown(t, fmt.Errorf("%w: %q at revision %d", ErrHandedOver, r.Value(), r.Revision()))
+	value := releasePrefix + c.name
+	if to != "" {
+		value = handoffPrefix + to
+	}
+	c.sitOut = c.releaseAs(t, value)
+	return true
 }
 
 func (c *campaigner) notifyCampaign() {

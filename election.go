@@ -68,7 +68,7 @@ func checkCandidate(name, key string) error {
 		return fmt.Errorf("%w: the name must not be empty", ErrInvalidName)
 	}
 	if isRelease([]byte(name)) {
-		return fmt.Errorf("%w %q: names must not start with %q, which marks a released key", ErrInvalidName, name, releasePrefix)
+		return fmt.Errorf("%w %q: names must not start with %q or %q, which mark a released key", ErrInvalidName, name, releasePrefix, handoffPrefix)
 	}
 	return checkKey(key)
 }
@@ -148,6 +148,8 @@ func checkKey(key string) error {
 		return fmt.Errorf("%w: the key must not be empty; allowed: %s", ErrInvalidKey, allowed)
 	case !validKey.MatchString(key) || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, ".."):
 		return fmt.Errorf("%w %q: allowed: %s", ErrInvalidKey, key, allowed)
+	case strings.HasPrefix(key, requestPrefix):
+		return fmt.Errorf("%w %q: keys starting with %q carry requests to leaders", ErrInvalidKey, key, requestPrefix)
 	}
 	return nil
 }
@@ -178,7 +180,7 @@ func (e *Election) Start(ctx context.Context) error {
 	defer callbacks.closeAndWait()
 	h, stopHub := e.hub, func() {}
 	if h == nil { // not made by a Bucket: watch the key alone
-		h = newHub(e.kv, []string{e.key}, e.timing.ttl, e.log)
+		h = newHub(e.kv, []string{e.key, requestKey(e.key)}, e.timing.ttl, e.log)
 		hubCtx, cancel := context.WithCancel(ctx)
 		hubDone := make(chan struct{})
 		go func() { defer close(hubDone); h.run(hubCtx) }()

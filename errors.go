@@ -10,7 +10,7 @@ import (
 // given and what is allowed, so match them with errors.Is.
 var (
 	// ErrInvalidName means the candidate name is empty or starts with
-	// "released:", which marks a released key.
+	// "released:" or "handoff:", which mark a released key.
 	ErrInvalidName = errors.New("election: invalid name")
 	// ErrInvalidKey means the election key is empty or has characters a KV key
 	// may not have.
@@ -65,6 +65,18 @@ var (
 	// ErrRenewDeadline means the leader could not renew before its validity
 	// deadline and stood down by itself. The last renewal error is wrapped.
 	ErrRenewDeadline = errors.New("election: renewal deadline passed")
+	// ErrHandedOver means the leader stood down on request, to let another
+	// candidate lead (Bucket.Resign or Bucket.Transfer).
+	ErrHandedOver = errors.New("election: leadership handed over on request")
+)
+
+// Errors returned by Bucket.Resign and Bucket.Transfer.
+var (
+	// ErrNoLeader means nobody holds the key.
+	ErrNoLeader = errors.New("election: no leader")
+	// ErrNotTransferred means leadership moved, but not to the candidate
+	// asked for (it did not claim the key within a TTL).
+	ErrNotTransferred = errors.New("election: leadership not transferred to the candidate asked for")
 )
 
 // isCASConflict reports whether err says a compare-and-set lost to another

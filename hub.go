@@ -31,6 +31,7 @@ type hub struct {
 	views    map[string]*keyView             // by key: every key seen or subscribed to
 	subs     map[string]map[*hubSub]struct{} // by key
 	ready    bool                            // the first watcher delivered its initial state
+	readyCh  chan struct{}                   // closed when ready turns true
 	lastMsg  time.Time                       // when the watcher last delivered anything
 	seenRev  uint64                          // the highest revision the watcher delivered
 	expected uint64                          // the highest revision this process wrote
@@ -44,6 +45,8 @@ type hub struct {
 type hubSub struct {
 	key     string
 	changed chan struct{}
+	logs    bool                      // keep every entry, for observers
+	entries []jetstream.KeyValueEntry // kept entries not yet drained; nil: the key has none
 }
 
 // echoTimeout is how long the hub waits for its watcher to deliver a write
@@ -52,12 +55,13 @@ const echoTimeout = time.Second
 
 func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.Logger) *hub {
 	return &hub{
-		kv:    kv,
-		keys:  keys,
-		ttl:   ttl,
-		log:   log,
-		views: make(map[string]*keyView),
-		subs:  make(map[string]map[*hubSub]struct{}),
+		kv:      kv,
+		keys:    keys,
+		ttl:     ttl,
+		log:     log,
+		views:   make(map[string]*keyView),
+		subs:    make(map[string]map[*hubSub]struct{}),
+		readyCh: make(chan struct{}),
 	}
 }
 
@@ -69,7 +73,48 @@ func (h *hub) quietLimit() time.Duration { return h.ttl * 7 / 8 }
 // subscribe registers interest in key; the caller reads the view with view
 // and must unsubscribe.
 func (h *hub) subscribe(key string) *hubSub {
-	s := &hubSub{key: key, changed: make(chan struct{}, 1)}
+	return h.add(&hubSub{key: key, changed: make(chan struct{}, 1)})
+}
+
+// subscribeLog registers interest in every entry of key, which the caller
+// takes with drain; if the hub is ready, the key's latest entry comes first.
+func (h *hub) subscribeLog(key string) *hubSub {
+	s := h.add(&hubSub{key: key, changed: make(chan struct{}, 1), logs: true})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ready {
+		var latest jetstream.KeyValueEntry
+		if v := h.views[key]; v != nil {
+			latest = v.latest
+		}
+		s.entries = append(s.entries, latest)
+		s.changed <- struct{}{}
+	}
+	return s
+}
+
+// drain returns whether the hub is ready and the entries kept for s.
+func (h *hub) drain(s *hubSub) (bool, []jetstream.KeyValueEntry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	entries := s.entries
+	s.entries = nil
+	return h.ready, entries
+}
+
+// snapshot returns a copy of every view.
+func (h *hub) snapshot() map[string]keyView {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	views := make(map[string]keyView, len(h.views))
+	for key, v := range h.views {
+		views[key] = keyView{ready: h.ready, latest: v.latest, seenAt: v.seenAt}
+	}
+	return views
+}
+
+func (h *hub) add(s *hubSub) *hubSub {
+	key := s.key
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs[key] == nil {
@@ -207,6 +252,7 @@ func (h *hub) apply(e jetstream.KeyValueEntry) {
 		h.views[e.Key()] = v
 	}
 	if v.observe(e) {
+		h.logLocked(e.Key(), e)
 		h.wakeLocked(e.Key())
 	}
 }
@@ -218,10 +264,14 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastMsg = time.Now()
-	h.ready = true
+	if !h.ready {
+		h.ready = true
+		close(h.readyCh)
+	}
 	for key, v := range h.views {
 		e := initial[key]
 		if v.replace(e) {
+			h.logLocked(key, e)
 			h.wakeLocked(key)
 		}
 		if e == nil {
@@ -233,11 +283,21 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry) {
 			v := &keyView{ready: true}
 			v.observe(e)
 			h.views[key] = v
+			h.logLocked(key, e)
 			h.wakeLocked(key)
 		}
 	}
 	for key := range h.subs {
 		h.wakeLocked(key) // the first resync makes every view ready
+	}
+}
+
+// logLocked keeps e (nil: no entry) for the key's observers.
+func (h *hub) logLocked(key string, e jetstream.KeyValueEntry) {
+	for s := range h.subs[key] {
+		if s.logs {
+			s.entries = append(s.entries, e)
+		}
 	}
 }
 

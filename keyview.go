@@ -7,10 +7,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// releasePrefix starts the value a leader writes over its own key when it
-// stops: "released:" and its name. NewElection refuses names that start with
-// it, so no holder's value can be mistaken for a release.
-const releasePrefix = "released:"
+// A leader that gives up the key after standing down writes over it one of
+// two values, both releases: "released:" and its own name when it stops or
+// resigns, or "handoff:" and the name of the candidate it hands the key to.
+// NewElection refuses names that start with either prefix, so no holder's
+// value can be mistaken for a release.
+const (
+	releasePrefix = "released:"
+	handoffPrefix = "handoff:"
+)
 
 // keyView is what a node knows of the key from its watcher: the latest entry,
 // which tells whether the key is free and how it came to be.
@@ -112,5 +117,14 @@ func (v *keyView) classify() predecessor {
 }
 
 func isRelease(value []byte) bool {
-	return strings.HasPrefix(string(value), releasePrefix)
+	return strings.HasPrefix(string(value), releasePrefix) || strings.HasPrefix(string(value), handoffPrefix)
+}
+
+// handoffTo returns the candidate a handoff names, if the latest entry is
+// one.
+func (v *keyView) handoffTo() (string, bool) {
+	if v.latest == nil || v.latest.Operation() != jetstream.KeyValuePut {
+		return "", false
+	}
+	return strings.CutPrefix(string(v.latest.Value()), handoffPrefix)
 }

@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// fleet runs, from one Bucket, candidates elections on each of keys keys:
+// as many elections as one process would hold for many roles or shards.
+type fleet struct {
+	bucket    *election.Bucket
+	elections [][]*election.Election // by key, then candidate
+	running   sync.WaitGroup
+}
+
+func startFleet(tb testing.TB, kv jetstream.KeyValue, keys, candidates int, opts ...election.Option) *fleet {
+	tb.Helper()
+	b, err := election.OpenBucket(context.Background(), kv, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := &fleet{bucket: b}
+	tb.Cleanup(f.close)
+	for k := range keys {
+		var row []*election.Election
+		for c := range candidates {
+			e, err := b.NewElection(fmt.Sprintf("c-%d", c), fmt.Sprintf("shard.%d", k))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			row = append(row, e)
+		}
+		f.elections = append(f.elections, row)
+	}
+	for _, row := range f.elections {
+		for _, e := range row {
+			f.running.Go(func() {
+				if err := e.Start(context.Background()); err != nil {
+					tb.Errorf("Start: %v", err)
+				}
+			})
+		}
+	}
+	return f
+}
+
+// close ends every election (Close stops them) and waits for them.
+func (f *fleet) close() {
+	f.bucket.Close()
+	f.running.Wait()
+}
+
+// count tells how many keys have no leader, and fails on a key with more
+// than one.
+func (f *fleet) count(tb testing.TB) (leaderless int) {
+	tb.Helper()
+	for k, row := range f.elections {
+		n := 0
+		for _, e := range row {
+			if e.IsLeader() {
+				n++
+			}
+		}
+		switch {
+		case n == 0:
+			leaderless++
+		case n > 1:
+			tb.Fatalf("key shard.%d has %d leaders", k, n)
+		}
+	}
+	return leaderless
+}
+
+// awaitAllLed polls until every key has exactly one leader.
+func (f *fleet) awaitAllLed(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(awaitTimeout)
+	for f.count(tb) > 0 {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d keys still without a leader after %v", f.count(tb), awaitTimeout)
+		}
+		time.Sleep(10 * time.Millisecond) // polling: "every key led" has no event
+	}
+}
+
+// consumers returns the number of consumers on the bucket's stream.
+func consumers(tb testing.TB, js jetstream.JetStream, bucket string) int {
+	tb.Helper()
+	stream, err := js.Stream(context.Background(), "KV_"+bucket)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := stream.Info(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return info.State.Consumers
+}
+
+func TestOneBucketServesManyElectionsWithOneWatcher(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "FLEET", TTL: ttl})
+	f := startFleet(t, kv, 50, 3, election.WithoutSplay())
+	f.awaitAllLed(t)
+	if n := consumers(t, js, "FLEET"); n != 1 {
+		t.Errorf("%d consumers on the bucket's stream, want the one watcher of the process", n)
+	}
+
+	f.close()
+	for k := range f.elections {
+		key := fmt.Sprintf("shard.%d", k)
+		e, err := kv.Get(context.Background(), key)
+		if err != nil {
+			t.Fatalf("key %s after Close: %v", key, err)
+		}
+		if v := string(e.Value()); len(v) < 9 || v[:9] != "released:" {
+			t.Errorf("key %s holds %q after Close, want a release", key, v)
+		}
+	}
+	if _, err := f.bucket.NewElection("late", "k"); !errors.Is(err, election.ErrStopped) {
+		t.Errorf("NewElection on a closed bucket: %v, want ErrStopped", err)
+	}
+}

@@ -1,0 +1,156 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// handoverSetup starts three candidates for key k, each on its own
+// connection, and a Bucket without elections on another; it returns them,
+// with that connection's bucket handle, once one leads.
+func handoverSetup(t *testing.T, bucket string) (*group, *election.Bucket, event) {
+	g, b, _, leader := handoverSetupWithAdmin(t, bucket)
+	return g, b, leader
+}
+
+func handoverSetupWithAdmin(t *testing.T, bucket string) (*group, *election.Bucket, jetstream.KeyValue, event) {
+	t.Helper()
+	s, admin := serverWithBucket(t, bucket)
+	g := startGroup(t, "c", "k", handles(t, s.ClientURL(), bucket, 3))
+	leader := g.awaitWin()
+	// Opened after the claim, so the watcher's first reading shows the leader.
+	b, err := election.OpenBucket(context.Background(), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return g, b, admin, leader
+}
+
+// observe collects what Observe delivers for key k.
+func observe(t *testing.T, b *election.Bucket) <-chan election.Leader {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	changes, err := b.Observe(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return changes
+}
+
+// expectChanges reads the next changes from an observer and checks their
+// holders' names ("" for nobody).
+func expectChanges(t *testing.T, changes <-chan election.Leader, names ...string) {
+	t.Helper()
+	for _, want := range names {
+		select {
+		case l := <-changes:
+			if l.Name != want {
+				t.Fatalf("observer got holder %q, want %q", l.Name, want)
+			}
+		case <-time.After(awaitTimeout):
+			t.Fatalf("observer got no change within %v, want holder %q", awaitTimeout, want)
+		}
+	}
+}
+
+func TestTransferHandsTheKeyToTheNamedCandidate(t *testing.T) {
+	t.Parallel()
+	g, b, leader := handoverSetup(t, "TRANSFER")
+	changes := observe(t, b)
+	expectChanges(t, changes, leader.name)
+	target := "c-0"
+	if leader.name == target {
+		target = "c-1"
+	}
+
+	got, err := b.Transfer(context.Background(), "k", target)
+	if err != nil || got.Name != target {
+		t.Fatalf("Transfer to %s: %+v, %v", target, got, err)
+	}
+	lost := g.awaitLoss(leader.name)
+	if !errors.Is(lost.cause, election.ErrHandedOver) {
+		t.Errorf("%s stood down with cause %v, want ErrHandedOver", leader.name, lost.cause)
+	}
+	next := g.awaitWin()
+	if next.name != target || next.token <= leader.token {
+		t.Errorf("after the transfer %s won with token %d (old token %d), want %s", next.name, next.token, leader.token, target)
+	}
+	expectChanges(t, changes, "", target) // the handoff, then the target's claim
+
+	// A transfer to the leader itself changes nothing.
+	if got, err := b.Transfer(context.Background(), "k", target); err != nil || got.Name != target {
+		t.Errorf("Transfer to the leader: %+v, %v", got, err)
+	}
+}
+
+func TestResignLetsAnotherCandidateLead(t *testing.T) {
+	t.Parallel()
+	g, b, leader := handoverSetup(t, "RESIGN")
+	got, err := b.Resign(context.Background(), "k")
+	if err != nil || got.Name == "" || got.Name == leader.name {
+		t.Fatalf("Resign of %s: %+v, %v", leader.name, got, err)
+	}
+	if lost := g.awaitLoss(leader.name); !errors.Is(lost.cause, election.ErrHandedOver) {
+		t.Errorf("%s stood down with cause %v, want ErrHandedOver", leader.name, lost.cause)
+	}
+	if next := g.awaitWin(); next.name != got.Name {
+		t.Errorf("%s won, Resign reported %s", next.name, got.Name)
+	}
+}
+
+func TestTransferToAnAbsentCandidateFallsBackAfterATTL(t *testing.T) {
+	t.Parallel()
+	_, b, leader := handoverSetup(t, "ABSENT")
+	got, err := b.Transfer(context.Background(), "k", "nobody")
+	if !errors.Is(err, election.ErrNotTransferred) || got.Name == "" {
+		t.Fatalf("Transfer to an absent candidate: %+v, %v; want another leader and ErrNotTransferred", got, err)
+	}
+	if got.Name == leader.name {
+		t.Logf("the old leader %s took the key back after the handoff's TTL", leader.name)
+	}
+}
+
+func TestRequestsNeedALeader(t *testing.T) {
+	t.Parallel()
+	_, admin := serverWithBucket(t, "NOLEADER")
+	b, err := election.OpenBucket(context.Background(), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Resign(context.Background(), "k"); !errors.Is(err, election.ErrNoLeader) {
+		t.Errorf("Resign with no leader: %v, want ErrNoLeader", err)
+	}
+	if _, err := b.Transfer(context.Background(), "k", "released:x"); !errors.Is(err, election.ErrInvalidName) {
+		t.Errorf("Transfer to a bad name: %v, want ErrInvalidName", err)
+	}
+	if _, err := b.Resign(context.Background(), "_kvelect.request.k"); !errors.Is(err, election.ErrInvalidKey) {
+		t.Errorf("Resign of a request key: %v, want ErrInvalidKey", err)
+	}
+}
+
+func TestObserveReportsEveryChangeOfHolder(t *testing.T) {
+	t.Parallel()
+	g, b, admin, leader := handoverSetupWithAdmin(t, "OBSERVE")
+	changes := observe(t, b)
+	expectChanges(t, changes, leader.name)
+
+	// Stop releases: nobody, then the next winner.
+	g.elections[leader.name].Stop()
+	next := g.awaitWin()
+	expectChanges(t, changes, "", next.name)
+
+	// Another client deletes the key: nobody, then a winner.
+	if err := admin.Delete(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	third := g.awaitWin()
+	expectChanges(t, changes, "", third.name)
+}

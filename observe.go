@@ -1,0 +1,256 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Leader is who holds an election key, as a watcher sees it. A holder that
+// won the key over a delete or a purge announces leadership up to a TTL
+// after its claim (see the package documentation); until then it holds the
+// key but does not lead.
+type Leader struct {
+	Key  string
+	Name string // the holder; "" when nobody holds the key
+	// Revision is the holder's latest write: its claim or a renewal.
+	Revision uint64
+	// Written is when that write reached the server, by the server's clock.
+	Written time.Time
+}
+
+// leaderOf reads who holds key from its view.
+func leaderOf(key string, v *keyView) Leader {
+	if !v.held() {
+		return Leader{Key: key}
+	}
+	return Leader{Key: key, Name: string(v.latest.Value()), Revision: v.latest.Revision(), Written: v.latest.Created()}
+}
+
+// Leader returns who holds key now, once the bucket's watcher has read the
+// bucket (ctx bounds that wait).
+func (b *Bucket) Leader(ctx context.Context, key string) (Leader, error) {
+	if err := checkKey(key); err != nil {
+		return Leader{}, err
+	}
+	v, err := b.awaitView(ctx, key, func(*keyView) bool { return true })
+	return leaderOf(key, &v), err
+}
+
+// Leaders returns the holder of every key of the bucket that has one, once
+// the bucket's watcher has read the bucket (ctx bounds that wait).
+func (b *Bucket) Leaders(ctx context.Context) ([]Leader, error) {
+	select {
+	case <-b.hub.readyCh:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("bucket %q: %w", b.kv.Bucket(), ctx.Err())
+	}
+	var leaders []Leader
+	for key, v := range b.hub.snapshot() {
+		if v.held() && !strings.HasPrefix(key, requestPrefix) {
+			leaders = append(leaders, leaderOf(key, &v))
+		}
+	}
+	return leaders, nil
+}
+
+// awaitView waits until the watcher has read the bucket and the view of key
+// satisfies ok, and returns that view.
+func (b *Bucket) awaitView(ctx context.Context, key string, ok func(*keyView) bool) (keyView, error) {
+	sub := b.hub.subscribe(key)
+	defer b.hub.unsubscribe(sub)
+	for {
+		v := b.hub.view(key)
+		if v.ready && ok(&v) {
+			return v, nil
+		}
+		select {
+		case <-ctx.Done():
+			return v, fmt.Errorf("bucket %q, key %q: %w", b.kv.Bucket(), key, ctx.Err())
+		case <-sub.changed:
+		}
+	}
+}
+
+// Resign asks the leader of key to stand down and let another candidate
+// lead, and waits until a candidate claims the key or ctx is done. The
+// leader writes a release, over which any other candidate claims the key
+// and leads at once; it sits out for half a TTL, and if nobody else claimed
+// by then it may lead again, which Resign reports with ErrNotTransferred.
+// It returns ErrNoLeader if nobody holds the key.
+func (b *Bucket) Resign(ctx context.Context, key string) (Leader, error) {
+	return b.request(ctx, key, "")
+}
+
+// Transfer asks the leader of key to hand it to the candidate named to, and
+// waits until another candidate holds the key or ctx is done. The leader
+// writes a handoff naming to, which claims the key and leads at once; every
+// other candidate, the old leader included, keeps away from the handoff for
+// half a TTL. If to does not claim within that time, another candidate does,
+// and Transfer returns that leader with ErrNotTransferred. It returns
+// ErrNoLeader if nobody holds the key, and at once if to leads already.
+func (b *Bucket) Transfer(ctx context.Context, key, to string) (Leader, error) {
+	if err := checkCandidate(to, key); err != nil {
+		return Leader{}, err
+	}
+	return b.request(ctx, key, to)
+}
+
+func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
+	if err := checkKey(key); err != nil {
+		return Leader{}, err
+	}
+	old, err := b.Leader(ctx, key)
+	switch {
+	case err != nil:
+		return old, err
+	case old.Name == "":
+		return old, fmt.Errorf("%w: key %q of bucket %q", ErrNoLeader, key, b.kv.Bucket())
+	case to != "" && old.Name == to:
+		return old, nil
+	}
+	value := resignRequest
+	if to != "" {
+		value = transferPrefix + to
+	}
+	sub := b.hub.subscribeLog(key) // before the request, so that no entry after it is missed
+	defer b.hub.unsubscribe(sub)
+	rev, err := b.kv.Put(ctx, requestKey(key), []byte(value))
+	if err != nil {
+		return old, fmt.Errorf("key %q of bucket %q: writing the request: %w", key, b.kv.Bucket(), err)
+	}
+	now, err := b.awaitSuccessor(ctx, sub, rev)
+	switch {
+	case err != nil:
+		return now, fmt.Errorf("key %q of bucket %q: %w", key, b.kv.Bucket(), err)
+	case to != "" && now.Name != to, to == "" && now.Name == old.Name:
+		return now, fmt.Errorf("%w: %s leads %q", ErrNotTransferred, now.Name, key)
+	}
+	return now, nil
+}
+
+// awaitSuccessor waits for the holder that claims the key after the leader
+// gave it up: the first entry after a release, handoff or removal written
+// after the request at revision rev.
+func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64) (Leader, error) {
+	given := false
+	for {
+		_, entries := b.hub.drain(sub)
+		for _, e := range entries {
+			v := keyView{ready: true}
+			v.observe(e)
+			switch {
+			case e == nil || e.Revision() > rev && !v.held():
+				given = true
+			case given && v.held():
+				return leaderOf(sub.key, &v), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return Leader{Key: sub.key}, ctx.Err()
+		case <-b.done:
+			return Leader{Key: sub.key}, fmt.Errorf("%w: the bucket was closed", ErrStopped)
+		case <-sub.changed:
+		}
+	}
+}
+
+// Observe returns a channel that receives who holds key each time that
+// changes: a new holder, or nobody (a release, a delete, a purge, an expiry
+// marker, or no renewal for a TTL on a bucket without expiry markers). The
+// first value is the holder when the watcher has read the bucket. Renewals
+// by the same holder are not changes. Every change the watcher delivers is
+// kept until it is received, however slow the reader; when the watcher is
+// replaced after a stall, the change to what the new watcher finds is
+// delivered (changes in between left no trace in the bucket). The channel
+// is closed when ctx is done or the bucket is closed.
+func (b *Bucket) Observe(ctx context.Context, key string) (<-chan Leader, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	out := make(chan Leader)
+	sub := b.hub.subscribeLog(key)
+	go func() {
+		defer close(out)
+		defer b.hub.unsubscribe(sub)
+		o := observer{key: key, ttl: b.info.ttl}
+		o.run(ctx, b.done, sub, b.hub, out)
+	}()
+	return out, nil
+}
+
+// observer turns the entries of one key into changes of holder.
+type observer struct {
+	key     string
+	ttl     time.Duration
+	current Leader
+	started bool
+	pending []Leader
+	renewed time.Time // when the holder's latest write arrived, on the local clock
+}
+
+func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub, h *hub, out chan<- Leader) {
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
+	defer expiry.Stop()
+	for {
+		var send chan<- Leader
+		var next Leader
+		if len(o.pending) > 0 {
+			send, next = out, o.pending[0]
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-closed:
+			return
+		case send <- next:
+			o.pending = o.pending[1:]
+		case <-sub.changed:
+			ready, entries := h.drain(sub)
+			for _, e := range entries {
+				o.see(e)
+			}
+			if ready && !o.started {
+				o.started = true
+				o.pending = append(o.pending, o.current)
+			}
+			if o.current.Name != "" {
+				expiry.Reset(time.Until(o.renewed.Add(o.ttl)))
+			}
+		case <-expiry.C:
+			if o.current.Name != "" && !time.Now().Before(o.renewed.Add(o.ttl)) {
+				o.change(Leader{Key: o.key}) // aged out without a marker
+			}
+		}
+	}
+}
+
+// see applies one entry (nil: the key has none).
+func (o *observer) see(e jetstream.KeyValueEntry) {
+	v := keyView{ready: true}
+	v.observe(e)
+	l := leaderOf(o.key, &v)
+	if l.Name != "" && l.Name == o.current.Name {
+		o.current.Revision, o.current.Written, o.renewed = l.Revision, l.Written, time.Now() // a renewal
+		return
+	}
+	if l.Name != "" {
+		o.renewed = time.Now()
+	}
+	o.change(l)
+}
+
+func (o *observer) change(l Leader) {
+	if l.Name == o.current.Name && l.Name == "" {
+		return
+	}
+	o.current = l
+	if o.started {
+		o.pending = append(o.pending, l)
+	}
+}
