@@ -86,7 +86,7 @@ var validBucket = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
 // unusable existing bucket a *BucketError; a failure to reach the server one
 // matching ErrBucketStatus.
 func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (jetstream.KeyValue, error) {
-	if err := cfg.check(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
@@ -116,8 +116,10 @@ func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 	return kv, nil
 }
 
-// check says what is wrong with cfg, before any request to the server.
-func (cfg BucketConfig) check() error {
+// Validate says what is wrong with cfg, without asking the server: an error
+// matching ErrInvalidTTL for the TTL, or ErrBucketConfig for the other
+// fields, naming the value and what is allowed. CreateBucket calls it first.
+func (cfg BucketConfig) Validate() error {
 	if !validBucket.MatchString(cfg.Bucket) {
 		return fmt.Errorf("%w: bucket name %q: allowed: letters, digits, - and _, at least one", ErrBucketConfig, cfg.Bucket)
 	}
@@ -131,7 +133,7 @@ func (cfg BucketConfig) check() error {
 			ErrBucketConfig, cfg.Replicas)
 	}
 	if cfg.Storage != jetstream.FileStorage && cfg.Storage != jetstream.MemoryStorage {
-		return fmt.Errorf("%w: storage %v: allowed file or memory", ErrBucketConfig, cfg.Storage)
+		return fmt.Errorf("%w: storage type %d: allowed jetstream.FileStorage or jetstream.MemoryStorage", ErrBucketConfig, cfg.Storage)
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func TestCreateBucketRejectsBadConfig(t *testing.T) {
 		"even replicas":     {func(c *election.BucketConfig) { c.Replicas = 2 }, election.ErrBucketConfig, "replicas 2: allowed 1, 3 or 5"},
 		"too many replicas": {func(c *election.BucketConfig) { c.Replicas = 7 }, election.ErrBucketConfig, "replicas 7"},
 		"negative replicas": {func(c *election.BucketConfig) { c.Replicas = -1 }, election.ErrBucketConfig, "replicas -1"},
-		"unknown storage":   {func(c *election.BucketConfig) { c.Storage = 9 }, election.ErrBucketConfig, "allowed file or memory"},
+		"unknown storage":   {func(c *election.BucketConfig) { c.Storage = 9 }, election.ErrBucketConfig, "storage type 9: allowed jetstream.FileStorage or jetstream.MemoryStorage"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := ok
