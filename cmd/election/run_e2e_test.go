@@ -245,3 +245,24 @@ func TestRunRestartsTheCommandWhenItLeadsAgain(t *testing.T) {
 	}
 	waitDead(t, second.pid)
 }
+
+// TestRunKillsACommandThatIgnoresSIGTERM checks that a command that ignores
+// the signal passed to it gets SIGKILL after the grace period.
+func TestRunKillsACommandThatIgnoresSIGTERM(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
+	starts := filepath.Join(t.TempDir(), "starts")
+	killStartedCommands(t, starts)
+	stubborn := `trap "" TERM; echo "$KVELECT_LEADER $KVELECT_TOKEN $$ $KVELECT_KEY $KVELECT_BUCKET" >> ` + starts + `; while :; do sleep 1; done`
+	d := startDaemon(t, bin, "solo", "--server", s.ClientURL(), "--bucket", "E2E", "--key", "stubborn", "--grace", "200ms", "--", "sh", "-c", stubborn)
+
+	first := waitStarts(t, starts, 1)[0]
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if code := d.wait(t); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("election run exited %d, want %d: the command killed by SIGKILL", code, 128+int(syscall.SIGKILL))
+	}
+	waitDead(t, first.pid)
+	wantLogged(t, d.logged(t), "passing the signal to COMMAND", "released the key")
+}
