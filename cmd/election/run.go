@@ -43,8 +43,9 @@ runs COMMAND. The bucket must exist (election bucket create).
   releases the key and exits with COMMAND's status, or 0 if COMMAND was not
   running.
 - Whatever COMMAND leaves running in its process group is killed when it
-  exits. If this process is killed, the kernel kills COMMAND (Linux), and
-  the key expires after the bucket's TTL.
+  exits. If this process is killed, the kernel kills COMMAND (Linux; only
+  COMMAND itself, so exec the program from a wrapper script), and the key
+  expires after the bucket's TTL.
 
 COMMAND may run up to the grace period after leadership ended, longer on a
 paused machine: pass KVELECT_TOKEN to what it changes.
