@@ -30,6 +30,18 @@ var (
 	ErrInvalidCampaignInterval = errors.New("election: campaign interval out of range")
 )
 
+// Errors returned by CreateBucket and CheckBucket. A *BucketError matches
+// ErrBucketConfig and the sentinel of each problem it lists (ErrBucketNoTTL,
+// ErrInvalidTTL, ErrBucketEvicts).
+var (
+	// ErrBucketConfig means a bucket, or a BucketConfig, is unusable for
+	// elections.
+	ErrBucketConfig = errors.New("election: bucket unusable for elections")
+	// ErrBucketEvicts means the bucket's stream discards old messages at a
+	// message or byte limit, which can remove a leader's key before its TTL.
+	ErrBucketEvicts = errors.New("election: bucket evicts keys at a size limit")
+)
+
 // Errors returned by Start.
 var (
 	// ErrAlreadyStarted is returned by Start when the election is running.

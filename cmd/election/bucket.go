@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// defaultBucket is the bucket run and bucket use when --bucket is not given.
+const defaultBucket = "ELECTIONS"
+
+// bucketTimeout bounds the requests of the bucket command, and run's
+// opening of the bucket.
+const bucketTimeout = 10 * time.Second
+
+const bucketAbout = `Usage:
+  election bucket create [--bucket B] [--ttl 10s] [--replicas 1] [--storage file|memory]
+  election bucket check [--bucket B]
+
+create makes an election bucket with the given settings. If the bucket
+exists it is left as it is (a TTL must not change under running elections)
+and checked instead.
+
+check says whether elections can run on an existing bucket. It prints the
+bucket's settings, a "warning:" line for each setting that is safe but costs
+something (per-message TTLs make failover after a crash a TTL slower; an even
+number of replicas; memory storage), and a "problem:" line for each that
+makes the bucket unusable (no TTL, a TTL outside 2s..1h, a stream that evicts
+keys at a size limit, a sealed or mirror stream).
+
+Memory storage expires keys within about 10 ms of the TTL and file storage
+about 250 ms after it; both are safe.
+
+Exit status: 0 usable (warnings or not), 1 unusable or unreachable, 2 bad
+flags.
+`
+
+// bucketMain runs "election bucket".
+func bucketMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fs := newFlagSet("election bucket", bucketAbout)
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		return fs.usageError(stderr, "want create or check")
+	}
+	switch args[0] {
+	case "create":
+		return bucketCreateMain(args[1:], stdout, stderr)
+	case "check":
+		return bucketCheckMain(args[1:], stdout, stderr)
+	}
+	return newFlagSet("election bucket", bucketAbout).usageError(stderr, "unknown action %q; want create or check", args[0])
+}
+
+func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("election bucket create", bucketAbout)
+	var conn connFlags
+	conn.add(fs)
+	cfg := election.BucketConfig{}
+	var storage string
+	fs.StringVar(&cfg.Bucket, "bucket", defaultBucket, "the bucket's `NAME`: letters, digits, - and _")
+	fs.DurationVar(&cfg.TTL, "ttl", 10*time.Second,
+		fmt.Sprintf("`DURATION` a key lives after its last write, the longest a crashed leader blocks its election: %v to %v", election.MinTTL, election.MaxTTL))
+	fs.IntVar(&cfg.Replicas, "replicas", 1, "`N` servers store the bucket: 1, 3 or 5")
+	fs.StringVar(&storage, "storage", "file", "`TYPE` of storage: file or memory")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	switch storage {
+	case "file":
+		cfg.Storage = jetstream.FileStorage
+	case "memory":
+		cfg.Storage = jetstream.MemoryStorage
+	default:
+		return fs.usageError(stderr, "--storage %q: want file or memory", storage)
+	}
+	if cfg.Replicas == 0 {
+		return fs.usageError(stderr, "--replicas 0: want 1, 3 or 5")
+	}
+	if err := cfg.Validate(); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, bucketTimeout)
+	defer cancel()
+	nc, js, err := conn.connect("election bucket")
+	if err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	defer nc.Close()
+
+	_, err = js.KeyValue(ctx, cfg.Bucket)
+	existed := err == nil
+	kv, err := election.CreateBucket(ctx, js, cfg)
+	var be *election.BucketError
+	switch {
+	case errors.As(err, &be):
+		fmt.Fprintf(stdout, "bucket %s exists and is unusable for elections:\n", cfg.Bucket)
+		printProblems(stdout, be)
+		return exitError
+	case err != nil:
+		return fail(stderr, fs.path, err)
+	}
+	if existed {
+		fmt.Fprintf(stdout, "bucket %s exists; left as it is\n", cfg.Bucket)
+	} else {
+		fmt.Fprintf(stdout, "created bucket %s\n", cfg.Bucket)
+	}
+	return report(ctx, stdout, stderr, fs.path, kv)
+}
+
+func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("election bucket check", bucketAbout)
+	var conn connFlags
+	conn.add(fs)
+	var name string
+	fs.StringVar(&name, "bucket", defaultBucket, "the bucket's `NAME`")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, bucketTimeout)
+	defer cancel()
+	nc, js, err := conn.connect("election bucket")
+	if err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	defer nc.Close()
+	kv, err := openBucket(ctx, js, name)
+	if err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	return report(ctx, stdout, stderr, fs.path, kv)
+}
+
+// report prints the bucket's settings, warnings and problems, and returns
+// the exit code: 1 if the bucket is unusable.
+func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetstream.KeyValue) int {
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return fail(stderr, path, fmt.Errorf("reading bucket %q: %w", kv.Bucket(), err))
+	}
+	fmt.Fprintf(stdout, "bucket %s: %s\n", kv.Bucket(), describe(status))
+	warnings, err := election.CheckBucket(ctx, kv)
+	for _, w := range warnings {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
+	var be *election.BucketError
+	switch {
+	case errors.As(err, &be):
+		printProblems(stdout, be)
+		fmt.Fprintf(stdout, "unusable for elections\n")
+		return exitError
+	case err != nil:
+		return fail(stderr, path, err)
+	}
+	fmt.Fprintf(stdout, "usable for elections\n")
+	return exitOK
+}
+
+func printProblems(w io.Writer, be *election.BucketError) {
+	for _, p := range be.Problems {
+		fmt.Fprintf(w, "problem: %s\n", p)
+	}
+}
+
+// describe sums up a bucket's settings on one line.
+func describe(status jetstream.KeyValueStatus) string {
+	ttl := "no TTL"
+	if status.TTL() > 0 {
+		ttl = "TTL " + status.TTL().String()
+	}
+	s := fmt.Sprintf("%s, history %d", ttl, status.History())
+	if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		sc := bs.StreamInfo().Config
+		s += fmt.Sprintf(", replicas %d, %s storage", sc.Replicas, strings.ToLower(sc.Storage.String()))
+	}
+	return s
+}
+
+// openBucket binds to an existing bucket, with errors that say what to do.
+func openBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrInvalidBucketName):
+		return nil, fmt.Errorf("invalid bucket name %q: allowed letters, digits, - and _", name)
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		return nil, fmt.Errorf("bucket %q does not exist; create it with: election bucket create --bucket %s --ttl 10s", name, name)
+	case err != nil:
+		return nil, fmt.Errorf("opening bucket %q: %w", name, err)
+	}
+	return kv, nil
+}
+
+// fail writes err as one line and returns the error exit code.
+func fail(stderr io.Writer, path string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", path, err)
+	return exitError
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestBucketCreateMakesOrKeepsTheBucket(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+
+	code, stdout, stderr := runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS", "--ttl", "3s")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	want := "created bucket JOBS\nbucket JOBS: TTL 3s, history 1, replicas 1, file storage\nusable for elections\n"
+	if stdout != want {
+		t.Errorf("stdout %q, want %q", stdout, want)
+	}
+	kv, err := js.KeyValue(context.Background(), "JOBS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, err := kv.Status(context.Background()); err != nil || status.TTL() != 3*time.Second {
+		t.Fatalf("bucket status %v, %v; want TTL 3s", status, err)
+	}
+
+	code, stdout, _ = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS", "--ttl", "20s")
+	if code != 0 || !strings.HasPrefix(stdout, "bucket JOBS exists; left as it is\nbucket JOBS: TTL 3s") {
+		t.Errorf("again with another TTL: exit %d, stdout %q; want 0, the bucket left at TTL 3s", code, stdout)
+	}
+
+	code, stdout, _ = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "MEM", "--storage", "memory")
+	if code != 0 || !strings.Contains(stdout, "TTL 10s, history 1, replicas 1, memory storage\nwarning: memory storage") {
+		t.Errorf("memory bucket: exit %d, stdout %q; want 0, TTL 10s and a warning", code, stdout)
+	}
+}
+
+func TestBucketCheckPrintsWarningsAndProblems(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "GOOD", TTL: 10 * time.Second})
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "MARKERS", TTL: 10 * time.Second, LimitMarkerTTL: time.Second})
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "BAD", TTL: time.Second, LimitMarkerTTL: time.Second})
+
+	for name, want := range map[string]struct {
+		code int
+		says []string
+	}{
+		"GOOD":    {0, []string{"bucket GOOD: TTL 10s", "usable for elections\n"}},
+		"MARKERS": {0, []string{"warning: per-message TTLs are on", "usable for elections\n"}},
+		"BAD":     {1, []string{"warning: per-message TTLs", "problem: TTL 1s, allowed 2s to 1h0m0s\n", "unusable for elections\n"}},
+	} {
+		code, stdout, stderr := runCLI(t, "bucket", "check", "--server", s.ClientURL(), "--bucket", name)
+		if code != want.code || stderr != "" {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d", name, code, stderr, want.code)
+		}
+		for _, s := range want.says {
+			if !strings.Contains(stdout, s) {
+				t.Errorf("%s: stdout %q does not say %q", name, stdout, s)
+			}
+		}
+	}
+
+	code, stdout, _ := runCLI(t, "bucket", "create", "--server", s.ClientURL(), "--bucket", "BAD")
+	if code != 1 || !strings.Contains(stdout, "bucket BAD exists and is unusable for elections:\nproblem: TTL 1s") {
+		t.Errorf("create over an unusable bucket: exit %d, stdout %q; want 1 and the problem", code, stdout)
+	}
+}
+
+func TestBucketErrorsAreOneLine(t *testing.T) {
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	for name, tc := range map[string]struct {
+		args []string
+		code int
+		says []string
+	}{
+		"missing bucket":      {[]string{"check", "-s", url, "--bucket", "NOPE"}, 1, []string{`bucket "NOPE" does not exist`, "election bucket create --bucket NOPE"}},
+		"invalid bucket name": {[]string{"check", "-s", url, "--bucket", "a.b"}, 1, []string{`invalid bucket name "a.b"`, "allowed letters, digits, - and _"}},
+		"unreachable server":  {[]string{"check", "-s", "nats://127.0.0.1:1"}, 1, []string{"connecting to nats://127.0.0.1:1", "no servers available"}},
+		"TTL too short":       {[]string{"create", "-s", url, "--ttl", "1s"}, 2, []string{"TTL 1s, allowed 2s to 1h0m0s"}},
+		"TTL not a duration":  {[]string{"create", "-s", url, "--ttl", "ten"}, 2, []string{`invalid value "ten" for flag -ttl`}},
+		"even replicas":       {[]string{"create", "-s", url, "--replicas", "2"}, 2, []string{"replicas 2: allowed 1, 3 or 5"}},
+		"zero replicas":       {[]string{"create", "-s", url, "--replicas", "0"}, 2, []string{"--replicas 0: want 1, 3 or 5"}},
+		"unknown storage":     {[]string{"create", "-s", url, "--storage", "disk"}, 2, []string{`--storage "disk": want file or memory`}},
+		"extra argument":      {[]string{"check", "-s", url, "JOBS"}, 2, []string{`unexpected argument "JOBS"`}},
+		"no action":           {nil, 2, []string{"want create or check"}},
+		"unknown action":      {[]string{"delete"}, 2, []string{`unknown action "delete"; want create or check`}},
+		"unknown flag":        {[]string{"--ttl", "3s"}, 2, []string{"flag provided but not defined: -ttl"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"bucket"}, tc.args...)...)
+			wantOneLineError(t, code, tc.code, stdout, stderr, tc.says...)
+		})
+	}
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// command is a subcommand of election.
+type command struct {
+	name    string
+	summary string
+	main    func(args []string, stdout, stderr io.Writer) int
+}
+
+// commands are the subcommands, in the order --help lists them.
+var commands = []command{
+	{"run", "run a command only while this process leads an election", runMain},
+	{"bucket", "create or check an election bucket", bucketMain},
+}
+
+// Exit codes of the commands themselves; run also exits with its command's
+// status.
+const (
+	exitOK    = 0
+	exitError = 1 // the server, the bucket or the election failed
+	exitUsage = 2 // bad flags or arguments
+)
+
+// dispatch runs the subcommand args name and returns the exit code.
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			return dispatch([]string{args[1], "--help"}, stdout, stderr)
+		}
+		printUsage(stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.main(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "election: unknown command %q; want %s, or no arguments for the demo (election --help)\n",
+		args[0], commandNames())
+	return exitUsage
+}
+
+func commandNames() string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return strings.Join(names, " or ")
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `election runs leader elections on NATS JetStream Key-Value.
+
+Usage:
+  election                 the demo: workers on an embedded server (see the README)
+  election COMMAND --help  help for a command
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}
+
+// flagSet is a subcommand's flags, with its help text.
+type flagSet struct {
+	*flag.FlagSet
+	path    string            // "election run"
+	about   string            // usage line and description, before the flags
+	aliases map[string]string // primary flag name → its short alias
+}
+
+func newFlagSet(path, about string) *flagSet {
+	fs := &flagSet{FlagSet: flag.NewFlagSet(path, flag.ContinueOnError), path: path, about: about, aliases: map[string]string{}}
+	fs.SetOutput(io.Discard) // parse reports errors in one line
+	return fs
+}
+
+// alias makes -short another name of the flag name.
+func (fs *flagSet) alias(short, name string) {
+	fs.Var(fs.Lookup(name).Value, short, "")
+	fs.aliases[name] = short
+}
+
+// parse parses args. ok is false when the command must exit with code:
+// after --help (0) or a bad flag (2, with one line on stderr).
+func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.printUsage(stdout)
+		return exitOK, false
+	case err != nil:
+		return fs.usageError(stderr, "%s", err.Error()), false
+	}
+	return 0, true
+}
+
+// usageError writes msg on one line and returns the usage exit code.
+func (fs *flagSet) usageError(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "%s: %s (%s --help)\n", fs.path, fmt.Sprintf(format, args...), fs.path)
+	return exitUsage
+}
+
+func (fs *flagSet) printUsage(w io.Writer) {
+	fmt.Fprintln(w, strings.TrimSpace(fs.about))
+	header := "\nFlags:"
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Usage == "" {
+			return // an alias, listed with its flag
+		}
+		if header != "" {
+			fmt.Fprintln(w, header)
+			header = ""
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		names := "    --" + f.Name
+		if short, ok := fs.aliases[f.Name]; ok {
+			names = "-" + short + ", --" + f.Name
+		}
+		if arg != "" {
+			names += " " + arg
+		}
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "  %-26s %s\n", names, usage)
+	})
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvelect/election/internal/testenv"
+)
+
+// runCLI runs election with args in this process, with no nats context and
+// no NATS_URL or NATS_CONTEXT from the environment, and returns its exit code
+// and output.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	isolateNATSEnv(t)
+	var out, errOut bytes.Buffer
+	code = dispatch(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// isolateNATSEnv keeps the user's nats contexts and NATS_* variables out of
+// the test, and returns the directory nats contexts are read from.
+func isolateNATSEnv(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	t.Setenv("NATS_URL", "")
+	t.Setenv("NATS_CONTEXT", "")
+	return filepath.Join(dir, "nats")
+}
+
+// wantOneLineError checks that a command failed with code and said, on one
+// line of stderr, each of says.
+func wantOneLineError(t *testing.T, code, wantCode int, stdout, stderr string, says ...string) {
+	t.Helper()
+	if code != wantCode || strings.Count(stderr, "\n") != 1 || stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and one line on stderr", code, stdout, stderr, wantCode)
+	}
+	for _, s := range says {
+		if !strings.Contains(stderr, s) {
+			t.Errorf("stderr %q does not say %q", stderr, s)
+		}
+	}
+}
+
+func TestHelpListsCommandsAndFlags(t *testing.T) {
+	for args, says := range map[string][]string{
+		"--help":               {"run ", "bucket ", "election COMMAND --help"},
+		"help run":             {"KVELECT_TOKEN", "--key KEY", "-s, --server URLs", "--context NAME", "--grace DURATION", "(default 10s)", "Exit status"},
+		"run --help":           {"KVELECT_LEADER", "--bucket NAME", "(default ELECTIONS)", "NATS_URL", "NATS_CONTEXT"},
+		"bucket --help":        {"election bucket create", "election bucket check", "problem:"},
+		"bucket create --help": {"--ttl DURATION", "--replicas N", "--storage TYPE", "-s, --server URLs"},
+		"bucket check -h":      {"--bucket NAME", "--context NAME"},
+	} {
+		code, stdout, stderr := runCLI(t, strings.Fields(args)...)
+		if code != 0 || stderr != "" {
+			t.Errorf("%s: exit %d, stderr %q; want 0 and nothing", args, code, stderr)
+		}
+		for _, s := range says {
+			if !strings.Contains(stdout, s) {
+				t.Errorf("%s: help does not say %q:\n%s", args, s, stdout)
+			}
+		}
+	}
+}
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "start")
+	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run or bucket")
+}
+
+func TestConnectUsesTheNATSContext(t *testing.T) {
+	s := testenv.Server(t)
+	natsDir := isolateNATSEnv(t)
+	if err := os.MkdirAll(filepath.Join(natsDir, "context"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctxFile := filepath.Join(natsDir, "context", "e2e.json")
+	for file, url := range map[string]string{ctxFile: s.ClientURL(), filepath.Join(natsDir, "context", "elsewhere.json"): "nats://127.0.0.1:1"} {
+		if err := os.WriteFile(file, []byte(`{"url": "`+url+`"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		args []string
+	}{
+		"--context":                     {args: []string{"--context", "e2e"}},
+		"NATS_CONTEXT":                  {env: map[string]string{"NATS_CONTEXT": "e2e"}},
+		"a context file":                {args: []string{"--context", ctxFile}},
+		"NATS_URL":                      {env: map[string]string{"NATS_URL": s.ClientURL()}},
+		"--server over NATS_URL":        {env: map[string]string{"NATS_URL": "nats://127.0.0.1:1"}, args: []string{"-s", s.ClientURL()}},
+		"--server over a context's URL": {args: []string{"--server", s.ClientURL(), "--context", "elsewhere"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("NATS_URL", "")
+			t.Setenv("NATS_CONTEXT", "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var out, errOut bytes.Buffer
+			args := append([]string{"bucket", "create", "--bucket", "CTX"}, tc.args...)
+			if code := dispatch(args, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+			}
+		})
+	}
+
+	var out, errOut bytes.Buffer
+	code := dispatch([]string{"bucket", "check", "--context", "nope"}, &out, &errOut)
+	wantOneLineError(t, code, exitError, out.String(), errOut.String(), `nats context "nope"`, `unknown context "nope"`)
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/embedded"
+	"github.com/kvelect/election/internal/slogrus"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+	"github.com/synadia-io/orbit.go/natscontext"
+)
+
+const bucket = "DEMO_ELECTION"
+
+type config struct {
+	workers   int
+	key       string
+	noSplay   bool
+	context   string
+	url       string
+	ttl       time.Duration
+	logFormat string
+	logLevel  string
+}
+
+// demoMain runs the demo as configured by the environment and returns the
+// process's exit code.
+func demoMain() int {
+	log := logrus.New()
+	cfg, err := configFromEnv()
+	if err == nil {
+		err = configureLog(log, cfg)
+	}
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = run(ctx, log, cfg)
+		stop()
+	}
+	if err != nil {
+		log.WithError(err).Error("election demo failed")
+		return 1
+	}
+	return 0
+}
+
+func configFromEnv() (config, error) {
+	cfg := config{
+		workers:   10,
+		key:       envOr("KEY", "demo"),
+		noSplay:   os.Getenv("NOSPLAY") == "1",
+		context:   os.Getenv("CONTEXT"),
+		url:       os.Getenv("NATS_URL"),
+		ttl:       10 * time.Second,
+		logFormat: os.Getenv("LOG_FORMAT"),
+		logLevel:  envOr("LOG_LEVEL", "info"),
+	}
+	if v := os.Getenv("WORKERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("WORKERS=%q: want a whole number of at least 1", v)
+		}
+		cfg.workers = n
+	}
+	if v := os.Getenv("TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return cfg, fmt.Errorf("TTL=%q: want a duration such as 10s", v)
+		}
+		cfg.ttl = d
+	}
+	return cfg, nil
+}
+
+func configureLog(log *logrus.Logger, cfg config) error {
+	switch cfg.logFormat {
+	case "", "text":
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
+	case "json":
+		log.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return fmt.Errorf("LOG_FORMAT=%q: want text or json", cfg.logFormat)
+	}
+	level, err := logrus.ParseLevel(cfg.logLevel)
+	if err != nil {
+		return fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", cfg.logLevel)
+	}
+	log.SetLevel(level)
+	return nil
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func run(ctx context.Context, log *logrus.Logger, cfg config) error {
+	nc, shutdown, err := connect(log, cfg)
+	if err != nil {
+		return err
+	}
+	defer shutdown()
+	defer nc.Close()
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := bindBucket(ctx, log, js, cfg.ttl)
+	if err != nil {
+		return err
+	}
+
+	host, _ := os.Hostname()
+	elections := make([]*election.Election, cfg.workers)
+	for i := range elections {
+		name := fmt.Sprintf("%s-%d-w%d", host, os.Getpid(), i)
+		e, err := newWorker(log, name, cfg, kv)
+		if err != nil {
+			return err
+		}
+		elections[i] = e
+	}
+	log.WithFields(logrus.Fields{"workers": cfg.workers, "bucket": bucket, "key": cfg.key}).
+		Infof("campaigning; delete the key to force a failover: nats kv del %s %s", bucket, cfg.key)
+
+	done := make(chan struct{})
+	for _, e := range elections {
+		go func() {
+			if err := e.Start(ctx); err != nil {
+				log.WithError(err).Error("election ended")
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range elections {
+		<-done
+	}
+	log.Info("all workers stopped")
+	return nil
+}
+
+// newWorker prepares one worker's election with callbacks that log its
+// events and do its work while it leads.
+func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValue) (*election.Election, error) {
+	wlog := log.WithField("worker", name)
+	opts := []election.Option{
+		election.WithLogger(slogrus.New(log).With("worker", name)),
+		election.OnCampaign(func(s election.State) {
+			if s == election.LeaderState {
+				wlog.WithField("event", "renew").Debug("renewing leadership")
+				return
+			}
+			wlog.WithField("event", "campaign").Info("campaigning")
+		}),
+		election.OnWon(func(ctx context.Context) {
+			token, _ := election.TokenFromContext(ctx)
+			wlog.WithFields(logrus.Fields{"event": "won", "token": token}).Info("became leader")
+			doWork(ctx, wlog.WithField("token", token))
+		}),
+		election.OnLost(func(cause error) {
+			wlog.WithFields(logrus.Fields{"event": "lost", "cause": cause.Error()}).Warn("lost leadership")
+		}),
+	}
+	if cfg.noSplay {
+		opts = append(opts, election.WithoutSplay())
+	}
+	return election.NewElection(name, cfg.key, kv, opts...)
+}
+
+// doWork stands for a leader's singleton work: once a second until
+// leadership ends.
+func doWork(ctx context.Context, log *logrus.Entry) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			log.WithFields(logrus.Fields{"event": "work", "n": n}).Info("doing leader work")
+		}
+	}
+}
+
+// connect connects through the nats CLI context in CONTEXT, or to NATS_URL,
+// or else to an embedded server it starts. shutdown stops what it started.
+func connect(log *logrus.Logger, cfg config) (nc *nats.Conn, shutdown func(), err error) {
+	opts := []nats.Option{nats.Name("election demo"), nats.MaxReconnects(-1)}
+	switch {
+	case cfg.context != "":
+		nc, _, err = natscontext.Connect(cfg.context, opts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting with nats context %q: %w", cfg.context, err)
+		}
+		log.WithField("server", nc.ConnectedUrlRedacted()).Infof("connected with nats context %q", cfg.context)
+		return nc, func() {}, nil
+	case cfg.url != "":
+		nc, err = nats.Connect(cfg.url, opts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting to NATS_URL %q: %w", cfg.url, err)
+		}
+		log.WithField("server", nc.ConnectedUrlRedacted()).Info("connected to NATS_URL")
+		return nc, func() {}, nil
+	}
+
+	dir, err := os.MkdirTemp("", "election-demo-")
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := embedded.Server(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	stop := func() {
+		embedded.Shutdown(s)
+		os.RemoveAll(dir)
+	}
+	log.WithField("url", s.ClientURL()).Infof("started an embedded nats-server %s; connect other clients with: nats --server %s kv ls", server.VERSION, s.ClientURL())
+	nc, err = nats.Connect(s.ClientURL(), opts...)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return nc, stop, nil
+}
+
+// bindBucket binds to DEMO_ELECTION, creating it with ttl if it is missing.
+func bindBucket(ctx context.Context, log *logrus.Logger, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("binding bucket %s: %w", bucket, err)
+	}
+	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", bucket, err)
+	}
+	log.WithFields(logrus.Fields{"bucket": bucket, "ttl": ttl}).Info("bucket was missing; created it")
+	return kv, nil
+}

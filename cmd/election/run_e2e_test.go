@@ -1,0 +1,268 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// waitTimeout bounds every wait of the end-to-end tests: for a leader, a
+// failover, a process to exit.
+const waitTimeout = 30 * time.Second
+
+// start is one start of the command, as the command itself recorded it.
+type start struct {
+	name, key, bucket string
+	token             uint64
+	pid               int
+}
+
+// recordingCommand returns the arguments of a command that appends its
+// start to file and then runs until it is stopped.
+func recordingCommand(file string) []string {
+	return []string{"sh", "-c", `echo "$KVELECT_LEADER $KVELECT_TOKEN $$ $KVELECT_KEY $KVELECT_BUCKET" >> ` + file + `; exec sleep 1000`}
+}
+
+// waitStarts polls file until it records n starts and returns them.
+func waitStarts(t *testing.T, file string, n int) []start {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		data, _ := os.ReadFile(file)
+		var starts []start
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var s start
+			if _, err := fmt.Sscan(line, &s.name, &s.token, &s.pid, &s.key, &s.bucket); err == nil {
+				starts = append(starts, s)
+			}
+		}
+		if len(starts) >= n {
+			return starts
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d starts of the command after %v, want %d: %q", len(starts), waitTimeout, n, data)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether process pid runs: it exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+	return !bytes.HasPrefix(bytes.TrimSpace(rest), []byte("Z"))
+}
+
+// waitDead waits until process pid has gone.
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs after %v", pid, waitTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// daemon is an election run process.
+type daemon struct {
+	cmd  *exec.Cmd
+	log  string        // its stderr and its command's output
+	done chan struct{} // closed when it has exited
+	code int           // its exit code, once done
+}
+
+// startDaemon starts bin run with args, and kills it when the test ends if
+// it still runs.
+func startDaemon(t *testing.T, bin, name string, args ...string) *daemon {
+	t.Helper()
+	dir := t.TempDir()
+	logFile, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	d := &daemon{cmd: exec.Command(bin, append([]string{"run", "--name", name, "--log-format", "json"}, args...)...), log: logFile.Name(), done: make(chan struct{})}
+	d.cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir, "NATS_URL=", "NATS_CONTEXT=")
+	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		d.cmd.Wait()
+		d.code = d.cmd.ProcessState.ExitCode()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		d.cmd.Process.Kill()
+		<-d.done
+	})
+	return d
+}
+
+// wait waits for the daemon to exit and returns its exit code.
+func (d *daemon) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-d.done:
+		return d.code
+	case <-time.After(waitTimeout):
+		t.Fatalf("election run still runs after %v", waitTimeout)
+		return 0
+	}
+}
+
+func (d *daemon) logged(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(d.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// killStartedCommands kills, when the test ends, every command recorded in
+// file that still runs, so that no test leaves processes behind even if
+// election run failed to stop them (the test then fails on waitDead first).
+func killStartedCommands(t *testing.T, file string) {
+	t.Cleanup(func() {
+		data, _ := os.ReadFile(file)
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var s start
+			if _, err := fmt.Sscan(line, &s.name, &s.token, &s.pid); err == nil && alive(s.pid) {
+				syscall.Kill(s.pid, syscall.SIGKILL)
+			}
+		}
+	})
+}
+
+func buildElection(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "election")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestRunMovesTheCommandBetweenProcesses runs election run in three
+// processes: one runs the command; when its election process is killed the
+// command moves to another, with a larger token; when that one gets SIGTERM
+// it stops its command, releases the key and exits with the command's status,
+// and the third takes over.
+func TestRunMovesTheCommandBetweenProcesses(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
+	starts := filepath.Join(t.TempDir(), "starts")
+	killStartedCommands(t, starts)
+	daemons := map[string]*daemon{}
+	for i := range 3 {
+		name := fmt.Sprintf("node%d", i)
+		daemons[name] = startDaemon(t, bin, name,
+			"--server", s.ClientURL(), "--bucket", "E2E", "--key", "job", "--grace", "5s", "--", recordingCommand(starts)[0], recordingCommand(starts)[1], recordingCommand(starts)[2])
+	}
+
+	first := waitStarts(t, starts, 1)[0]
+	if first.key != "job" || first.bucket != "E2E" || first.token == 0 || daemons[first.name] == nil {
+		t.Fatalf("first start %+v: want the key job, the bucket E2E, a token and a node's name", first)
+	}
+
+	// SIGKILL: the kernel kills the command; the key expires after its TTL.
+	daemons[first.name].cmd.Process.Kill()
+	daemons[first.name].wait(t)
+	waitDead(t, first.pid)
+	second := waitStarts(t, starts, 2)[1]
+	if second.name == first.name || second.token <= first.token {
+		t.Fatalf("after killing %s (token %d), the command started on %s with token %d; want another node, a larger token",
+			first.name, first.token, second.name, second.token)
+	}
+
+	// SIGTERM: passed to the command, which dies of it; the key is released.
+	leader := daemons[second.name]
+	leader.cmd.Process.Signal(syscall.SIGTERM)
+	if code := leader.wait(t); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("election run exited %d after SIGTERM, want the command's status %d", code, 128+int(syscall.SIGTERM))
+	}
+	waitDead(t, second.pid)
+	wantLogged(t, leader.logged(t), "passing the signal to COMMAND", "COMMAND stopped; releasing the key", "released the key")
+	third := waitStarts(t, starts, 3)[2]
+	if third.name == first.name || third.name == second.name || third.token <= second.token {
+		t.Fatalf("after SIGTERM to %s (token %d), the command started on %s with token %d; want the third node, a larger token",
+			second.name, second.token, third.name, third.token)
+	}
+	if all := waitStarts(t, starts, 3); len(all) != 3 {
+		t.Errorf("the command started %d times, want 3: %+v", len(all), all)
+	}
+}
+
+// TestRunRestartsTheCommandWhenItLeadsAgain deletes the leader's key: it
+// loses leadership, stops its command, campaigns on, wins again and starts
+// the command again with a larger token.
+func TestRunRestartsTheCommandWhenItLeadsAgain(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
+	starts := filepath.Join(t.TempDir(), "starts")
+	killStartedCommands(t, starts)
+	cmd := recordingCommand(starts)
+	d := startDaemon(t, bin, "solo", "--server", s.ClientURL(), "--bucket", "E2E", "--key", "again", "--", cmd[0], cmd[1], cmd[2])
+
+	first := waitStarts(t, starts, 1)[0]
+	if err := kv.Delete(context.Background(), "again"); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, first.pid)
+	second := waitStarts(t, starts, 2)[1]
+	if second.name != "solo" || second.token <= first.token {
+		t.Fatalf("second start %+v after token %d: want solo again with a larger token", second, first.token)
+	}
+	wantLogged(t, d.logged(t), "leadership ended: stopping COMMAND", "COMMAND stopped; campaigning again")
+
+	d.cmd.Process.Signal(syscall.SIGINT)
+	if code := d.wait(t); code != 128+int(syscall.SIGINT) {
+		t.Errorf("election run exited %d after SIGINT, want the command's status %d", code, 128+int(syscall.SIGINT))
+	}
+	waitDead(t, second.pid)
+}
+
+// TestRunKillsACommandThatIgnoresSIGTERM checks that a command that ignores
+// the signal passed to it gets SIGKILL after the grace period.
+func TestRunKillsACommandThatIgnoresSIGTERM(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
+	starts := filepath.Join(t.TempDir(), "starts")
+	killStartedCommands(t, starts)
+	stubborn := `trap "" TERM; echo "$KVELECT_LEADER $KVELECT_TOKEN $$ $KVELECT_KEY $KVELECT_BUCKET" >> ` + starts + `; while :; do sleep 1; done`
+	d := startDaemon(t, bin, "solo", "--server", s.ClientURL(), "--bucket", "E2E", "--key", "stubborn", "--grace", "200ms", "--", "sh", "-c", stubborn)
+
+	first := waitStarts(t, starts, 1)[0]
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if code := d.wait(t); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("election run exited %d, want %d: the command killed by SIGKILL", code, 128+int(syscall.SIGKILL))
+	}
+	waitDead(t, first.pid)
+	wantLogged(t, d.logged(t), "passing the signal to COMMAND", "released the key")
+}

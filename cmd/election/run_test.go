@@ -1,0 +1,62 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestRunErrorsAreOneLine(t *testing.T) {
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	_, js := testenv.Connect(t, url)
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "FOREVER"})
+	for name, tc := range map[string]struct {
+		args []string
+		code int
+		says []string
+	}{
+		"no key":             {[]string{"-s", url, "--", "true"}, 2, []string{"--key is required"}},
+		"empty key":          {[]string{"-s", url, "--key", "", "--", "true"}, 2, []string{"--key is required"}},
+		"invalid key":        {[]string{"-s", url, "--key", "a b", "--", "true"}, 2, []string{`invalid key "a b"`, "allowed: letters, digits"}},
+		"invalid name":       {[]string{"-s", url, "--key", "k", "--name", "released:x", "--", "true"}, 2, []string{`invalid name "released:x"`}},
+		"no command":         {[]string{"-s", url, "--key", "k"}, 2, []string{"no COMMAND given"}},
+		"negative grace":     {[]string{"-s", url, "--key", "k", "--grace", "-1s", "--", "true"}, 2, []string{"--grace -1s: want a duration of 0 or more"}},
+		"bad log format":     {[]string{"-s", url, "--key", "k", "--log-format", "xml", "--", "true"}, 2, []string{`--log-format "xml": want text or json`}},
+		"unknown flag":       {[]string{"--ttl", "2s", "--key", "k", "--", "true"}, 2, []string{"flag provided but not defined: -ttl"}},
+		"command not found":  {[]string{"-s", url, "--key", "k", "--", "no-such-command-kvelect"}, 127, []string{`"no-such-command-kvelect": executable file not found`}},
+		"unreachable server": {[]string{"-s", "nats://127.0.0.1:1", "--key", "k", "--", "true"}, 1, []string{"connecting to nats://127.0.0.1:1"}},
+		"missing bucket":     {[]string{"-s", url, "--key", "k", "--", "true"}, 1, []string{`bucket "ELECTIONS" does not exist`, "election bucket create --bucket ELECTIONS"}},
+		"unusable bucket":    {[]string{"-s", url, "--key", "k", "--bucket", "FOREVER", "--", "true"}, 1, []string{`bucket "FOREVER": no TTL`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"run"}, tc.args...)...)
+			wantOneLineError(t, code, tc.code, stdout, stderr, tc.says...)
+		})
+	}
+}
+
+// TestRunExitsWithTheCommandsStatus runs a command that fails at once: run
+// must release the key and exit with the command's status.
+func TestRunExitsWithTheCommandsStatus(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})
+	code, _, stderr := runCLI(t, "run", "-s", s.ClientURL(), "--key", "exit3", "--log-format", "json", "--", "sh", "-c", "exit 3")
+	if code != 3 {
+		t.Fatalf("exit %d, want 3; log:\n%s", code, stderr)
+	}
+	wantLogged(t, stderr, "COMMAND exited by itself; releasing the key", "released the key")
+}
+
+func wantLogged(t *testing.T, log string, says ...string) {
+	t.Helper()
+	for _, s := range says {
+		if !strings.Contains(log, s) {
+			t.Errorf("log does not say %q:\n%s", s, log)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/sirupsen/logrus"
+)
+
+// supervisor runs COMMAND while this process leads, as OnWon, and turns
+// COMMAND's exit and the process's signals into the end of the election.
+//
+// The key is released only after COMMAND has exited: the election is
+// ended (endElection, which makes Start stop and release) by lead once
+// COMMAND is gone, or by watchSignals when no COMMAND runs.
+type supervisor struct {
+	argv        []string
+	env         []string // the environment, without the token
+	grace       time.Duration
+	log         *logrus.Entry
+	endElection context.CancelFunc
+
+	shutdown chan struct{} // closed on the first SIGINT or SIGTERM
+	sig      os.Signal     // that signal; written before shutdown is closed
+
+	mu    sync.Mutex
+	child *child // the running COMMAND, nil when none runs
+	code  int    // the exit code of election run
+}
+
+func newSupervisor(cfg runConfig, log *logrus.Entry, endElection context.CancelFunc) *supervisor {
+	env := append(os.Environ(),
+		"KVELECT_LEADER="+cfg.name,
+		"KVELECT_KEY="+cfg.key,
+		"KVELECT_BUCKET="+cfg.bucket,
+	)
+	return &supervisor{
+		argv:        cfg.argv,
+		env:         env,
+		grace:       cfg.grace,
+		log:         log,
+		endElection: endElection,
+		shutdown:    make(chan struct{}),
+	}
+}
+
+// lead is the OnWon callback: it runs COMMAND until it exits by itself,
+// leadership ends, or a signal asks to shut down.
+func (s *supervisor) lead(leading context.Context) {
+	token, _ := election.TokenFromContext(leading)
+	log := s.log.WithField("token", token)
+
+	s.mu.Lock()
+	if s.shuttingDown() {
+		s.mu.Unlock()
+		return
+	}
+	c, err := startChild(s.argv, append(s.env[:len(s.env):len(s.env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+	if err != nil {
+		log.WithError(err).Error("could not start COMMAND; releasing the key")
+		s.code = exitCannotRun
+		s.endElection()
+		s.mu.Unlock()
+		return
+	}
+	s.child = c
+	s.mu.Unlock()
+	log = log.WithField("pid", c.pid)
+	log.Info("leading: started COMMAND")
+
+	byItself := false
+	select {
+	case <-c.done:
+		byItself = true
+	case <-leading.Done():
+		byItself = c.exited()
+		if !byItself {
+			log.Warn("leadership ended: stopping COMMAND")
+			c.stop(syscall.SIGTERM, s.grace)
+		}
+	case <-s.shutdown:
+		byItself = c.exited()
+		if !byItself {
+			log.WithField("signal", s.sig.String()).Info("passing the signal to COMMAND")
+			c.stop(s.sig, s.grace)
+		}
+	}
+	code := c.exitCode()
+	log = log.WithField("status", code)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.child = nil
+	switch {
+	case byItself:
+		log.Info("COMMAND exited by itself; releasing the key")
+	case s.shuttingDown():
+		log.Info("COMMAND stopped; releasing the key")
+	default:
+		log.Info("COMMAND stopped; campaigning again")
+		return
+	}
+	s.code = code
+	s.endElection()
+}
+
+// watchSignals waits for SIGINT or SIGTERM until done is closed. The first
+// one starts the shutdown: lead passes it to COMMAND, or the election ends
+// at once if no COMMAND runs. A second one kills COMMAND.
+func (s *supervisor) watchSignals(signals <-chan os.Signal, done <-chan struct{}) {
+	select {
+	case sig := <-signals:
+		s.sig = sig
+	case <-done:
+		return
+	}
+	s.log.WithField("signal", s.sig.String()).Info("shutting down")
+	s.mu.Lock()
+	close(s.shutdown)
+	if s.child == nil {
+		s.endElection()
+	}
+	s.mu.Unlock()
+	for {
+		select {
+		case <-signals:
+			s.mu.Lock()
+			if s.child != nil {
+				s.log.Warn("second signal: killing COMMAND")
+				s.child.kill()
+			}
+			s.mu.Unlock()
+		case <-done:
+			return
+		}
+	}
+}
+
+// shuttingDown reports whether a signal asked to shut down.
+func (s *supervisor) shuttingDown() bool {
+	select {
+	case <-s.shutdown:
+		return true
+	default:
+		return false
+	}
+}
+
+// exitCode is the exit code of election run, once the election has ended.
+func (s *supervisor) exitCode() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.code
+}
