@@ -82,7 +82,7 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 	for {
 		view := c.hub.view(c.key)
 		if view.free() && !c.claimableAt(&view).After(time.Now()) && (!triedAny || view.expected() != tried) {
-			if t := c.claim(ctx, view.expected(), c.proven(view.classify())); t != nil {
+			if t := c.claim(ctx, view.expected(), c.proven(view.classify(c.timing.ttl))); t != nil {
 				return t, true
 			}
 			if ctx.Err() != nil {

@@ -108,7 +108,7 @@ func (h *hub) snapshot() map[string]keyView {
 	defer h.mu.Unlock()
 	views := make(map[string]keyView, len(h.views))
 	for key, v := range h.views {
-		views[key] = keyView{ready: h.ready, latest: v.latest, seenAt: v.seenAt}
+		views[key] = keyView{ready: h.ready, latest: v.latest, seenAt: v.seenAt, prev: v.prev}
 	}
 	return views
 }
@@ -137,10 +137,11 @@ func (h *hub) unsubscribe(s *hubSub) {
 func (h *hub) view(key string) keyView {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	v := keyView{ready: h.ready}
+	var v keyView
 	if kv := h.views[key]; kv != nil {
-		v.latest, v.seenAt = kv.latest, kv.seenAt
+		v = *kv
 	}
+	v.ready = h.ready
 	return v
 }
 
