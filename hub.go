@@ -158,11 +158,14 @@ func (h *hub) wrote(rev uint64) {
 // run keeps a watcher on the bucket until ctx is done.
 func (h *hub) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		h.mu.Lock()
+		written := h.expected // the new watcher's initial state includes every write acknowledged so far
+		h.mu.Unlock()
 		w := h.watch(ctx)
 		if w == nil {
 			return
 		}
-		h.consume(ctx, w)
+		h.consume(ctx, w, written)
 		_ = w.Stop()
 	}
 }
@@ -192,8 +195,9 @@ func (h *hub) watch(ctx context.Context) jetstream.KeyWatcher {
 
 // consume applies the watcher's entries until ctx is done or the watcher
 // must be replaced. Its initial state is gathered apart and replaces every
-// view at once when complete.
-func (h *hub) consume(ctx context.Context, w jetstream.KeyWatcher) {
+// view at once when complete; it reflects this process's writes up to
+// revision written.
+func (h *hub) consume(ctx context.Context, w jetstream.KeyWatcher, written uint64) {
 	h.mu.Lock()
 	h.lastMsg = time.Now()
 	h.mu.Unlock()
@@ -212,7 +216,7 @@ func (h *hub) consume(ctx context.Context, w jetstream.KeyWatcher) {
 			}
 			switch {
 			case e == nil:
-				h.resync(initial)
+				h.resync(initial, written)
 				initial, synced = nil, true
 			case !synced:
 				initial[e.Key()] = e
@@ -260,11 +264,13 @@ func (h *hub) apply(e jetstream.KeyValueEntry) {
 
 // resync replaces every view with a watcher's initial state: a key it does
 // not mention has no entry. A view whose latest revision is unchanged keeps
-// the time it was first seen.
-func (h *hub) resync(initial map[string]jetstream.KeyValueEntry) {
+// the time it was first seen. The state reflects this process's writes up to
+// revision written, even those since replaced or aged out.
+func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastMsg = time.Now()
+	h.seenRev = max(h.seenRev, written)
 	if !h.ready {
 		h.ready = true
 		close(h.readyCh)
