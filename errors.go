@@ -3,6 +3,7 @@ package election
 import (
 	"errors"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -106,4 +107,14 @@ func isCASConflict(err error) bool {
 	}
 	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// isMultiFilterUnsupported reports whether err is a server older than 2.10
+// refusing a watcher on several keys: it ignores the consumer's filter
+// subjects, then refuses last-per-subject delivery without a filter (code
+// 10094).
+// The watcher is made through nats.go's older API, hence its error type.
+func isMultiFilterUnsupported(err error) bool {
+	var apiErr *nats.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10094
 }

@@ -185,6 +185,11 @@ func (h *hub) watch(ctx context.Context) jetstream.KeyWatcher {
 		if err == nil {
 			return w
 		}
+		if len(h.keys) > 1 && isMultiFilterUnsupported(err) {
+			h.log.Warn("the server predates consumers with several filters (nats-server 2.10); watching the key alone, so requests to resign or transfer reach this election only if it is made from a Bucket", "error", err)
+			h.keys = h.keys[:1]
+			continue
+		}
 		h.log.Warn("cannot watch the bucket; retrying", "error", err)
 		if !sleep(ctx, wait) {
 			return nil
