@@ -18,6 +18,9 @@ type command struct {
 // commands are the subcommands, in the order --help lists them.
 var commands = []command{
 	{"run", "run a command only while this process leads an election", runMain},
+	{"status", "print who leads each key, or watch one key's leader", statusMain},
+	{"resign", "ask a key's leader to stand down for another candidate", resignMain},
+	{"transfer", "ask a key's leader to hand it to a named candidate", transferMain},
 	{"bucket", "create or check an election bucket", bucketMain},
 }
 
@@ -54,7 +57,8 @@ func commandNames() string {
 	for i, c := range commands {
 		names[i] = c.name
 	}
-	return strings.Join(names, " or ")
+	last := len(names) - 1
+	return strings.Join(names[:last], ", ") + " or " + names[last]
 }
 
 func printUsage(w io.Writer) {
@@ -132,6 +136,10 @@ func (fs *flagSet) printUsage(w io.Writer) {
 		}
 		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
 			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		if len(names) > 26 {
+			fmt.Fprintf(w, "  %s\n  %-26s %s\n", names, "", usage)
+			return
 		}
 		fmt.Fprintf(w, "  %-26s %s\n", names, usage)
 	})

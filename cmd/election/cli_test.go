@@ -48,7 +48,11 @@ func wantOneLineError(t *testing.T, code, wantCode int, stdout, stderr string, s
 
 func TestHelpListsCommandsAndFlags(t *testing.T) {
 	for args, says := range map[string][]string{
-		"--help":               {"run ", "bucket ", "election COMMAND --help"},
+		"--help":               {"run ", "status ", "resign ", "transfer ", "bucket ", "election COMMAND --help"},
+		"run -h":               {"--metrics ADDR", "/metrics", "/healthz", "--health-tolerance DURATION", "(default 1s)"},
+		"status --help":        {"--key KEY", "--watch", "--json", "watchers", "-s, --server URLs", "Exit status"},
+		"help resign":          {"--key KEY", "--timeout DURATION", "(default 30s)", "--context NAME", "Exit status"},
+		"transfer --help":      {"--to NAME", "--key KEY", "--timeout DURATION", "half the bucket's TTL", "Exit status"},
 		"help run":             {"KVELECT_TOKEN", "--key KEY", "-s, --server URLs", "--context NAME", "--grace DURATION", "(default 10s)", "Exit status"},
 		"run --help":           {"KVELECT_LEADER", "--bucket NAME", "(default ELECTIONS)", "NATS_URL", "NATS_CONTEXT"},
 		"bucket --help":        {"election bucket create", "election bucket check", "problem:"},
@@ -69,7 +73,7 @@ func TestHelpListsCommandsAndFlags(t *testing.T) {
 
 func TestUnknownCommandIsAUsageError(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "start")
-	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run or bucket")
+	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, status, resign, transfer or bucket")
 }
 
 func TestConnectUsesTheNATSContext(t *testing.T) {

@@ -20,12 +20,16 @@
 //
 // With a command, it is a daemon for programs in any language:
 //
-//	election run --key K [--bucket B] [--name N] [--grace 10s] -- COMMAND [ARGS...]
+//	election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR] -- COMMAND [ARGS...]
+//	election status [--bucket B] [--key K] [--watch] [--json]
+//	election resign --key K [--bucket B] [--timeout 30s]
+//	election transfer --key K --to NAME [--bucket B] [--timeout 30s]
 //	election bucket create|check --bucket B [--ttl 10s] [--replicas 1] [--storage file]
 //
 // run starts COMMAND only while this process leads the election for K, and
-// stops it when leadership ends; bucket creates or checks an election
-// bucket. Every command takes --server (or NATS_URL) and --context (or
+// stops it when leadership ends (--metrics serves /metrics and /healthz);
+// status prints who leads, or watches one key; resign and transfer ask a
+// leader to hand over; bucket creates or checks an election bucket. Every command takes --server (or NATS_URL) and --context (or
 // NATS_CONTEXT) as the nats CLI does; election COMMAND --help says the rest.
 package main
 

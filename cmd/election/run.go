@@ -17,7 +17,7 @@ import (
 )
 
 const runAbout = `Usage:
-  election run --key K [--bucket B] [--name N] [--grace 10s] -- COMMAND [ARGS...]
+  election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR] -- COMMAND [ARGS...]
 
 Campaigns for the key K in the bucket B and runs COMMAND only while this
 process leads. Run one on every machine that may do the work: one at a time
@@ -47,6 +47,13 @@ runs COMMAND. The bucket must exist (election bucket create).
   COMMAND itself, so exec the program from a wrapper script), and the key
   expires after the bucket's TTL.
 
+With --metrics ADDR (HOST:PORT), it serves over HTTP on ADDR while it runs:
+  /metrics  the election's Prometheus metrics (kvelect_election_is_leader
+            and the rest; see the promelection package)
+  /healthz  200 "ok", or 503 with the reason if this process still counts
+            itself leader more than --health-tolerance after its renewal
+            deadline: its election is stuck; restart it
+
 COMMAND may run up to the grace period after leadership ended, longer on a
 paused machine: pass KVELECT_TOKEN to what it changes.
 
@@ -70,6 +77,8 @@ type runConfig struct {
 	grace     time.Duration
 	logLevel  string
 	logFormat string
+	metrics   string // the address to serve metrics and health on, or ""
+	tolerance time.Duration
 	argv      []string
 }
 
@@ -85,6 +94,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` COMMAND may take to exit after SIGTERM before it gets SIGKILL")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
+	fs.StringVar(&cfg.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
+	fs.DurationVar(&cfg.tolerance, "health-tolerance", time.Second, "`DURATION` past its renewal deadline a leader may be before /healthz fails")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -121,6 +132,12 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	if cfg.grace < 0 {
 		return nil, fmt.Errorf("--grace %v: want a duration of 0 or more", cfg.grace)
 	}
+	if err := checkMetricsAddr(cfg.metrics); err != nil {
+		return nil, err
+	}
+	if cfg.tolerance < 0 {
+		return nil, fmt.Errorf("--health-tolerance %v: want a duration of 0 or more", cfg.tolerance)
+	}
 	if len(cfg.argv) == 0 {
 		return nil, errors.New("no COMMAND given: election run --key K -- COMMAND [ARGS...]")
 	}
@@ -148,6 +165,19 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(signals)
 
+	var metrics *metricsServer
+	if cfg.metrics != "" {
+		var err error
+		if metrics, err = listenMetrics(cfg.metrics); err != nil {
+			return 0, err
+		}
+		defer func() {
+			if err := metrics.close(); err != nil {
+				log.WithError(err).Warn("stopping the metrics server")
+			}
+		}()
+	}
+
 	nc, js, err := cfg.conn.connect("election run " + cfg.name)
 	if err != nil {
 		return 0, err
@@ -171,15 +201,23 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	electionCtx, endElection := context.WithCancel(context.Background())
 	defer endElection()
 	sup := newSupervisor(cfg, clog, endElection)
-	e, err := election.NewElection(cfg.name, cfg.key, kv,
+	opts := []election.Option{
 		election.WithLogger(slogrus.New(log)),
 		election.OnWon(sup.lead),
 		election.OnLost(func(cause error) {
 			clog.WithField("cause", cause.Error()).Info("leadership ended")
 		}),
-	)
+	}
+	if metrics != nil {
+		opts = append(opts, election.WithMetrics(metrics.collector))
+	}
+	e, err := election.NewElection(cfg.name, cfg.key, kv, opts...)
 	if err != nil {
 		return 0, err
+	}
+	if metrics != nil {
+		metrics.serve(e, cfg.tolerance)
+		clog.WithField("address", metrics.listener.Addr().String()).Info("serving /metrics and /healthz")
 	}
 	watching := make(chan struct{})
 	defer close(watching)

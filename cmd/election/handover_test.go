@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestResignAndTransferMoveLeadership runs three candidates and moves their
+// leadership with resign, then with transfer.
+func TestResignAndTransferMoveLeadership(t *testing.T) {
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	_, js := testenv.Connect(t, url)
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
+	elections := candidates(t, url, "E", "job", "node0", "node1", "node2")
+	first := waitLeader(t, elections)
+
+	code, stdout, stderr := runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job")
+	if code != 0 || stderr != "" {
+		t.Fatalf("resign: exit %d, stderr %q", code, stderr)
+	}
+	second := wantNewLeader(t, stdout, elections, first)
+
+	var to string
+	for name := range elections {
+		if name != first && name != second {
+			to = name
+		}
+	}
+	code, stdout, stderr = runCLI(t, "transfer", "-s", url, "--bucket", "E", "--key", "job", "--to", to)
+	if code != 0 || stderr != "" {
+		t.Fatalf("transfer to %s: exit %d, stderr %q", to, code, stderr)
+	}
+	if third := wantNewLeader(t, stdout, elections, second); third != to {
+		t.Errorf("transfer to %s: %s leads", to, third)
+	}
+
+	// Nobody named ghost campaigns: after half a TTL another candidate claims
+	// the key.
+	code, stdout, stderr = runCLI(t, "transfer", "-s", url, "--bucket", "E", "--key", "job", "--to", "ghost")
+	wantOneLineError(t, code, exitError, stdout, stderr, "election transfer: ", election.ErrNotTransferred.Error(), `leads "job"`)
+}
+
+// wantNewLeader checks that stdout names a leader of job other than old,
+// that this candidate comes to lead, and returns its name.
+func wantNewLeader(t *testing.T, stdout string, elections map[string]*election.Election, old string) string {
+	t.Helper()
+	var name, key string
+	var revision uint64
+	if _, err := fmt.Sscanf(stdout, "%s leads %s (revision %d)\n", &name, &key, &revision); err != nil || key != "job" || revision == 0 {
+		t.Fatalf("printed %q (%v), want NAME leads job (revision N)", stdout, err)
+	}
+	if name == old || elections[name] == nil {
+		t.Fatalf("printed %q: want another candidate than %s", stdout, old)
+	}
+	if leader := waitLeader(t, elections); leader != name {
+		t.Fatalf("printed %q, but %s leads", stdout, leader)
+	}
+	return name
+}
+
+// TestResignWithALoneCandidateFails resigns the only candidate: it takes the
+// key back after half a TTL, unless --timeout ends the wait first.
+func TestResignWithALoneCandidateFails(t *testing.T) {
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	_, js := testenv.Connect(t, url)
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
+	elections := candidates(t, url, "E", "job", "lone")
+	waitLeader(t, elections)
+
+	code, stdout, stderr := runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job")
+	wantOneLineError(t, code, exitError, stdout, stderr, election.ErrNotTransferred.Error(), `lone leads "job"`)
+
+	waitLeader(t, elections)
+	code, stdout, stderr = runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job", "--timeout", "100ms")
+	wantOneLineError(t, code, exitError, stdout, stderr, `no candidate claimed key "job" of bucket "E" within --timeout 100ms`)
+
+	code, stdout, stderr = runCLI(t, "transfer", "-s", url, "--bucket", "E", "--key", "free", "--to", "lone")
+	wantOneLineError(t, code, exitError, stdout, stderr, election.ErrNoLeader.Error(), `key "free" of bucket "E"`)
+}
+
+func TestHandoverErrorsAreOneLine(t *testing.T) {
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	for name, tc := range map[string]struct {
+		args []string
+		code int
+		says []string
+	}{
+		"resign without key":   {[]string{"resign", "-s", url}, 2, []string{"--key is required"}},
+		"transfer without key": {[]string{"transfer", "-s", url, "--to", "x"}, 2, []string{"--key is required"}},
+		"transfer without to":  {[]string{"transfer", "-s", url, "--key", "k"}, 2, []string{"--to is required"}},
+		"invalid to":           {[]string{"transfer", "-s", url, "--key", "k", "--to", "released:x"}, 2, []string{`invalid name "released:x"`}},
+		"invalid key":          {[]string{"resign", "-s", url, "--key", "a b"}, 2, []string{`invalid key "a b"`}},
+		"zero timeout":         {[]string{"resign", "-s", url, "--key", "k", "--timeout", "0s"}, 2, []string{"--timeout 0s: want a duration above 0"}},
+		"resign has no to":     {[]string{"resign", "-s", url, "--key", "k", "--to", "x"}, 2, []string{"flag provided but not defined: -to"}},
+		"extra argument":       {[]string{"resign", "-s", url, "--key", "k", "x"}, 2, []string{`unexpected argument "x"`}},
+		"missing bucket":       {[]string{"resign", "-s", url, "--key", "k", "--bucket", "NOPE"}, 1, []string{`bucket "NOPE" does not exist`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			wantOneLineError(t, code, tc.code, stdout, stderr, tc.says...)
+		})
+	}
+}

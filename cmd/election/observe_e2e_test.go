@@ -1,0 +1,154 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/embedded"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestStatusWatchPrintsChangesUntilSIGINT watches a key while its leader
+// resigns, then interrupts the watch, which must exit 0.
+func TestStatusWatchPrintsChangesUntilSIGINT(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	_, js := testenv.Connect(t, url)
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
+	elections := candidates(t, url, "E", "job", "node0", "node1")
+	first := waitLeader(t, elections)
+
+	cmd := exec.Command(bin, "status", "-s", url, "--bucket", "E", "--key", "job", "--watch")
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func() []string {
+		t.Helper()
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("status --watch ended its output; stderr %q", stderr.String())
+			}
+			return strings.Fields(line)
+		case <-time.After(pollTimeout):
+			t.Fatalf("no line from status --watch after %v", pollTimeout)
+			return nil
+		}
+	}
+
+	if header := strings.Join(next(), " "); header != "TIME KEY LEADER REVISION" {
+		t.Fatalf("header %q, want TIME KEY LEADER REVISION", header)
+	}
+	if f := next(); len(f) != 4 || f[1] != "job" || f[2] != first {
+		t.Fatalf("first line %q, want job and its leader %s", f, first)
+	}
+	code, out, errOut := runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job")
+	if code != 0 {
+		t.Fatalf("resign: exit %d, %s%s", code, out, errOut)
+	}
+	second := waitLeader(t, elections)
+	// The release shows as nobody, then the next leader claims the key.
+	for f := next(); f[2] != second; f = next() {
+		if f[2] != "none" {
+			t.Fatalf("line %q after resign: want none or %s", f, second)
+		}
+	}
+
+	cmd.Process.Signal(syscall.SIGINT)
+	for range lines { // to the end of the output
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("status --watch after SIGINT: %v, want exit 0; stderr %q", err, stderr.String())
+	}
+}
+
+// TestRunServesMetricsAndHealth runs election run --metrics and scrapes it
+// while it leads; the server goes away when it exits.
+func TestRunServesMetricsAndHealth(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
+	ports, err := embedded.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	starts := filepath.Join(t.TempDir(), "starts")
+	killStartedCommands(t, starts)
+	cmd := recordingCommand(starts)
+	d := startDaemon(t, bin, "solo", "--server", s.ClientURL(), "--bucket", "E", "--key", "metered",
+		"--metrics", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--", cmd[0], cmd[1], cmd[2])
+	first := waitStarts(t, starts, 1)[0]
+
+	leading := `kvelect_election_is_leader{key="metered",name="solo"} 1`
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		code, body, err := get(base + "/metrics")
+		if err == nil && code == http.StatusOK && strings.Contains(body, leading) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics after %v: %d, %v, does not say %q:\n%s\nlog:\n%s", pollTimeout, code, err, leading, body, d.logged(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body, err := get(base + "/healthz"); err != nil || code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz: %d %q %v, want 200 ok", code, body, err)
+	}
+
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if code := d.wait(t); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("election run exited %d after SIGTERM, want the command's status %d", code, 128+int(syscall.SIGTERM))
+	}
+	waitDead(t, first.pid)
+	if _, _, err := get(base + "/healthz"); err == nil {
+		t.Errorf("/healthz still answers after election run exited")
+	}
+	wantLogged(t, d.logged(t), "serving /metrics and /healthz")
+}
+
+// get returns the status and body of a GET of url, on a connection of its
+// own: none is left open for the leak check.
+func get(url string) (int, string, error) {
+	client := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}

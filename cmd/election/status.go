@@ -1,0 +1,251 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const statusAbout = `Usage:
+  election status [--bucket B] [--key K] [--json]
+  election status --key K --watch [--bucket B] [--json]
+
+Prints who leads each key of the bucket B that has a leader, or the key K
+(LEADER "none" when nobody holds it): the leader's name, its latest write's
+revision (its claim or a renewal) and the age of that write by the server's
+clock. The last line counts the watchers on the bucket, one per process that
+opened it with the library's OpenBucket (and one per election made without
+a Bucket), so roughly the running candidates' processes.
+
+--watch prints K's leader, then each change (a new leader, or none) until
+SIGINT or SIGTERM, and exits 0. Renewals are not changes.
+
+--json prints one JSON object per line instead of the table:
+  {"key":"K","leader":"NAME","revision":7,"written":"2026-...Z","age_seconds":1.2}
+with "leader":"" when nobody holds K, and, without --watch, a last line
+  {"bucket":"B","watchers":3}
+
+Exit status: 0; 1 if the server or the bucket failed; 2 for bad flags.
+`
+
+// statusConfig is what the flags of status say.
+type statusConfig struct {
+	conn   connFlags
+	bucket string
+	key    string
+	watch  bool
+	json   bool
+}
+
+// statusMain runs "election status".
+func statusMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("election status", statusAbout)
+	var cfg statusConfig
+	cfg.conn.add(fs)
+	fs.StringVar(&cfg.bucket, "bucket", defaultBucket, "the election bucket's `NAME`")
+	fs.StringVar(&cfg.key, "key", "", "only this election `KEY`; default every key that has a leader")
+	fs.BoolVar(&cfg.watch, "watch", false, "print each change of --key's leader until interrupted")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per line")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.watch && cfg.key == "" {
+		return fs.usageError(stderr, "--watch needs --key: the key to watch")
+	}
+	if err := checkKeyFlag(cfg.key); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	nc, js, err := cfg.conn.connect("election status")
+	if err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	defer nc.Close()
+	openCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
+	defer cancel()
+	kv, err := openBucket(openCtx, js, cfg.bucket)
+	if err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	// Count the watchers before this process adds its own.
+	watchers, err := countWatchers(openCtx, js, cfg.bucket)
+	if err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	b, err := election.OpenBucket(openCtx, kv)
+	if err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	defer b.Close()
+
+	out := leaderPrinter{w: stdout, json: cfg.json}
+	if cfg.watch {
+		if err := watchLeader(ctx, b, cfg.key, &out); err != nil {
+			return fail(stderr, fs.path, err)
+		}
+		return exitOK
+	}
+	var leaders []election.Leader
+	if cfg.key != "" {
+		l, err := b.Leader(openCtx, cfg.key)
+		if err != nil {
+			return fail(stderr, fs.path, err)
+		}
+		leaders = []election.Leader{l}
+	} else {
+		leaders, err = b.Leaders(openCtx)
+		if err != nil {
+			return fail(stderr, fs.path, err)
+		}
+		slices.SortFunc(leaders, func(a, b election.Leader) int { return cmp.Compare(a.Key, b.Key) })
+	}
+	out.table(leaders, time.Now())
+	out.watchers(cfg.bucket, watchers)
+	return exitOK
+}
+
+// checkKeyFlag checks an optional --key before anything connects.
+func checkKeyFlag(key string) error {
+	if key == "" {
+		return nil
+	}
+	// NewElection checks the name and key before it looks at the bucket.
+	if _, err := election.NewElection("status", key, nil); !errors.Is(err, election.ErrNilBucket) {
+		return err
+	}
+	return nil
+}
+
+// countWatchers returns the number of consumers on the bucket's stream: one
+// per Bucket or Election watching it.
+func countWatchers(ctx context.Context, js jetstream.JetStream, bucket string) (int, error) {
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return 0, fmt.Errorf("reading the stream of bucket %q: %w", bucket, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the stream of bucket %q: %w", bucket, err)
+	}
+	return info.State.Consumers, nil
+}
+
+// watchLeader prints key's leader and each change of it until ctx is done.
+func watchLeader(ctx context.Context, b *election.Bucket, key string, out *leaderPrinter) error {
+	changes, err := b.Observe(ctx, key)
+	if err != nil {
+		return err
+	}
+	out.header()
+	for l := range changes {
+		out.change(l, time.Now())
+	}
+	return nil
+}
+
+// leaderPrinter prints leaders as a table or as JSON lines.
+type leaderPrinter struct {
+	w    io.Writer
+	json bool
+}
+
+// leaderJSON is one leader as --json prints it.
+type leaderJSON struct {
+	Key        string     `json:"key"`
+	Leader     string     `json:"leader"`
+	Revision   uint64     `json:"revision,omitempty"`
+	Written    *time.Time `json:"written,omitempty"`
+	AgeSeconds *float64   `json:"age_seconds,omitempty"`
+}
+
+func toJSON(l election.Leader, now time.Time) leaderJSON {
+	j := leaderJSON{Key: l.Key, Leader: l.Name}
+	if l.Name != "" {
+		written := l.Written.UTC()
+		age := age(l, now).Seconds()
+		j.Revision, j.Written, j.AgeSeconds = l.Revision, &written, &age
+	}
+	return j
+}
+
+// age is how long ago the leader's latest write reached the server; never
+// negative, whatever the clocks say.
+func age(l election.Leader, now time.Time) time.Duration {
+	return max(now.Sub(l.Written), 0)
+}
+
+// columns are the table's cells for l: key, leader, revision, age.
+func columns(l election.Leader, now time.Time) []string {
+	if l.Name == "" {
+		return []string{l.Key, "none", "-", "-"}
+	}
+	return []string{l.Key, l.Name, strconv.FormatUint(l.Revision, 10), age(l, now).Round(time.Millisecond).String()}
+}
+
+func (p *leaderPrinter) table(leaders []election.Leader, now time.Time) {
+	if p.json {
+		for _, l := range leaders {
+			p.line(toJSON(l, now))
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tLEADER\tREVISION\tAGE")
+	for _, l := range leaders {
+		c := columns(l, now)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c[0], c[1], c[2], c[3])
+	}
+	tw.Flush()
+}
+
+func (p *leaderPrinter) watchers(bucket string, n int) {
+	if p.json {
+		p.line(struct {
+			Bucket   string `json:"bucket"`
+			Watchers int    `json:"watchers"`
+		}{bucket, n})
+		return
+	}
+	fmt.Fprintf(p.w, "watchers (processes): %d\n", n)
+}
+
+// watchFormat aligns the lines of --watch: time, key, leader, revision.
+const watchFormat = "%-12s  %-20s  %-20s  %s\n"
+
+func (p *leaderPrinter) header() {
+	if !p.json {
+		fmt.Fprintf(p.w, watchFormat, "TIME", "KEY", "LEADER", "REVISION")
+	}
+}
+
+func (p *leaderPrinter) change(l election.Leader, now time.Time) {
+	if p.json {
+		p.line(toJSON(l, now))
+		return
+	}
+	c := columns(l, now)
+	fmt.Fprintf(p.w, watchFormat, now.Format("15:04:05.000"), c[0], c[1], c[2])
+}
+
+func (p *leaderPrinter) line(v any) {
+	data, _ := json.Marshal(v) // plain structs: cannot fail
+	fmt.Fprintf(p.w, "%s\n", data)
+}

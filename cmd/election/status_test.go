@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestStatusPrintsLeadersAndWatchers(t *testing.T) {
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	_, js := testenv.Connect(t, url)
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
+	job := candidates(t, url, "E", "job", "node0", "node1")
+	cron := candidates(t, url, "E", "cron", "node2")
+	jobLeader, cronLeader := waitLeader(t, job), waitLeader(t, cron)
+	waitWatchers(t, js, "E", 3)
+
+	code, stdout, stderr := runCLI(t, "status", "-s", url, "--bucket", "E")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	wantLines(t, stdout,
+		`^KEY +LEADER +REVISION +AGE$`,
+		`^cron +`+cronLeader+` +\d+ +\d+(\.\d+)?m?s$`,
+		`^job +`+jobLeader+` +\d+ +\d+(\.\d+)?m?s$`,
+		`^watchers \(processes\): 3$`)
+
+	code, stdout, _ = runCLI(t, "status", "-s", url, "--bucket", "E", "--key", "free")
+	if code != 0 {
+		t.Fatalf("--key free: exit %d", code)
+	}
+	wantLines(t, stdout, `^KEY +LEADER +REVISION +AGE$`, `^free +none +- +-$`, `^watchers \(processes\): 3$`)
+
+	code, stdout, _ = runCLI(t, "status", "-s", url, "--bucket", "E", "--key", "job", "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("--json printed %q, want two lines", stdout)
+	}
+	var l leaderJSON
+	if err := json.Unmarshal([]byte(lines[0]), &l); err != nil || l.Key != "job" || l.Leader != jobLeader ||
+		l.Revision == 0 || l.Written == nil || l.AgeSeconds == nil || *l.AgeSeconds < 0 || *l.AgeSeconds > 60 {
+		t.Errorf("--json leader line %q (%v): want key job, leader %s, a revision, written and age", lines[0], err, jobLeader)
+	}
+	if lines[1] != `{"bucket":"E","watchers":3}` {
+		t.Errorf("--json last line %q, want the watcher count 3", lines[1])
+	}
+}
+
+// wantLines checks that out has one line per pattern, each matching it.
+func wantLines(t *testing.T, out string, patterns ...string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != len(patterns) {
+		t.Fatalf("output has %d lines, want %d:\n%s", len(lines), len(patterns), out)
+	}
+	for i, p := range patterns {
+		if !regexp.MustCompile(p).MatchString(lines[i]) {
+			t.Errorf("line %d %q does not match %s", i+1, lines[i], p)
+		}
+	}
+}
+
+func TestStatusErrorsAreOneLine(t *testing.T) {
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	for name, tc := range map[string]struct {
+		args []string
+		code int
+		says []string
+	}{
+		"watch without key":  {[]string{"-s", url, "--watch"}, 2, []string{"--watch needs --key"}},
+		"invalid key":        {[]string{"-s", url, "--key", "a b"}, 2, []string{`invalid key "a b"`}},
+		"extra argument":     {[]string{"-s", url, "job"}, 2, []string{`unexpected argument "job"`}},
+		"missing bucket":     {[]string{"-s", url, "--bucket", "NOPE"}, 1, []string{`bucket "NOPE" does not exist`}},
+		"unreachable server": {[]string{"-s", "nats://127.0.0.1:1"}, 1, []string{"connecting to nats://127.0.0.1:1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"status"}, tc.args...)...)
+			wantOneLineError(t, code, tc.code, stdout, stderr, tc.says...)
+		})
+	}
+}
