@@ -27,9 +27,11 @@
 // announces leadership only once the previous holder must have stood down:
 // at once when its claim found no entry at all (the server removes a key
 // only a TTL after its last write, on buckets without per-message TTLs or
-// discard-old limits) or a holder's release (written after standing down and
-// after its own announce time); otherwise (a delete or purge, which may come
-// early) one full TTL after its claim was acknowledged.
+// discard-old limits), a holder's release or handoff (written after standing
+// down and after its own announce time), or a delete, purge or expiry marker
+// a TTL or more after the write the watcher saw right before it; otherwise
+// (a delete or purge, which may come early) one full TTL after its claim was
+// acknowledged.
 //
 // The leadership context handed to OnWon is cancelled by a timer at that same
 // deadline, so it can lag by scheduling delay; the (TTL−interval)/2 margin
@@ -65,5 +67,18 @@
 // candidate wins and announces within a few round trips. After a delete or
 // purge by another client a candidate wins at once and announces T later.
 // With expiry markers on the bucket (LimitMarkerTTL) an expired key leaves a
-// marker that counts as a removal, so the winner waits T.
+// marker a TTL after the last renewal, and the winner over it announces at
+// once.
+//
+// # Many elections, observers and requests
+//
+// Elections made from one Bucket (OpenBucket) share a single watcher,
+// however many keys they use; one made by NewElection alone watches its own
+// key. A watcher that stalls (its server died) or misses a write of this
+// process is replaced, and the new one's state replaces what the old one
+// showed. Bucket.Observe reports every change of holder of a key,
+// Bucket.Leader and Bucket.Leaders the current holders, and Bucket.Resign
+// and Bucket.Transfer ask a key's leader, in whatever process, to hand the
+// key to any other candidate or to a named one. WithKeyTTL gives an
+// election's key a TTL of its own.
 package election
