@@ -148,9 +148,8 @@ func (cfg BucketConfig) Validate() error {
 // warnings are settings that keep elections safe but cost something:
 //
 //   - per-message TTLs (LimitMarkerTTL, or AllowMsgTTL on the stream): a key
-//     that vanishes no longer proves it aged out, so a first election on a
-//     key, and failover when a watcher did not see the write before an
-//     expiry marker, take one TTL longer;
+//     that vanishes no longer proves it aged out, so failover after a leader
+//     crashes takes one TTL longer;
 //   - an even number of replicas, which tolerates no more server failures
 //     than one fewer;
 //   - memory storage, whose keys and revisions do not survive a restart of
@@ -205,7 +204,7 @@ func checkStream(sc jetstream.StreamConfig) (problems []error, warnings []string
 	}
 	if sc.AllowMsgTTL {
 		warnings = append(warnings, fmt.Sprintf("per-message TTLs are on (expiry markers kept %v): a key that vanishes does not prove "+
-			"it aged out, so a first election on a key waits one TTL more; create election buckets without markers",
+			"it aged out, so failover after a leader crash takes one TTL longer; create election buckets without markers",
 			sc.SubjectDeleteMarkerTTL))
 	}
 	if sc.Replicas%2 == 0 {

@@ -240,7 +240,7 @@ func TestCheckBucketWarnsAboutPerMessageTTLs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("markers make failover slower, not elections unsafe: got %v", err)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "per-message TTLs are on") || !strings.Contains(warnings[0], "one TTL more") {
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "per-message TTLs are on") || !strings.Contains(warnings[0], "one TTL longer") {
 		t.Errorf("warnings %q, want one about per-message TTLs costing a TTL", warnings)
 	}
 }

@@ -53,8 +53,6 @@ func (c *campaigner) run(ctx context.Context) {
 	}
 	c.sub = c.hub.subscribe(c.key)
 	defer c.hub.unsubscribe(c.sub)
-	c.hub.noteTTL(c.timing.ttl, 1)
-	defer c.hub.noteTTL(c.timing.ttl, -1)
 	c.requests = c.hub.subscribe(requestKey(c.key))
 	defer c.hub.unsubscribe(c.requests)
 	for {
@@ -84,7 +82,7 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 	for {
 		view := c.hub.view(c.key)
 		if view.free() && !c.claimableAt(&view).After(time.Now()) && (!triedAny || view.expected() != tried) {
-			if t := c.claim(ctx, view.expected(), c.proven(view.classify(c.timing.ttl))); t != nil {
+			if t := c.claim(ctx, view.expected(), c.proven(view.classify())); t != nil {
 				return t, true
 			}
 			if ctx.Err() != nil {
@@ -179,7 +177,7 @@ func (c *campaigner) claim(ctx context.Context, expected uint64, pred predecesso
 	// Stop does not cancel a write in flight: the server may apply it, and
 	// only a finished write tells which revision to release.
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timing.opTimeout)
-	rev, err := c.write(opCtx, c.name, expected)
+	rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), expected)
 	cancel()
 	if err != nil {
 		if isCASConflict(err) {
@@ -248,7 +246,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		deadline := c.deadline(t)
 		sent := time.Now()
 		opCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(deadline, sent.Add(c.timing.opTimeout)))
-		rev, err := c.write(opCtx, c.name, t.revision)
+		rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), t.revision)
 		cancel()
 		c.opts.metrics.Renewed(c.key, c.name, time.Since(sent), err)
 		switch {
@@ -370,7 +368,7 @@ func (c *campaigner) releaseAs(t *tenure, value string) uint64 {
 	if time.Now().Before(t.announceAt) {
 		err = c.kv.Delete(ctx, c.key, jetstream.LastRevision(t.revision))
 	} else {
-		rev, err = c.write(ctx, value, t.revision)
+		rev, err = c.kv.Update(ctx, c.key, []byte(value), t.revision)
 	}
 	if err != nil {
 		c.log.Warn("could not release the key; it will expire", "revision", t.revision, "error", err)

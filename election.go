@@ -75,10 +75,8 @@ func checkCandidate(name, key string) error {
 
 // bucketInfo is what elections need to know of their bucket's settings.
 type bucketInfo struct {
-	ttl                 time.Duration // 0: keys live until deleted, unless written with a TTL
+	ttl                 time.Duration
 	absenceProvesExpiry bool
-	msgTTL              bool // per-message TTLs are allowed (WithKeyTTL)
-	markers             bool // expired keys leave a marker
 }
 
 // readBucket reads the bucket's settings from the server and checks that its
@@ -88,37 +86,12 @@ func readBucket(ctx context.Context, kv jetstream.KeyValue) (bucketInfo, error) 
 	if err != nil {
 		return bucketInfo{}, fmt.Errorf("%w %q: %w", ErrBucketStatus, kv.Bucket(), err)
 	}
-	info := bucketInfo{ttl: status.TTL(), absenceProvesExpiry: keysOnlyAgeOut(status), markers: status.LimitMarkerTTL() > 0}
-	if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
-		info.msgTTL = bs.StreamInfo().Config.AllowMsgTTL
-	}
-	if info.ttl == 0 && !info.msgTTL {
+	ttl := status.TTL()
+	if ttl == 0 {
 		return bucketInfo{}, fmt.Errorf("%w: bucket %q keeps keys forever; create it with a TTL between %v and %v (nats kv add --ttl 30s %s)",
 			ErrBucketNoTTL, kv.Bucket(), MinTTL, MaxTTL, kv.Bucket())
 	}
-	return info, nil
-}
-
-// electionTTL is the TTL of an election's key: its own (WithKeyTTL), checked
-// against the bucket, or the bucket's.
-func electionTTL(bucket string, info bucketInfo, o *options) (time.Duration, error) {
-	switch {
-	case o.keyTTL == 0 && info.ttl == 0:
-		return 0, fmt.Errorf("%w: bucket %q keeps keys forever unless they are written with a TTL; give the election one with WithKeyTTL, or the bucket a TTL between %v and %v",
-			ErrBucketNoTTL, bucket, MinTTL, MaxTTL)
-	case o.keyTTL == 0:
-		return info.ttl, nil
-	case o.js == nil:
-		return 0, fmt.Errorf("%w: WithKeyTTL needs the JetStream context the bucket belongs to", ErrNilBucket)
-	case !info.msgTTL:
-		return 0, fmt.Errorf("%w: bucket %q does not allow per-key TTLs; create it with LimitMarkerTTL (nats-server 2.11 or later) to use WithKeyTTL",
-			ErrBucketConfig, bucket)
-	case o.keyTTL%time.Second != 0:
-		return 0, fmt.Errorf("%w: key TTL %v; per-key TTLs are whole seconds", ErrInvalidTTL, o.keyTTL)
-	case info.ttl != 0 && o.keyTTL > info.ttl:
-		return 0, fmt.Errorf("%w: key TTL %v is longer than bucket %q's TTL %v, which would expire the key first", ErrInvalidTTL, o.keyTTL, bucket, info.ttl)
-	}
-	return o.keyTTL, nil
+	return bucketInfo{ttl: ttl, absenceProvesExpiry: keysOnlyAgeOut(status)}, nil
 }
 
 // newElection makes an election on a bucket already read; h is the shared
@@ -128,18 +101,14 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 	for _, opt := range opts {
 		opt(&o)
 	}
-	ttl, err := electionTTL(kv.Bucket(), info, &o)
-	if err != nil {
-		return nil, err
-	}
 	interval := o.interval
 	if interval == 0 {
-		interval = ttl * 3 / 4
+		interval = info.ttl * 3 / 4
 	}
-	if err := checkLimits(ttl, interval, o.unsafeShorter); err != nil {
+	if err := checkLimits(info.ttl, interval, o.unsafeShorter); err != nil {
 		return nil, err
 	}
-	t := newTiming(ttl, interval)
+	t := newTiming(info.ttl, interval)
 	t.absenceProvesExpiry = info.absenceProvesExpiry
 
 	if o.metrics == nil {

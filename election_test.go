@@ -38,17 +38,17 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		{"double dot", "m", "a..b", ttl10s, nil, election.ErrInvalidKey, `"a..b"`},
 		{"nil bucket", "m", "k", nil, nil, election.ErrNilBucket, "jetstream.KeyValue"},
 		{"bucket without TTL", "m", "k", noTTL, nil, election.ErrBucketNoTTL, `"NOTTL"`},
-		{"TTL below minimum", "m", "k", ttl1s, nil, election.ErrInvalidTTL, "TTL 1s, allowed 2s to 1h0m0s"},
-		{"TTL above maximum", "m", "k", ttl2h, nil, election.ErrInvalidTTL, "TTL 2h0m0s, allowed 2s to 1h0m0s"},
+		{"TTL below minimum", "m", "k", ttl1s, nil, election.ErrInvalidTTL, "bucket TTL 1s, allowed 2s to 1h0m0s"},
+		{"TTL above maximum", "m", "k", ttl2h, nil, election.ErrInvalidTTL, "bucket TTL 2h0m0s, allowed 2s to 1h0m0s"},
 		{"interval below minimum", "m", "k", ttl10s,
 			[]election.Option{election.WithCampaignInterval(500 * time.Millisecond)},
 			election.ErrInvalidCampaignInterval, "campaign interval 500ms is below the minimum 1s"},
 		{"interval too close to TTL", "m", "k", ttl10s,
 			[]election.Option{election.WithCampaignInterval(9800 * time.Millisecond)},
-			election.ErrInvalidCampaignInterval, "campaign interval 9.8s must be at most TTL 10s − 500ms"},
+			election.ErrInvalidCampaignInterval, "campaign interval 9.8s must be at most bucket TTL 10s − 500ms"},
 		{"unsafe option still bounds the gap", "m", "k", ttl1s,
 			[]election.Option{election.WithUnsafeShortTTL(), election.WithCampaignInterval(time.Second)},
-			election.ErrInvalidCampaignInterval, "at most TTL 1s − 10ms"},
+			election.ErrInvalidCampaignInterval, "at most bucket TTL 1s − 10ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,8 +23,8 @@ import (
 // the meantime shows as absent.
 type hub struct {
 	kv   jetstream.KeyValue
-	keys []string      // the keys to watch; nil watches the whole bucket
-	ttl  time.Duration // the bucket's TTL; 0 if it has none
+	keys []string // the keys to watch; nil watches the whole bucket
+	ttl  time.Duration
 	log  *slog.Logger
 
 	mu       sync.Mutex
@@ -36,7 +36,6 @@ type hub struct {
 	seenRev  uint64                          // the highest revision the watcher delivered
 	expected uint64                          // the highest revision this process wrote
 	expectAt time.Time                       // when expected was acknowledged
-	ttls     map[time.Duration]int           // the TTLs of the elections running on the hub, counted
 	replaced int                             // watchers replaced as stalled so far
 	reason   string                          // why the latest was replaced
 }
@@ -54,9 +53,6 @@ type hubSub struct {
 // this process made before it replaces the watcher.
 const echoTimeout = time.Second
 
-// stallCheckEvery is how often the hub checks its watcher.
-const stallCheckEvery = 100 * time.Millisecond
-
 func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.Logger) *hub {
 	return &hub{
 		kv:      kv,
@@ -64,35 +60,15 @@ func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.L
 		ttl:     ttl,
 		log:     log,
 		views:   make(map[string]*keyView),
-		ttls:    make(map[time.Duration]int),
 		subs:    make(map[string]map[*hubSub]struct{}),
 		readyCh: make(chan struct{}),
 	}
 }
 
-// quietLimitLocked is how long the bucket may stay silent while a key is
-// held before the hub suspects its watcher: a holder at the default
-// interval renews every 3/4 of its TTL, the shortest of the bucket's and
-// the running elections'. 0: no TTL is known.
-func (h *hub) quietLimitLocked() time.Duration {
-	ttl := h.ttl
-	for d := range h.ttls {
-		if ttl == 0 || d < ttl {
-			ttl = d
-		}
-	}
-	return ttl * 7 / 8
-}
-
-// noteTTL counts an election with the TTL ttl in (delta 1) or out (-1).
-func (h *hub) noteTTL(ttl time.Duration, delta int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.ttls[ttl] += delta
-	if h.ttls[ttl] <= 0 {
-		delete(h.ttls, ttl)
-	}
-}
+// quietLimit is how long the bucket may stay silent while a key is held
+// before the hub suspects its watcher: a holder at the default interval
+// renews every 3/4 TTL.
+func (h *hub) quietLimit() time.Duration { return h.ttl * 7 / 8 }
 
 // subscribe registers interest in key; the caller reads the view with view
 // and must unsubscribe.
@@ -132,7 +108,7 @@ func (h *hub) snapshot() map[string]keyView {
 	defer h.mu.Unlock()
 	views := make(map[string]keyView, len(h.views))
 	for key, v := range h.views {
-		views[key] = keyView{ready: h.ready, latest: v.latest, seenAt: v.seenAt, prev: v.prev}
+		views[key] = keyView{ready: h.ready, latest: v.latest, seenAt: v.seenAt}
 	}
 	return views
 }
@@ -161,11 +137,10 @@ func (h *hub) unsubscribe(s *hubSub) {
 func (h *hub) view(key string) keyView {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var v keyView
+	v := keyView{ready: h.ready}
 	if kv := h.views[key]; kv != nil {
-		v = *kv
+		v.latest, v.seenAt = kv.latest, kv.seenAt
 	}
-	v.ready = h.ready
 	return v
 }
 
@@ -218,7 +193,7 @@ func (h *hub) watch(ctx context.Context) jetstream.KeyWatcher {
 		if !sleep(ctx, wait) {
 			return nil
 		}
-		wait = min(wait*2, time.Second)
+		wait = min(wait*2, h.ttl/4)
 	}
 }
 
@@ -232,7 +207,7 @@ func (h *hub) consume(ctx context.Context, w jetstream.KeyWatcher, written uint6
 	h.mu.Unlock()
 	initial := make(map[string]jetstream.KeyValueEntry)
 	synced := false
-	check := time.NewTicker(stallCheckEvery)
+	check := time.NewTicker(min(h.ttl/8, 250*time.Millisecond))
 	defer check.Stop()
 	for {
 		select {
@@ -354,7 +329,7 @@ func (h *hub) stalled() string {
 	switch {
 	case h.expected > h.seenRev && now.Sub(h.expectAt) > echoTimeout:
 		return "a write of this process was not delivered"
-	case h.quietLimitLocked() > 0 && now.Sub(h.lastMsg) > h.quietLimitLocked() && h.anyHeldLocked():
+	case now.Sub(h.lastMsg) > h.quietLimit() && h.anyHeldLocked():
 		return "a key is held but the bucket was silent"
 	}
 	return ""

@@ -23,9 +23,6 @@ type keyView struct {
 	ready  bool                    // the watcher delivered the key's initial state
 	latest jetstream.KeyValueEntry // nil: no entry known
 	seenAt time.Time               // when latest arrived, on the local clock
-	// prev is the entry right before latest, when the watcher delivered
-	// both live, one after the other; nil when unknown.
-	prev jetstream.KeyValueEntry
 }
 
 // observe records an entry the watcher delivered (nil: the end of its
@@ -40,7 +37,7 @@ func (v *keyView) observe(e jetstream.KeyValueEntry) bool {
 	if v.latest != nil && e.Revision() <= v.latest.Revision() {
 		return false
 	}
-	v.prev, v.latest, v.seenAt = v.latest, e, time.Now()
+	v.latest, v.seenAt = e, time.Now()
 	return true
 }
 
@@ -51,12 +48,12 @@ func (v *keyView) replace(e jetstream.KeyValueEntry) bool {
 	switch {
 	case e == nil:
 		changed := v.latest != nil
-		v.prev, v.latest, v.seenAt = nil, nil, time.Time{}
+		v.latest, v.seenAt = nil, time.Time{}
 		return changed
 	case v.latest != nil && e.Revision() == v.latest.Revision():
 		return false
 	}
-	v.prev, v.latest, v.seenAt = nil, e, time.Now() // what came between is unknown
+	v.latest, v.seenAt = e, time.Now()
 	return true
 }
 
@@ -98,32 +95,22 @@ const (
 	// predecessorReleased: the holder's own release, which it writes only
 	// after standing down.
 	predecessorReleased
-	// predecessorAgedOut: a delete, purge or expiry marker written a TTL or
-	// more after the write right before it. Every holder's last write was
-	// that one or earlier, so every holder has stood down.
-	predecessorAgedOut
 )
 
 func (p predecessor) String() string {
-	return [...]string{"removal", "no key", "release", "removal a TTL after the last write"}[p]
+	return [...]string{"removal", "no key", "release"}[p]
 }
 
-// classify tells how the key became free, for a claim over v.expected(),
-// on a bucket with the TTL ttl. A release is written by compare-and-set over
-// its writer's own latest revision, so it proves the holder right before it
-// stood down, whatever the watcher saw before it. A removal proves it only
-// when the watcher saw the write right before it, and that write was a TTL
-// older by the server's timestamps: then no holder wrote for a TTL, which
-// is how an expiry marker comes about (a marker after a shorter per-key TTL,
-// or an early delete or purge, does not qualify).
-func (v *keyView) classify(ttl time.Duration) predecessor {
+// classify tells how the key became free, for a claim over v.expected(). A
+// release is written by compare-and-set over its writer's own latest
+// revision, so it proves the holder right before it stood down, whatever the
+// watcher saw before it.
+func (v *keyView) classify() predecessor {
 	switch {
 	case v.latest == nil:
 		return predecessorNone
 	case v.latest.Operation() == jetstream.KeyValuePut && isRelease(v.latest.Value()):
 		return predecessorReleased
-	case v.latest.Operation() != jetstream.KeyValuePut && v.prev != nil && v.latest.Created().Sub(v.prev.Created()) >= ttl:
-		return predecessorAgedOut
 	default:
 		return predecessorEarly
 	}

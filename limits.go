@@ -56,13 +56,13 @@ func checkLimits(ttl, interval time.Duration, unsafeShort bool) error {
 		minTTL, minInterval, minGap = unsafeMinTTL, unsafeMinCampaignInterval, unsafeMinIntervalGap
 	}
 	if ttl < minTTL || ttl > MaxTTL {
-		return fmt.Errorf("%w: TTL %v, allowed %v to %v", ErrInvalidTTL, ttl, minTTL, MaxTTL)
+		return fmt.Errorf("%w: bucket TTL %v, allowed %v to %v", ErrInvalidTTL, ttl, minTTL, MaxTTL)
 	}
 	if interval < minInterval {
 		return fmt.Errorf("%w: campaign interval %v is below the minimum %v", ErrInvalidCampaignInterval, interval, minInterval)
 	}
 	if ttl-interval < minGap {
-		return fmt.Errorf("%w: campaign interval %v must be at most TTL %v − %v",
+		return fmt.Errorf("%w: campaign interval %v must be at most bucket TTL %v − %v",
 			ErrInvalidCampaignInterval, interval, ttl, minGap)
 	}
 	return nil

@@ -178,9 +178,6 @@ func (b *Bucket) Observe(ctx context.Context, key string) (<-chan Leader, error)
 		defer close(out)
 		defer b.hub.unsubscribe(sub)
 		o := observer{key: key, ttl: b.info.ttl}
-		if b.info.markers {
-			o.ttl = 0 // expiries leave markers: nothing to infer
-		}
 		o.run(ctx, b.done, sub, b.hub, out)
 	}()
 	return out, nil
@@ -222,7 +219,7 @@ func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub,
 				o.started = true
 				o.pending = append(o.pending, o.current)
 			}
-			if o.current.Name != "" && o.ttl > 0 {
+			if o.current.Name != "" {
 				expiry.Reset(time.Until(o.renewed.Add(o.ttl)))
 			}
 		case <-expiry.C:

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Option configures an Election; pass options to NewElection.
@@ -21,8 +19,6 @@ type options struct {
 	interval      time.Duration
 	unsafeShorter bool
 	metrics       Metrics
-	keyTTL        time.Duration       // the key's own TTL; 0: the bucket's
-	js            jetstream.JetStream // publishes writes that carry keyTTL
 }
 
 // WonCallback is a callback OnWon accepts: the seed library's func(), or
@@ -129,18 +125,4 @@ func (o *options) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return o.logger
-}
-
-// WithKeyTTL gives the election's key a TTL of its own, so that elections
-// with different TTLs can share a bucket. Every write of the election
-// (claim, renewal, release) then carries the TTL, published through js to
-// the bucket's subject, since the KV Update call cannot. The bucket must
-// allow per-message TTLs (create it with LimitMarkerTTL; nats-server 2.11
-// or later) and may have no TTL of its own; a bucket TTL, if any, must be at
-// least ttl. ttl is whole seconds, from MinTTL to MaxTTL. Such buckets cost
-// one thing: a key that was never written can't be told from one that
-// vanished early, so the first election on a key waits ttl before it
-// announces.
-func WithKeyTTL(js jetstream.JetStream, ttl time.Duration) Option {
-	return func(o *options) { o.keyTTL, o.js = ttl, js }
 }

@@ -42,12 +42,6 @@ type group struct {
 // its own connection), named prefix-0, prefix-1, …
 func startGroup(t *testing.T, prefix, key string, kvs []jetstream.KeyValue, opts ...election.Option) *group {
 	t.Helper()
-	return startGroupEach(t, prefix, key, kvs, func(int) []election.Option { return opts })
-}
-
-// startGroupEach is startGroup with options of each candidate's own.
-func startGroupEach(t *testing.T, prefix, key string, kvs []jetstream.KeyValue, opts func(i int) []election.Option) *group {
-	t.Helper()
 	g := &group{
 		t:         t,
 		elections: map[string]*election.Election{},
@@ -65,7 +59,7 @@ func startGroupEach(t *testing.T, prefix, key string, kvs []jetstream.KeyValue, 
 				g.won(name, token, leading)
 			}),
 			election.OnLost(func(cause error) { g.lost(name, cause) }),
-		}, opts(i)...)
+		}, opts...)
 		e, err := election.NewElection(name, key, kv, all...)
 		if err != nil {
 			t.Fatal(err)

@@ -194,9 +194,6 @@ func (h *harness) setup(ctx context.Context) error {
 		if h.cfg.markers {
 			cfg.LimitMarkerTTL = time.Second
 		}
-		if h.cfg.keyTTL {
-			cfg.TTL, cfg.LimitMarkerTTL = 2*h.cfg.ttl, time.Second
-		}
 		kv, err := h.js.CreateKeyValue(ctx, cfg)
 		if err != nil {
 			return err
@@ -337,9 +334,6 @@ func (h *harness) spawnWorker() error {
 		"-bucket", bucketName, "-key", electionKey}
 	if h.cfg.ttl < election.MinTTL {
 		args = append(args, "-unsafe-short-ttl")
-	}
-	if h.cfg.keyTTL {
-		args = append(args, "-key-ttl", h.cfg.ttl.String())
 	}
 	cmd := exec.Command(h.self, args...)
 	cmd.Stderr = os.Stderr

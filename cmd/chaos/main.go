@@ -32,7 +32,6 @@ type config struct {
 	keep       bool
 	syncAlways bool
 	markers    bool
-	keyTTL     bool
 }
 
 func main() {
@@ -68,7 +67,6 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.html, "html", "", "write a timeline of the run to this HTML file")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the histories even when every invariant holds")
 	fs.BoolVar(&cfg.markers, "markers", false, "create the bucket with expiry markers (LimitMarkerTTL 1s): the audit log shows expiries")
-	fs.BoolVar(&cfg.keyTTL, "key-ttl", false, "elections use WithKeyTTL(-ttl) on a bucket with expiry markers and twice that TTL (which expires rogue writes)")
 	fs.BoolVar(&cfg.syncAlways, "sync-always", false, "servers fsync every write before acknowledging it (as for power loss; no fault here needs it)")
 	short := fs.Bool("short", false, "CI mode: one round at TTL 1s, within about 2 minutes")
 	if err := fs.Parse(args); err != nil {

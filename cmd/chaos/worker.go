@@ -35,7 +35,6 @@ func runWorker(args []string) error {
 	bucket := fs.String("bucket", "", "election bucket")
 	key := fs.String("key", "", "election key")
 	unsafeTTL := fs.Bool("unsafe-short-ttl", false, "allow TTLs below election.MinTTL")
-	keyTTL := fs.Duration("key-ttl", 0, "the key's own TTL (WithKeyTTL); 0: the bucket's")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,9 +76,6 @@ func runWorker(args []string) error {
 	}
 	if *unsafeTTL {
 		opts = append(opts, election.WithUnsafeShortTTL())
-	}
-	if *keyTTL > 0 {
-		opts = append(opts, election.WithKeyTTL(&recordingJS{JetStream: js, rec: rec}, *keyTTL))
 	}
 	e, err := election.NewElection(*name, *key, &recordingKV{KeyValue: kv, rec: rec}, opts...)
 	if err != nil {
@@ -175,37 +171,13 @@ func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.
 }
 
 func (r *recordingKV) op(op string, sent int64, rev uint64, err error) {
-	recordOp(r.rec, op, sent, rev, err)
-}
-
-// recordingJS records the election's publishes, which carry its key TTL
-// (WithKeyTTL), as updates.
-type recordingJS struct {
-	jetstream.JetStream
-	rec *recorder
-}
-
-func (r *recordingJS) Publish(ctx context.Context, subject string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	sent := monotonicNow()
-	ack, err := r.JetStream.Publish(ctx, subject, data, opts...)
-	rev := uint64(0)
-	if err == nil {
-		rev = ack.Sequence
-	}
-	recordOp(r.rec, "update", sent, rev, err)
-	return ack, err
-}
-
-func recordOp(rec *recorder, op string, sent int64, rev uint64, err error) {
 	ev := Event{Kind: "op", Op: op, Sent: sent, Rev: rev, Outcome: "ok"}
 	if err != nil {
 		ev.Outcome = "error"
-		var apiErr *jetstream.APIError
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
-			errors.As(err, &apiErr) && (apiErr.ErrorCode == 10071 || apiErr.ErrorCode == 10164) {
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			ev.Outcome = "conflict"
 		}
 		ev.Err = err.Error()
 	}
-	rec.record(ev)
+	r.rec.record(ev)
 }
