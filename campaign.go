@@ -18,7 +18,7 @@ type campaigner struct {
 	hub       *hub      // the watcher this election shares
 	sub       *hubSub   // wakes the campaigner when the key's view changes
 	requests  *hubSub   // wakes it when a request to the leader is written
-	sitOut    uint64    // the revision of this node's own resignation: it does not claim over it for a TTL
+	sitOut    uint64    // the revision of this node's own resignation: it does not claim over it for half a TTL
 	since     time.Time // when this node began to campaign for its next tenure
 }
 

@@ -27,11 +27,10 @@
 // announces leadership only once the previous holder must have stood down:
 // at once when its claim found no entry at all (the server removes a key
 // only a TTL after its last write, on buckets without per-message TTLs or
-// discard-old limits), a holder's release or handoff (written after standing
-// down and after its own announce time), or a delete, purge or expiry marker
-// a TTL or more after the write the watcher saw right before it; otherwise
-// (a delete or purge, which may come early) one full TTL after its claim was
-// acknowledged.
+// discard-old limits) or a holder's release or handoff (written after
+// standing down and after its own announce time); otherwise (a delete, a
+// purge or an expiry marker, which the watcher cannot tell from an early
+// removal) one full TTL after its claim was acknowledged.
 //
 // The leadership context handed to OnWon is cancelled by a timer at that same
 // deadline, so it can lag by scheduling delay; the (TTL−interval)/2 margin
@@ -67,8 +66,7 @@
 // candidate wins and announces within a few round trips. After a delete or
 // purge by another client a candidate wins at once and announces T later.
 // With expiry markers on the bucket (LimitMarkerTTL) an expired key leaves a
-// marker a TTL after the last renewal, and the winner over it announces at
-// once.
+// marker that counts as a removal, so the winner waits T.
 //
 // # Many elections, observers and requests
 //
@@ -79,6 +77,5 @@
 // showed. Bucket.Observe reports every change of holder of a key,
 // Bucket.Leader and Bucket.Leaders the current holders, and Bucket.Resign
 // and Bucket.Transfer ask a key's leader, in whatever process, to hand the
-// key to any other candidate or to a named one. WithKeyTTL gives an
-// election's key a TTL of its own.
+// key to any other candidate or to a named one.
 package election

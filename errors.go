@@ -88,7 +88,7 @@ var (
 	// ErrNoLeader means nobody holds the key.
 	ErrNoLeader = errors.New("election: no leader")
 	// ErrNotTransferred means leadership moved, but not to the candidate
-	// asked for (it did not claim the key within a TTL).
+	// asked for (it did not claim the key within half a TTL).
 	ErrNotTransferred = errors.New("election: leadership not transferred to the candidate asked for")
 )
 

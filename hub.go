@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,8 +17,8 @@ import (
 // A watcher can stall for 10–20 s when its server dies (the ordered
 // consumer's heartbeat check), and it never reports a key that aged out on a
 // bucket without expiry markers. The hub therefore replaces its watcher
-// whenever the stream should have spoken and did not: a write this process
-// made is not echoed within echoTimeout, or a key is held and the whole
+// whenever the stream should have spoken and did not: it owes this process
+// a write and delivers nothing new for echoTimeout, or a key is held and the whole
 // bucket stays silent for quietLimit (a holder renews well within it). The
 // new watcher's initial state replaces every view, so a key that aged out in
 // the meantime shows as absent.
@@ -35,7 +36,7 @@ type hub struct {
 	lastMsg  time.Time                       // when the watcher last delivered anything
 	seenRev  uint64                          // the highest revision the watcher delivered
 	expected uint64                          // the highest revision this process wrote
-	expectAt time.Time                       // when expected was acknowledged
+	expectAt time.Time                       // since when the watcher owes a write of this process, without progress
 	replaced int                             // watchers replaced as stalled so far
 	reason   string                          // why the latest was replaced
 }
@@ -149,8 +150,19 @@ func (h *hub) view(key string) keyView {
 func (h *hub) wrote(rev uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if rev > h.expected {
-		h.expected, h.expectAt = rev, time.Now()
+	if h.expected <= h.seenRev {
+		h.expectAt = time.Now() // nothing was owed: the clock starts now
+	}
+	h.expected = max(h.expected, rev)
+}
+
+// progressLocked records that the watcher delivered revision rev: a write
+// still owed is owed from now on.
+func (h *hub) progressLocked(rev uint64) {
+	h.lastMsg = time.Now()
+	if rev > h.seenRev {
+		h.seenRev = rev
+		h.expectAt = h.lastMsg
 	}
 }
 
@@ -166,6 +178,15 @@ func (h *hub) run(ctx context.Context) {
 		}
 		h.consume(ctx, w, written)
 		_ = w.Stop()
+		go drain(w)
+	}
+}
+
+// drain reads what a stopped watcher still delivers until it closes its
+// channel: nats.go delivers with a blocking send, and its subscription ends
+// (and closes the channel) only once no send is blocked.
+func drain(w jetstream.KeyWatcher) {
+	for range w.Updates() {
 	}
 }
 
@@ -245,16 +266,14 @@ func (h *hub) consume(ctx context.Context, w jetstream.KeyWatcher, written uint6
 func (h *hub) heard(rev uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lastMsg = time.Now()
-	h.seenRev = max(h.seenRev, rev)
+	h.progressLocked(rev)
 }
 
 // apply records a live entry and wakes the key's subscribers.
 func (h *hub) apply(e jetstream.KeyValueEntry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lastMsg = time.Now()
-	h.seenRev = max(h.seenRev, e.Revision())
+	h.progressLocked(e.Revision())
 	v := h.views[e.Key()]
 	if v == nil {
 		v = &keyView{ready: true}
@@ -273,8 +292,7 @@ func (h *hub) apply(e jetstream.KeyValueEntry) {
 func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lastMsg = time.Now()
-	h.seenRev = max(h.seenRev, written)
+	h.progressLocked(written)
 	if !h.ready {
 		h.ready = true
 		close(h.readyCh)
@@ -336,8 +354,8 @@ func (h *hub) stalled() string {
 }
 
 func (h *hub) anyHeldLocked() bool {
-	for _, v := range h.views {
-		if v.held() {
+	for key, v := range h.views {
+		if v.held() && !strings.HasPrefix(key, requestPrefix) {
 			return true
 		}
 	}

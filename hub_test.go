@@ -130,3 +130,26 @@ func TestHubShowsAKeyThatAgedOutWhileItsWatcherStalled(t *testing.T) {
 		t.Error("the hub showed the key gone without replacing its watcher")
 	}
 }
+
+func TestHubReplacesAWatcherThatFallsBehindWhileThisProcessKeepsWriting(t *testing.T) {
+	f := startHub(t)
+	f.put("released:x") // not held: the silence rule does not apply
+	f.stall()
+	// Writes every 200 ms, none delivered: the watcher owes them for more
+	// than a second however often this process writes.
+	deadline := time.Now().Add(30 * time.Second)
+	for n, _ := f.replaced(); n == 0; n, _ = f.replaced() {
+		if time.Now().After(deadline) {
+			t.Fatal("the hub never replaced a watcher that delivered none of this process's writes")
+		}
+		rev, err := f.kv.Put(context.Background(), "k", []byte("released:y"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.hub.wrote(rev)
+		time.Sleep(200 * time.Millisecond) // the pace of this process's writes
+	}
+	if _, reason := f.replaced(); reason != "a write of this process was not delivered" {
+		t.Errorf("replaced because %q, want the owed writes", reason)
+	}
+}

@@ -16,7 +16,7 @@ type Metrics interface {
 	// ended.
 	Leading(key, name string, waited time.Duration)
 	// Lost is called when leadership ends after tenure, for cause: an error
-	// matching ErrRevisionGone, ErrRenewDeadline or ErrStopped.
+	// matching ErrRevisionGone, ErrRenewDeadline, ErrStopped or ErrHandedOver.
 	Lost(key, name string, cause error, tenure time.Duration)
 	// Renewed is called after each renewal with its round-trip time; err is
 	// nil when the renewal was acknowledged.

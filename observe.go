@@ -31,13 +31,24 @@ func leaderOf(key string, v *keyView) Leader {
 }
 
 // Leader returns who holds key now, once the bucket's watcher has read the
-// bucket (ctx bounds that wait).
+// bucket (ctx bounds that wait). A holder not heard from for a TTL holds
+// nothing: its key has aged out.
 func (b *Bucket) Leader(ctx context.Context, key string) (Leader, error) {
 	if err := checkKey(key); err != nil {
 		return Leader{}, err
 	}
 	v, err := b.awaitView(ctx, key, func(*keyView) bool { return true })
-	return leaderOf(key, &v), err
+	return b.leaderOf(key, &v), err
+}
+
+// leaderOf reads who holds key from its view, as leaderOf does, except
+// that a holder not heard from for a TTL holds nothing: its key has aged out
+// even if the bucket, keeping no expiry markers, did not say so.
+func (b *Bucket) leaderOf(key string, v *keyView) Leader {
+	if v.held() && time.Since(v.seenAt) >= b.info.ttl {
+		return Leader{Key: key}
+	}
+	return leaderOf(key, v)
 }
 
 // Leaders returns the holder of every key of the bucket that has one, once
@@ -47,11 +58,13 @@ func (b *Bucket) Leaders(ctx context.Context) ([]Leader, error) {
 	case <-b.hub.readyCh:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("bucket %q: %w", b.kv.Bucket(), ctx.Err())
+	case <-b.done:
+		return nil, fmt.Errorf("%w: bucket %q was closed", ErrStopped, b.kv.Bucket())
 	}
 	var leaders []Leader
 	for key, v := range b.hub.snapshot() {
-		if v.held() && !strings.HasPrefix(key, requestPrefix) {
-			leaders = append(leaders, leaderOf(key, &v))
+		if l := b.leaderOf(key, &v); l.Name != "" && !strings.HasPrefix(key, requestPrefix) {
+			leaders = append(leaders, l)
 		}
 	}
 	return leaders, nil
@@ -70,6 +83,8 @@ func (b *Bucket) awaitView(ctx context.Context, key string, ok func(*keyView) bo
 		select {
 		case <-ctx.Done():
 			return v, fmt.Errorf("bucket %q, key %q: %w", b.kv.Bucket(), key, ctx.Err())
+		case <-b.done:
+			return v, fmt.Errorf("%w: bucket %q was closed", ErrStopped, b.kv.Bucket())
 		case <-sub.changed:
 		}
 	}
@@ -122,7 +137,7 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 	if err != nil {
 		return old, fmt.Errorf("key %q of bucket %q: writing the request: %w", key, b.kv.Bucket(), err)
 	}
-	now, err := b.awaitSuccessor(ctx, sub, rev)
+	now, err := b.awaitSuccessor(ctx, sub, rev, old.Name)
 	switch {
 	case err != nil:
 		return now, fmt.Errorf("key %q of bucket %q: %w", key, b.kv.Bucket(), err)
@@ -132,10 +147,11 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 	return now, nil
 }
 
-// awaitSuccessor waits for the holder that claims the key after the leader
-// gave it up: the first entry after a release, handoff or removal written
-// after the request at revision rev.
-func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64) (Leader, error) {
+// awaitSuccessor waits for the holder that claims the key after old gave it
+// up: a claim after the request at revision rev by another candidate, or
+// any claim after a release, handoff or removal written after the request
+// (the old leader may claim again after sitting out).
+func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64, old string) (Leader, error) {
 	given := false
 	for {
 		_, entries := b.hub.drain(sub)
@@ -145,7 +161,7 @@ func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64) (L
 			switch {
 			case e == nil || e.Revision() > rev && !v.held():
 				given = true
-			case given && v.held():
+			case v.held() && (given || e.Revision() > rev && string(e.Value()) != old):
 				return leaderOf(sub.key, &v), nil
 			}
 		}

@@ -48,7 +48,7 @@ func OnWon[F WonCallback](cb F) Option {
 
 // LostCallback is a callback OnLost accepts: the seed library's func(), or
 // func(cause) with the reason leadership ended: an error matching
-// ErrRevisionGone, ErrRenewDeadline or ErrStopped.
+// ErrRevisionGone, ErrRenewDeadline, ErrStopped or ErrHandedOver.
 type LostCallback interface {
 	func() | func(cause error)
 }

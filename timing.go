@@ -14,7 +14,10 @@ import "time"
 //     expires it before T has passed, so on normal expiry the old leader has
 //     stood down (T−I)/2 before any claim over no entry can succeed: such a
 //     winner announces at once, as does one that claimed over the holder's
-//     own release.
+//     own release or handoff: the holder writes either by compare-and-set
+//     over its own latest revision, only after standing down and once its
+//     own announce time has passed (so every holder before it had stood
+//     down too).
 //   - The key can also vanish early (deleted or purged). A winner over a
 //     delete or purge marker therefore announces only announceDelay = T after
 //     its claim was acknowledged: later than any earlier leader's validity,

@@ -154,3 +154,26 @@ func TestObserveReportsEveryChangeOfHolder(t *testing.T) {
 	third := g.awaitWin()
 	expectChanges(t, changes, "", third.name)
 }
+
+// A leader that crashes never serves the request; Resign returns the
+// candidate that claims the key once it aged out.
+func TestResignReturnsTheSuccessorOfALeaderThatCrashed(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWithBucket(t, "CRASHED")
+	kvs, proxies := proxied(t, s, "CRASHED", 3)
+	g := startGroup(t, "c", "k", kvs)
+	leader := g.awaitWin()
+	b, err := election.OpenBucket(context.Background(), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	proxies[leader.name].Close()
+	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
+	defer cancel()
+	got, err := b.Resign(ctx, "k")
+	if err != nil || got.Name == "" || got.Name == leader.name {
+		t.Fatalf("Resign of the crashed %s: %+v, %v; want its successor", leader.name, got, err)
+	}
+}

@@ -13,6 +13,7 @@ const (
 	causeRevisionGone  = "revision_gone"
 	causeRenewDeadline = "renew_deadline"
 	causeStopped       = "stopped"
+	causeHandedOver    = "handed_over"
 	causeOther         = "other"
 )
 
@@ -76,7 +77,7 @@ func NewCollector(opts ...Option) (*Collector, error) {
 		won: prometheus.NewCounterVec(prometheus.CounterOpts(opt("won_total",
 			"Leaderships announced by this candidate.")), labels),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts(opt("lost_total",
-			"Leaderships ended, by cause: revision_gone, renew_deadline, stopped or other.")),
+			"Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over or other.")),
 			[]string{"key", "name", "cause"}),
 		tenure: histogram("tenure_seconds",
 			"Length of each ended leadership, from announcement to stand-down.", o.tenureBuckets),
@@ -137,7 +138,7 @@ func (c *Collector) Campaigning(key, name string, interval time.Duration) {
 	c.isLeader.WithLabelValues(key, name).Set(0)
 	c.won.WithLabelValues(key, name)
 	c.renewFailures.WithLabelValues(key, name)
-	for _, cause := range []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeOther} {
+	for _, cause := range []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeHandedOver, causeOther} {
 		c.lost.WithLabelValues(key, name, cause)
 	}
 }
@@ -182,6 +183,8 @@ func causeLabel(cause error) string {
 		return causeRenewDeadline
 	case errors.Is(cause, election.ErrStopped):
 		return causeStopped
+	case errors.Is(cause, election.ErrHandedOver):
+		return causeHandedOver
 	default:
 		return causeOther
 	}

@@ -79,8 +79,10 @@ func TestCollectorFollowsElections(t *testing.T) {
 	waitFor(t, "b to lose the deleted key", func() bool { return value(t, reg, "is_leader", "svc", "b") == 0 })
 	b.Stop()
 	expect(t, reg, `
-		# HELP kvelect_election_lost_total Leaderships ended, by cause: revision_gone, renew_deadline, stopped or other.
+		# HELP kvelect_election_lost_total Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over or other.
 		# TYPE kvelect_election_lost_total counter
+		kvelect_election_lost_total{cause="handed_over",key="svc",name="a"} 0
+		kvelect_election_lost_total{cause="handed_over",key="svc",name="b"} 0
 		kvelect_election_lost_total{cause="other",key="svc",name="a"} 0
 		kvelect_election_lost_total{cause="other",key="svc",name="b"} 0
 		kvelect_election_lost_total{cause="renew_deadline",key="svc",name="a"} 0
@@ -134,6 +136,7 @@ func TestLostCauses(t *testing.T) {
 		label string
 	}{
 		{fmt.Errorf("%w: revision 7 was written by another client", election.ErrRevisionGone), "revision_gone"},
+		{fmt.Errorf("%w: %q at revision 9", election.ErrHandedOver, "resign"), "handed_over"},
 		{fmt.Errorf("%w: timeout", election.ErrRenewDeadline), "renew_deadline"},
 		{election.ErrStopped, "stopped"},
 		{errors.New("something else"), "other"},

@@ -31,7 +31,8 @@
 // deleted or purged the key, or it expired: election.ErrRevisionGone),
 // renew_deadline (the leader could not renew in time and stood down:
 // election.ErrRenewDeadline), stopped (the election was stopped:
-// election.ErrStopped), or other. Counters start at 0 for every cause when an
+// election.ErrStopped), handed_over (it resigned or transferred leadership
+// on request: election.ErrHandedOver), or other. Counters start at 0 for every cause when an
 // election begins to campaign, so that rates and increases see the first
 // event.
 //

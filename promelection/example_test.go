@@ -69,6 +69,7 @@ func ExampleNewCollector() {
 	}
 	// Output:
 	// kvelect_election_is_leader{key="scheduler",name="replica-1"} 0
+	// kvelect_election_lost_total{cause="handed_over",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="other",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="renew_deadline",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="revision_gone",key="scheduler",name="replica-1"} 0
