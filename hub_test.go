@@ -63,8 +63,14 @@ func (f *hubFixture) await(what string, ok func(keyView) bool) {
 // ordered consumer's heartbeat check (about 10 s).
 func (f *hubFixture) stall() {
 	f.t.Helper()
+	f.stallStream("KV_HUB")
+}
+
+// stallStream deletes the one consumer on the stream, the hub's.
+func (f *hubFixture) stallStream(name string) {
+	f.t.Helper()
 	ctx := context.Background()
-	stream, err := f.js.Stream(ctx, "KV_HUB")
+	stream, err := f.js.Stream(ctx, name)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -151,5 +157,65 @@ func TestHubReplacesAWatcherThatFallsBehindWhileThisProcessKeepsWriting(t *testi
 	}
 	if _, reason := f.replaced(); reason != "a write of this process was not delivered" {
 		t.Errorf("replaced because %q, want the owed writes", reason)
+	}
+}
+
+func TestObserveCarriesOnAcrossAStalledWatcher(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "OBS", TTL: 2 * time.Second, Storage: jetstream.MemoryStorage})
+	b, err := OpenBucket(context.Background(), kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes, err := b.Observe(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(want string) {
+		t.Helper()
+		select {
+		case l := <-changes:
+			if l.Name != want {
+				t.Fatalf("observer got holder %q, want %q", l.Name, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("observer got no change, want holder %q", want)
+		}
+	}
+	next("")
+	if _, err := kv.Put(ctx, "k", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	next("a")
+
+	f := &hubFixture{t: t, js: js, kv: kv, hub: b.hub}
+	f.stallStream("KV_OBS")
+	for _, v := range []string{"released:a", "b"} {
+		if _, err := kv.Put(ctx, "k", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Either nats.go's ordered consumer notices the deletion and resumes
+	// where it stopped (the release, then b), or the hub replaces the
+	// watcher once the held key's bucket stays silent, and the new watcher
+	// finds b (the release left no trace). Either way b is reported.
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l := <-changes:
+			switch l.Name {
+			case "b":
+				return
+			case "":
+			default:
+				t.Fatalf("observer got holder %q after the stall, want the release then b, or b", l.Name)
+			}
+		case <-timeout:
+			t.Fatal("the observer never reported b after the stall")
+		}
 	}
 }
