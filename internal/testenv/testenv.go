@@ -86,3 +86,24 @@ func VerifyNoLeaks(m *testing.M, cleanups ...func()) {
 	}
 	os.Exit(code)
 }
+
+// VerifyNoLeaksWithServer starts an embedded server for a package's
+// examples, sets *url to its address, and runs the tests as VerifyNoLeaks
+// does, shutting the server down before the leak check.
+func VerifyNoLeaksWithServer(m *testing.M, url *string) {
+	dir, err := os.MkdirTemp("", "kvelect-examples-")
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	s, err := embedded.Server(dir)
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	*url = s.ClientURL()
+	VerifyNoLeaks(m, func() {
+		embedded.Shutdown(s)
+		os.RemoveAll(dir)
+	})
+}
