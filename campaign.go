@@ -53,6 +53,8 @@ func (c *campaigner) run(ctx context.Context) {
 	}
 	c.sub = c.hub.subscribe(c.key)
 	defer c.hub.unsubscribe(c.sub)
+	c.hub.noteInterval(c.timing.interval, 1)
+	defer c.hub.noteInterval(c.timing.interval, -1)
 	c.requests = c.hub.subscribe(requestKey(c.key))
 	defer c.hub.unsubscribe(c.requests)
 	for {

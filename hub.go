@@ -28,17 +28,18 @@ type hub struct {
 	ttl  time.Duration
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	views    map[string]*keyView             // by key: every key seen or subscribed to
-	subs     map[string]map[*hubSub]struct{} // by key
-	ready    bool                            // the first watcher delivered its initial state
-	readyCh  chan struct{}                   // closed when ready turns true
-	lastMsg  time.Time                       // when the watcher last delivered anything
-	seenRev  uint64                          // the highest revision the watcher delivered
-	expected uint64                          // the highest revision this process wrote
-	expectAt time.Time                       // since when the watcher owes a write of this process, without progress
-	replaced int                             // watchers replaced as stalled so far
-	reason   string                          // why the latest was replaced
+	mu        sync.Mutex
+	views     map[string]*keyView             // by key: every key seen or subscribed to
+	subs      map[string]map[*hubSub]struct{} // by key
+	ready     bool                            // the first watcher delivered its initial state
+	readyCh   chan struct{}                   // closed when ready turns true
+	lastMsg   time.Time                       // when the watcher last delivered anything
+	seenRev   uint64                          // the highest revision the watcher delivered
+	expected  uint64                          // the highest revision this process wrote
+	expectAt  time.Time                       // since when the watcher owes a write of this process, without progress
+	intervals map[time.Duration]int           // the campaign intervals of the elections running here, counted
+	replaced  int                             // watchers replaced as stalled so far
+	reason    string                          // why the latest was replaced
 }
 
 // hubSub is one subscriber's interest in one key: changed receives a value
@@ -56,20 +57,41 @@ const echoTimeout = time.Second
 
 func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.Logger) *hub {
 	return &hub{
-		kv:      kv,
-		keys:    keys,
-		ttl:     ttl,
-		log:     log,
-		views:   make(map[string]*keyView),
-		subs:    make(map[string]map[*hubSub]struct{}),
-		readyCh: make(chan struct{}),
+		kv:        kv,
+		keys:      keys,
+		ttl:       ttl,
+		log:       log,
+		views:     make(map[string]*keyView),
+		subs:      make(map[string]map[*hubSub]struct{}),
+		intervals: make(map[time.Duration]int),
+		readyCh:   make(chan struct{}),
 	}
 }
 
-// quietLimit is how long the bucket may stay silent while a key is held
-// before the hub suspects its watcher: a holder at the default interval
-// renews every 3/4 TTL.
-func (h *hub) quietLimit() time.Duration { return h.ttl * 7 / 8 }
+// quietLimitLocked is how long the bucket may stay silent while a key is
+// held before the hub suspects its watcher: a holder renews once per
+// campaign interval I, so the limit is I + (TTL−I)/2 for the longest
+// interval of the elections running here, or the default interval (3/4
+// TTL, which makes it 7/8 TTL). A holder elsewhere with a longer interval
+// makes the hub replace its watcher needlessly, once per renewal.
+func (h *hub) quietLimitLocked() time.Duration {
+	longest := h.ttl * 3 / 4
+	for i := range h.intervals {
+		longest = max(longest, i)
+	}
+	return longest + (h.ttl-longest)/2
+}
+
+// noteInterval counts an election renewing every interval in (delta 1) or
+// out (-1).
+func (h *hub) noteInterval(interval time.Duration, delta int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.intervals[interval] += delta
+	if h.intervals[interval] <= 0 {
+		delete(h.intervals, interval)
+	}
+}
 
 // subscribe registers interest in key; the caller reads the view with view
 // and must unsubscribe.
@@ -347,7 +369,7 @@ func (h *hub) stalled() string {
 	switch {
 	case h.expected > h.seenRev && now.Sub(h.expectAt) > echoTimeout:
 		return "a write of this process was not delivered"
-	case now.Sub(h.lastMsg) > h.quietLimit() && h.anyHeldLocked():
+	case now.Sub(h.lastMsg) > h.quietLimitLocked() && h.anyHeldLocked():
 		return "a key is held but the bucket was silent"
 	}
 	return ""
