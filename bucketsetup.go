@@ -101,8 +101,13 @@ func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		if err == nil {
 			return kv, nil
 		}
-		if !errors.Is(err, jetstream.ErrBucketExists) {
-			return nil, fmt.Errorf("%w: creating bucket %q: %w", ErrBucketConfig, cfg.Bucket, err)
+		var apiErr *jetstream.APIError
+		switch {
+		case errors.Is(err, jetstream.ErrBucketExists):
+		case errors.As(err, &apiErr):
+			return nil, fmt.Errorf("%w: the server refused bucket %q: %w", ErrBucketConfig, cfg.Bucket, err)
+		default:
+			return nil, fmt.Errorf("%w %q: creating it: %w", ErrBucketStatus, cfg.Bucket, err)
 		}
 		// Another client created it meanwhile: check theirs.
 		kv, err = js.KeyValue(ctx, cfg.Bucket)

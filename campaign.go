@@ -83,7 +83,7 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 	tried, triedAny := uint64(0), false // the revision a lost claim expected: wait for the key to change
 	for {
 		view := c.hub.view(c.key)
-		if view.free() && !c.claimableAt(&view).After(time.Now()) && (!triedAny || view.expected() != tried) {
+		if c.canClaim(&view, tried, triedAny) {
 			if t := c.claim(ctx, view.expected(), c.proven(view.classify())); t != nil {
 				return t, true
 			}
@@ -100,7 +100,7 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 			return nil, false
 		case <-c.sub.changed:
 		case <-timer.C:
-			if v := c.hub.view(c.key); v.free() && !c.claimableAt(&v).After(time.Now()) && (!triedAny || v.expected() != tried) {
+			if v := c.hub.view(c.key); c.canClaim(&v, tried, triedAny) {
 				continue // a handoff to another candidate or a resignation no longer keeps this node away
 			}
 			// No news for a while: the latest entry may have aged out, which
@@ -128,12 +128,19 @@ func (c *campaigner) fallbackAt(view *keyView, lost int) time.Time {
 	case view.held() && view.seenAt.Add(c.timing.ttl).After(now):
 		return view.seenAt.Add(c.timing.ttl)
 	case view.free() && c.claimableAt(view).After(now):
-		return c.claimableAt(view)
+		return c.claimableAt(view) // a handoff or resignation keeps this node away until then
 	case lost == 0:
 		return now
 	default:
 		return now.Add(c.retryWait(lost))
 	}
+}
+
+// canClaim reports whether this node should claim over the key's latest
+// entry now: the key is free, nothing keeps this node away, and no claim of
+// its own already lost over that entry (tried, if triedAny).
+func (c *campaigner) canClaim(v *keyView, tried uint64, triedAny bool) bool {
+	return v.free() && !c.claimableAt(v).After(time.Now()) && (!triedAny || v.expected() != tried)
 }
 
 // claimableAt is when this node may claim over the key's latest entry: a

@@ -87,9 +87,11 @@ var (
 var (
 	// ErrNoLeader means nobody holds the key.
 	ErrNoLeader = errors.New("election: no leader")
-	// ErrNotTransferred means leadership moved, but not to the candidate
-	// asked for (it did not claim the key within half a TTL).
-	ErrNotTransferred = errors.New("election: leadership not transferred to the candidate asked for")
+	// ErrNotTransferred means leadership did not move as asked: the
+	// candidate a transfer named did not claim the key within half a TTL and
+	// another did, or no other candidate claimed the key a leader resigned,
+	// and it took the key back.
+	ErrNotTransferred = errors.New("election: leadership not handed over as asked")
 )
 
 // isCASConflict reports whether err says a compare-and-set lost to another

@@ -48,7 +48,7 @@ type hubSub struct {
 	key     string
 	changed chan struct{}
 	logs    bool                      // keep every entry, for observers
-	entries []jetstream.KeyValueEntry // kept entries not yet drained; nil: the key has none
+	entries []jetstream.KeyValueEntry // kept entries not yet drained; a nil entry: the key had none
 }
 
 // echoTimeout is how long the hub waits for its watcher to deliver a write
@@ -71,8 +71,8 @@ func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.L
 // quietLimitLocked is how long the bucket may stay silent while a key is
 // held before the hub suspects its watcher: a holder renews once per
 // campaign interval I, so the limit is I + (TTL−I)/2 for the longest
-// interval of the elections running here, or the default interval (3/4
-// TTL, which makes it 7/8 TTL). A holder elsewhere with a longer interval
+// interval of the elections running here, and at least that for the default
+// interval (3/4 TTL, which makes it 7/8 TTL). A holder elsewhere with a longer interval
 // makes the hub replace its watcher needlessly, once per renewal.
 func (h *hub) quietLimitLocked() time.Duration {
 	longest := h.ttl * 3 / 4

@@ -37,14 +37,14 @@ func (b *Bucket) Leader(ctx context.Context, key string) (Leader, error) {
 	if err := checkKey(key); err != nil {
 		return Leader{}, err
 	}
-	v, err := b.awaitView(ctx, key, func(*keyView) bool { return true })
-	return b.leaderOf(key, &v), err
+	v, err := b.awaitView(ctx, key)
+	return b.holderOf(key, &v), err
 }
 
-// leaderOf reads who holds key from its view, as leaderOf does, except
+// holderOf reads who holds key from its view, as leaderOf does, except
 // that a holder not heard from for a TTL holds nothing: its key has aged out
 // even if the bucket, keeping no expiry markers, did not say so.
-func (b *Bucket) leaderOf(key string, v *keyView) Leader {
+func (b *Bucket) holderOf(key string, v *keyView) Leader {
 	if v.held() && time.Since(v.seenAt) >= b.info.ttl {
 		return Leader{Key: key}
 	}
@@ -63,21 +63,21 @@ func (b *Bucket) Leaders(ctx context.Context) ([]Leader, error) {
 	}
 	var leaders []Leader
 	for key, v := range b.hub.snapshot() {
-		if l := b.leaderOf(key, &v); l.Name != "" && !strings.HasPrefix(key, requestPrefix) {
+		if l := b.holderOf(key, &v); l.Name != "" && !strings.HasPrefix(key, requestPrefix) {
 			leaders = append(leaders, l)
 		}
 	}
 	return leaders, nil
 }
 
-// awaitView waits until the watcher has read the bucket and the view of key
-// satisfies ok, and returns that view.
-func (b *Bucket) awaitView(ctx context.Context, key string, ok func(*keyView) bool) (keyView, error) {
+// awaitView waits until the watcher has read the bucket, and returns the
+// view of key.
+func (b *Bucket) awaitView(ctx context.Context, key string) (keyView, error) {
 	sub := b.hub.subscribe(key)
 	defer b.hub.unsubscribe(sub)
 	for {
 		v := b.hub.view(key)
-		if v.ready && ok(&v) {
+		if v.ready {
 			return v, nil
 		}
 		select {
@@ -141,8 +141,10 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 	switch {
 	case err != nil:
 		return now, fmt.Errorf("key %q of bucket %q: %w", key, b.kv.Bucket(), err)
-	case to != "" && now.Name != to, to == "" && now.Name == old.Name:
-		return now, fmt.Errorf("%w: %s leads %q", ErrNotTransferred, now.Name, key)
+	case to != "" && now.Name != to:
+		return now, fmt.Errorf("%w: %s leads %q, not %s", ErrNotTransferred, now.Name, key, to)
+	case to == "" && now.Name == old.Name:
+		return now, fmt.Errorf("%w: %s took %q back, no other candidate having claimed it", ErrNotTransferred, now.Name, key)
 	}
 	return now, nil
 }
@@ -193,7 +195,7 @@ func (b *Bucket) Observe(ctx context.Context, key string) (<-chan Leader, error)
 	go func() {
 		defer close(out)
 		defer b.hub.unsubscribe(sub)
-		o := observer{key: key, ttl: b.info.ttl}
+		o := observer{key: key, ttl: b.info.ttl, current: Leader{Key: key}}
 		o.run(ctx, b.done, sub, b.hub, out)
 	}()
 	return out, nil

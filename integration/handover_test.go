@@ -117,6 +117,20 @@ func TestTransferToAnAbsentCandidateFallsBackAfterATTL(t *testing.T) {
 	}
 }
 
+func TestObserveStartsWithTheKeyEvenWhenNobodyHoldsIt(t *testing.T) {
+	t.Parallel()
+	_, admin := serverWithBucket(t, "NOBODY")
+	b, err := election.OpenBucket(context.Background(), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	first := <-observe(t, b)
+	if first.Key != "k" || first.Name != "" {
+		t.Errorf("first observation %+v, want key k held by nobody", first)
+	}
+}
+
 func TestRequestsNeedALeader(t *testing.T) {
 	t.Parallel()
 	_, admin := serverWithBucket(t, "NOLEADER")

@@ -15,11 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// defaultBucket is the bucket run and bucket use when --bucket is not given.
+// defaultBucket is the bucket the commands use when --bucket is not given.
 const defaultBucket = "ELECTIONS"
 
-// bucketTimeout bounds the requests of the bucket command, and run's
-// opening of the bucket.
+// bucketTimeout bounds the requests of the commands that open a bucket.
 const bucketTimeout = 10 * time.Second
 
 const bucketAbout = `Usage:
@@ -169,12 +168,12 @@ func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetst
 	switch {
 	case errors.As(err, &be):
 		printProblems(stdout, be)
-		fmt.Fprintf(stdout, "unusable for elections\n")
+		fmt.Fprintln(stdout, "unusable for elections")
 		return exitError
 	case err != nil:
 		return fail(stderr, path, err)
 	}
-	fmt.Fprintf(stdout, "usable for elections\n")
+	fmt.Fprintln(stdout, "usable for elections")
 	return exitOK
 }
 

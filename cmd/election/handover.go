@@ -51,17 +51,16 @@ type handoverConfig struct {
 
 // resignMain runs "election resign".
 func resignMain(args []string, stdout, stderr io.Writer) int {
-	return handoverMain("election resign", resignAbout, args, stdout, stderr)
+	return handoverMain("election resign", resignAbout, false, args, stdout, stderr)
 }
 
 // transferMain runs "election transfer".
 func transferMain(args []string, stdout, stderr io.Writer) int {
-	return handoverMain("election transfer", transferAbout, args, stdout, stderr)
+	return handoverMain("election transfer", transferAbout, true, args, stdout, stderr)
 }
 
-func handoverMain(path, about string, args []string, stdout, stderr io.Writer) int {
+func handoverMain(path, about string, transfer bool, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet(path, about)
-	transfer := about == transferAbout
 	var cfg handoverConfig
 	cfg.conn.add(fs)
 	fs.StringVar(&cfg.key, "key", "", "the election `KEY` (required)")

@@ -75,7 +75,7 @@ func TestResignWithALoneCandidateFails(t *testing.T) {
 	waitLeader(t, elections)
 
 	code, stdout, stderr := runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job")
-	wantOneLineError(t, code, exitError, stdout, stderr, election.ErrNotTransferred.Error(), `lone leads "job"`)
+	wantOneLineError(t, code, exitError, stdout, stderr, election.ErrNotTransferred.Error(), `lone took "job" back`)
 
 	waitLeader(t, elections)
 	code, stdout, stderr = runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job", "--timeout", "100ms")
