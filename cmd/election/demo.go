@@ -246,7 +246,7 @@ func bindBucket(ctx context.Context, log *logrus.Logger, js jetstream.JetStream,
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("binding bucket %s: %w", bucket, err)
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
+	kv, err = election.CreateBucket(ctx, js, election.BucketConfig{Bucket: bucket, TTL: ttl})
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", bucket, err)
 	}
