@@ -64,7 +64,7 @@ func OpenBucket(ctx context.Context, kv jetstream.KeyValue, defaults ...Option) 
 // as the package's NewElection does, with the bucket's default options
 // followed by opts. It reads nothing from the server.
 func (b *Bucket) NewElection(name, key string, opts ...Option) (*Election, error) {
-	if err := checkCandidate(name, key); err != nil {
+	if err := CheckCandidate(name, key); err != nil {
 		return nil, err
 	}
 	e, err := newElection(name, key, b.kv, b.info, b.hub, append(append([]Option(nil), b.defaults...), opts...))

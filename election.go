@@ -48,7 +48,7 @@ var validKey = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
 // hard limits in limits.go. The election watches its key with a watcher of
 // its own; elections made by a Bucket share one.
 func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Election, error) {
-	if err := checkCandidate(name, key); err != nil {
+	if err := CheckCandidate(name, key); err != nil {
 		return nil, err
 	}
 	if kv == nil {
@@ -63,14 +63,17 @@ func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Elec
 	return newElection(name, key, kv, info, nil, opts)
 }
 
-func checkCandidate(name, key string) error {
+// CheckCandidate returns the error NewElection would give for the candidate
+// name and the key (ErrInvalidName, ErrInvalidKey), or nil if both are
+// allowed.
+func CheckCandidate(name, key string) error {
 	if name == "" {
 		return fmt.Errorf("%w: the name must not be empty", ErrInvalidName)
 	}
 	if isRelease([]byte(name)) {
 		return fmt.Errorf("%w %q: names must not start with %q or %q, which mark a released key", ErrInvalidName, name, releasePrefix, handoffPrefix)
 	}
-	return checkKey(key)
+	return CheckKey(key)
 }
 
 // bucketInfo is what elections need to know of their bucket's settings.
@@ -141,7 +144,10 @@ func keysOnlyAgeOut(status jetstream.KeyValueStatus) bool {
 	return !cfg.AllowMsgTTL && !evicts
 }
 
-func checkKey(key string) error {
+// CheckKey returns the error NewElection would give for key
+// (ErrInvalidKey), naming what is allowed, or nil if key can be an election
+// key.
+func CheckKey(key string) error {
 	const allowed = "letters, digits and - / _ = . (not at the start or end, not twice in a row)"
 	switch {
 	case key == "":

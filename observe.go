@@ -34,7 +34,7 @@ func leaderOf(key string, v *keyView) Leader {
 // bucket (ctx bounds that wait). A holder not heard from for a TTL holds
 // nothing: its key has aged out.
 func (b *Bucket) Leader(ctx context.Context, key string) (Leader, error) {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return Leader{}, err
 	}
 	v, err := b.awaitView(ctx, key)
@@ -108,14 +108,14 @@ func (b *Bucket) Resign(ctx context.Context, key string) (Leader, error) {
 // and Transfer returns that leader with ErrNotTransferred. It returns
 // ErrNoLeader if nobody holds the key, and at once if to leads already.
 func (b *Bucket) Transfer(ctx context.Context, key, to string) (Leader, error) {
-	if err := checkCandidate(to, key); err != nil {
+	if err := CheckCandidate(to, key); err != nil {
 		return Leader{}, err
 	}
 	return b.request(ctx, key, to)
 }
 
 func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return Leader{}, err
 	}
 	old, err := b.Leader(ctx, key)
@@ -187,7 +187,7 @@ func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64, ol
 // delivered (changes in between left no trace in the bucket). The channel
 // is closed when ctx is done or the bucket is closed.
 func (b *Bucket) Observe(ctx context.Context, key string) (<-chan Leader, error) {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
 	out := make(chan Leader)

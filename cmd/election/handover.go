@@ -131,8 +131,7 @@ func (cfg *handoverConfig) check(transfer bool) error {
 	if name == "" {
 		name = "resign"
 	}
-	// NewElection checks the name and key before it looks at the bucket.
-	if _, err := election.NewElection(name, cfg.key, nil); !errors.Is(err, election.ErrNilBucket) {
+	if err := election.CheckCandidate(name, cfg.key); err != nil {
 		return err
 	}
 	if cfg.timeout <= 0 {

@@ -125,8 +125,7 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	if cfg.key == "" {
 		return nil, errors.New("--key is required: the key to campaign for")
 	}
-	// NewElection checks the name and key before it looks at the bucket.
-	if _, err := election.NewElection(cfg.name, cfg.key, nil); !errors.Is(err, election.ErrNilBucket) {
+	if err := election.CheckCandidate(cfg.name, cfg.key); err != nil {
 		return nil, err
 	}
 	if cfg.grace < 0 {

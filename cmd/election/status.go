@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -127,11 +126,7 @@ func checkKeyFlag(key string) error {
 	if key == "" {
 		return nil
 	}
-	// NewElection checks the name and key before it looks at the bucket.
-	if _, err := election.NewElection("status", key, nil); !errors.Is(err, election.ErrNilBucket) {
-		return err
-	}
-	return nil
+	return election.CheckKey(key)
 }
 
 // countWatchers returns the number of consumers on the bucket's stream: one
