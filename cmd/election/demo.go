@@ -82,20 +82,7 @@ func configFromEnv() (config, error) {
 }
 
 func configureLog(log *logrus.Logger, cfg config) error {
-	switch cfg.logFormat {
-	case "", "text":
-		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
-	case "json":
-		log.SetFormatter(&logrus.JSONFormatter{})
-	default:
-		return fmt.Errorf("LOG_FORMAT=%q: want text or json", cfg.logFormat)
-	}
-	level, err := logrus.ParseLevel(cfg.logLevel)
-	if err != nil {
-		return fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", cfg.logLevel)
-	}
-	log.SetLevel(level)
-	return nil
+	return setupLog(log, cfg.logFormat, cfg.logLevel, "LOG_FORMAT=", "LOG_LEVEL=")
 }
 
 func envOr(name, fallback string) string {

@@ -141,19 +141,12 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 		return nil, errors.New("no COMMAND given: election run --key K -- COMMAND [ARGS...]")
 	}
 	log := logrus.New()
-	switch cfg.logFormat {
-	case "text":
-		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
-	case "json":
-		log.SetFormatter(&logrus.JSONFormatter{})
-	default:
+	if cfg.logFormat == "" {
 		return nil, fmt.Errorf("--log-format %q: want text or json", cfg.logFormat)
 	}
-	level, err := logrus.ParseLevel(cfg.logLevel)
-	if err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.logLevel)
+	if err := setupLog(log, cfg.logFormat, cfg.logLevel, "--log-format ", "--log-level "); err != nil {
+		return nil, err
 	}
-	log.SetLevel(level)
 	return log, nil
 }
 
