@@ -93,8 +93,14 @@ func NewCollector(opts ...Option) (*Collector, error) {
 	}, nil
 }
 
-func (c *Collector) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+// metricVec is what the collector's metric families have in common.
+type metricVec interface {
+	prometheus.Collector
+	DeletePartialMatch(labels prometheus.Labels) int
+}
+
+func (c *Collector) collectors() []metricVec {
+	return []metricVec{
 		c.isLeader, c.won, c.lost, c.tenure, c.renewLatency, c.renewFailures, c.campaignInterval, c.acquire,
 	}
 }
@@ -121,14 +127,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // would bring some back at its next event.
 func (c *Collector) Forget(key, name string) {
 	labels := prometheus.Labels{"key": key, "name": name}
-	c.isLeader.DeletePartialMatch(labels)
-	c.won.DeletePartialMatch(labels)
-	c.lost.DeletePartialMatch(labels)
-	c.tenure.DeletePartialMatch(labels)
-	c.renewLatency.DeletePartialMatch(labels)
-	c.renewFailures.DeletePartialMatch(labels)
-	c.campaignInterval.DeletePartialMatch(labels)
-	c.acquire.DeletePartialMatch(labels)
+	for _, m := range c.collectors() {
+		m.DeletePartialMatch(labels)
+	}
 }
 
 // Campaigning records the campaign interval and sets is_leader to 0; it
