@@ -18,7 +18,7 @@
 //     at rates within (TTL−interval)/(2·TTL) of each other (12.5% at the
 //     default interval);
 //   - the bucket's TTL does not change while elections run on it: each
-//     candidate reads it once, in NewElection.
+//     candidate reads it once, in NewElection or OpenBucket.
 //
 // Two rules give this. A leader stands down by itself once
 // interval + (TTL−interval)/2 has passed since it sent its last successful
