@@ -131,7 +131,9 @@ func (h *hub) snapshot() map[string]keyView {
 	defer h.mu.Unlock()
 	views := make(map[string]keyView, len(h.views))
 	for key, v := range h.views {
-		views[key] = keyView{ready: h.ready, latest: v.latest, seenAt: v.seenAt}
+		copied := *v
+		copied.ready = h.ready
+		views[key] = copied
 	}
 	return views
 }

@@ -37,8 +37,11 @@ func (b *Bucket) Leader(ctx context.Context, key string) (Leader, error) {
 	if err := CheckKey(key); err != nil {
 		return Leader{}, err
 	}
-	v, err := b.awaitView(ctx, key)
-	return b.holderOf(key, &v), err
+	if err := b.awaitReady(ctx); err != nil {
+		return Leader{Key: key}, err
+	}
+	v := b.hub.view(key)
+	return b.holderOf(key, &v), nil
 }
 
 // holderOf reads who holds key from its view, as leaderOf does, except
@@ -54,12 +57,8 @@ func (b *Bucket) holderOf(key string, v *keyView) Leader {
 // Leaders returns the holder of every key of the bucket that has one, once
 // the bucket's watcher has read the bucket (ctx bounds that wait).
 func (b *Bucket) Leaders(ctx context.Context) ([]Leader, error) {
-	select {
-	case <-b.hub.readyCh:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("bucket %q: %w", b.kv.Bucket(), ctx.Err())
-	case <-b.done:
-		return nil, fmt.Errorf("%w: bucket %q was closed", ErrStopped, b.kv.Bucket())
+	if err := b.awaitReady(ctx); err != nil {
+		return nil, err
 	}
 	var leaders []Leader
 	for key, v := range b.hub.snapshot() {
@@ -70,23 +69,15 @@ func (b *Bucket) Leaders(ctx context.Context) ([]Leader, error) {
 	return leaders, nil
 }
 
-// awaitView waits until the watcher has read the bucket, and returns the
-// view of key.
-func (b *Bucket) awaitView(ctx context.Context, key string) (keyView, error) {
-	sub := b.hub.subscribe(key)
-	defer b.hub.unsubscribe(sub)
-	for {
-		v := b.hub.view(key)
-		if v.ready {
-			return v, nil
-		}
-		select {
-		case <-ctx.Done():
-			return v, fmt.Errorf("bucket %q, key %q: %w", b.kv.Bucket(), key, ctx.Err())
-		case <-b.done:
-			return v, fmt.Errorf("%w: bucket %q was closed", ErrStopped, b.kv.Bucket())
-		case <-sub.changed:
-		}
+// awaitReady waits until the bucket's watcher has read the bucket.
+func (b *Bucket) awaitReady(ctx context.Context) error {
+	select {
+	case <-b.hub.readyCh:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("bucket %q: %w", b.kv.Bucket(), ctx.Err())
+	case <-b.done:
+		return fmt.Errorf("%w: bucket %q was closed", ErrStopped, b.kv.Bucket())
 	}
 }
 
