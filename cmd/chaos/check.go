@@ -133,6 +133,7 @@ func check(cfg config, dir string) (*report, error) {
 	checkTokens(rep, terms, hist.audit)
 	checkFence(rep, hist)
 	checkScenarios(rep, hist.harness, terms)
+	checkRoundTrips(rep, hist)
 
 	if len(terms) > 0 {
 		rep.ColdStartMS = ms(terms[0].start - runStart)
@@ -396,6 +397,43 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 		sr.Failovers = len(sr.samples)
 		sr.FailoverMS = summarize(sr.samples)
 	}
+}
+
+// checkRoundTrips measures the workers' KV calls answered outside every
+// fault window (fault to heal): how long the server, the proxies and the
+// scheduler take to answer one call here, the unit every failover figure is
+// made of. A graceful handover, for one, is two calls and one push.
+func checkRoundTrips(rep *report, hist *history) {
+	var faults []span
+	var from int64
+	for _, ev := range hist.harness {
+		switch ev.Kind {
+		case "fault":
+			from = ev.T
+		case "heal":
+			faults = append(faults, span{from, ev.T})
+		}
+	}
+	var samples []float64
+	for _, events := range hist.workers {
+		for _, ev := range events {
+			if ev.Kind != "op" || ev.Outcome == "error" || duringAny(faults, ev.Sent) {
+				continue
+			}
+			samples = append(samples, ms(ev.T-ev.Sent))
+		}
+	}
+	rep.RoundTrip = summarize(samples)
+}
+
+// duringAny reports whether t falls within one of the spans.
+func duringAny(spans []span, t int64) bool {
+	for _, s := range spans {
+		if t >= s.from && t <= s.to {
+			return true
+		}
+	}
+	return false
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }

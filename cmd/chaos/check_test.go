@@ -162,3 +162,23 @@ func TestCheckCountsClaimsByUpdateAndDistrustsWinsWithoutAWrite(t *testing.T) {
 		t.Errorf("split brain %v ms, unvalidated wins %d, ok %v; want 2000, 1, false", rep.SplitBrainMS, rep.UnvalidatedWins, rep.ok())
 	}
 }
+
+func TestCheckMeasuresRoundTripsOutsideFaults(t *testing.T) {
+	// Every call of leaderTerm takes 1 ms. w1's 500 ms claim falls within the
+	// fault window and its failed call counts as no answer: neither is a
+	// round trip of the quiet server.
+	w1 := leaderTerm(3, 3*sec, 5*sec, nil, 6*sec)
+	w1[0].T = 3500e6
+	w1 = append(w1, Event{T: 7 * sec, Kind: "op", Op: "update", Sent: 6500e6, Outcome: "error"})
+	dir := writeRun(t, baseRun(map[string][]Event{
+		"w0": leaderTerm(1, 0, sec, []int64{1500e6}, 2*sec),
+		"w1": w1,
+	}, Event{T: 2 * sec, Kind: "fault", Scenario: "leader-kill"}, Event{T: 5 * sec, Kind: "heal", Scenario: "leader-kill"}))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (stats{N: 2, P50: 1, P99: 1, Max: 1}); rep.RoundTrip != want {
+		t.Errorf("round trips %+v, want %+v", rep.RoundTrip, want)
+	}
+}

@@ -44,6 +44,8 @@ type report struct {
 
 	QuorumLossLeaders int `json:"leaders_during_quorum_loss"`
 
+	RoundTrip stats `json:"kv_round_trip_ms"` // KV calls outside fault windows
+
 	ColdStartMS  float64           `json:"cold_start_ms"`
 	LeaderlessMS float64           `json:"leaderless_ms"`
 	Scenarios    []*scenarioReport `json:"scenarios"`
@@ -132,6 +134,9 @@ func (r *report) print(w io.Writer, cfg config) {
 	}
 	fmt.Fprintf(w, "\nfaults injected %d, elections %d, cold start → first leader %.0f ms, leaderless %.0f ms of %.0f ms\n",
 		r.Faults, r.Elections, r.ColdStartMS, r.LeaderlessMS, r.RunMS)
+	if rt := r.RoundTrip; rt.N > 0 {
+		fmt.Fprintf(w, "KV call, send → reply, outside faults: p50 %.1f, p99 %.1f, max %.1f ms (%d calls)\n", rt.P50, rt.P99, rt.Max, rt.N)
+	}
 	fmt.Fprintf(w, "split brain (pause-adjusted)  %8.1f ms in %d episodes  %s\n", r.SplitBrainMS, r.SplitBrainEpisodes, verdict(r.SplitBrainMS == 0))
 	fmt.Fprintf(w, "split brain (raw, with pauses) %7.1f ms  (reported, not an invariant)\n", r.SplitBrainRawMS)
 	fmt.Fprintf(w, "self-demotion (stand-down − last good renewal sent)  p50 %.0f, p99 %.0f, max %.0f ms; bound %.0f ms  %s\n",
