@@ -399,8 +399,8 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 	}
 }
 
-// checkRoundTrips measures the workers' KV calls answered outside every
-// fault window (fault to heal): how long the server, the proxies and the
+// checkRoundTrips measures the workers' KV calls made and answered outside
+// every fault window (fault to heal): how long the server, the proxies and the
 // scheduler take to answer one call here, the unit every failover figure is
 // made of. A graceful handover, for one, is two calls and one push.
 func checkRoundTrips(rep *report, hist *history) {
@@ -417,7 +417,7 @@ func checkRoundTrips(rep *report, hist *history) {
 	var samples []float64
 	for _, events := range hist.workers {
 		for _, ev := range events {
-			if ev.Kind != "op" || ev.Outcome == "error" || duringAny(faults, ev.Sent) {
+			if ev.Kind != "op" || ev.Outcome == "error" || overlapsAny(faults, span{ev.Sent, ev.T}) {
 				continue
 			}
 			samples = append(samples, ms(ev.T-ev.Sent))
@@ -426,10 +426,10 @@ func checkRoundTrips(rep *report, hist *history) {
 	rep.RoundTrip = summarize(samples)
 }
 
-// duringAny reports whether t falls within one of the spans.
-func duringAny(spans []span, t int64) bool {
+// overlapsAny reports whether x overlaps one of the spans.
+func overlapsAny(spans []span, x span) bool {
 	for _, s := range spans {
-		if t >= s.from && t <= s.to {
+		if x.from <= s.to && x.to >= s.from {
 			return true
 		}
 	}

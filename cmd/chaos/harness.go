@@ -68,6 +68,9 @@ type workerProc struct {
 	proxies  []*faultproxy.Proxy
 	done     chan struct{}
 	expected bool // its exit was asked for (kill, stop)
+	// hold is the worker's stdin: once its election has stopped, the
+	// worker exits only when hold is closed.
+	hold io.Closer
 }
 
 func newHarness(cfg config, dir string) (*harness, error) {
@@ -341,6 +344,9 @@ func (h *harness) spawnWorker() error {
 	if err != nil {
 		return err
 	}
+	if w.hold, err = cmd.StdinPipe(); err != nil {
+		return err
+	}
 	history, err := os.Create(filepath.Join(h.dir, "worker-"+name+".jsonl"))
 	if err != nil {
 		return err
@@ -475,10 +481,17 @@ func (h *harness) kill(w *workerProc) error {
 	return h.spawnWorker()
 }
 
-// stop asks a worker to stop (SIGTERM), waits for it, and starts a
-// replacement.
+// stop asks a worker to stop (SIGTERM), waits until another worker leads,
+// then lets it exit and starts a replacement. Neither its exit nor a new
+// process starting may compete with the handover for the CPUs: on separate
+// machines they would not.
 func (h *harness) stop(w *workerProc) error {
 	h.retire(w, "stop", syscall.SIGTERM)
+	if h.candidate(nil) != nil {
+		wait, cancel := context.WithTimeout(context.Background(), leaderTimeout(h.cfg))
+		h.nextWin(wait)
+		cancel()
+	}
 	h.awaitExit(w)
 	return h.spawnWorker()
 }
@@ -494,9 +507,10 @@ func (h *harness) retire(w *workerProc, kind string, sig syscall.Signal) {
 	w.cmd.Process.Signal(sig)
 }
 
-// awaitExit waits for a retired worker to exit. One still running after
-// startTimeout is recorded as hung and killed.
+// awaitExit lets a retired worker exit and waits for it. One still running
+// after startTimeout is recorded as hung and killed.
 func (h *harness) awaitExit(w *workerProc) {
+	w.hold.Close()
 	select {
 	case <-w.done:
 	case <-time.After(startTimeout):

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,7 +28,8 @@ const (
 )
 
 // runWorker is one campaigner process. It writes its history to stdout and
-// stops gracefully on SIGTERM.
+// stops gracefully on SIGTERM. Once its election has stopped it exits when
+// its stdin closes: the harness holds it until a successor leads.
 func runWorker(args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	name := fs.String("name", "", "candidate name")
@@ -84,6 +86,7 @@ func runWorker(args []string) error {
 	rec.record(Event{Kind: "start", PID: os.Getpid()})
 	err = e.Start(ctx)
 	rec.record(Event{Kind: "exit"})
+	io.Copy(io.Discard, os.Stdin)
 	return err
 }
 
