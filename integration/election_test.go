@@ -19,9 +19,15 @@ const ttl = 2 * time.Second
 // serverWithBucket starts a server and creates bucket on it with the TTL ttl.
 func serverWithBucket(t *testing.T, bucket string) (*server.Server, jetstream.KeyValue) {
 	t.Helper()
+	return serverWith(t, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
+}
+
+// serverWith starts a server with the bucket cfg describes.
+func serverWith(t *testing.T, cfg jetstream.KeyValueConfig) (*server.Server, jetstream.KeyValue) {
+	t.Helper()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
-	return s, testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
+	return s, testenv.Bucket(t, js, cfg)
 }
 
 // handles opens n connections to url and binds each to bucket.
@@ -246,6 +252,68 @@ func TestEarlyKeyRemovalNeverOverlapsACutOffLeader(t *testing.T) {
 	}
 	c.awaitSuccessor(t, c.awaitStandDown(t))
 }
+
+// TestExpiryMarkerOfAShortLivedOverwriteNeverOverlapsACutOffLeader cuts a
+// leader off right after an acknowledged renewal, then overwrites its key
+// with a value that lives one second (a per-message TTL, which a bucket
+// with expiry markers allows). The value ages out well before the old
+// leader's validity ends and leaves the same MaxAge marker an expired claim
+// leaves: such a marker does not prove the holder's last write is a TTL old,
+// so the winner over it must still wait out the announce delay.
+func TestExpiryMarkerOfAShortLivedOverwriteNeverOverlapsACutOffLeader(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: "MARKER", TTL: ttl, LimitMarkerTTL: time.Second})
+	kvs, proxies := proxied(t, s, "MARKER", 3)
+	renewed := renewals{acked: make(chan string, 16)}
+	g := startGroup(t, "c", "k", kvs, election.WithMetrics(renewed))
+	leader := g.awaitWin()
+	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for len(renewed.acked) > 0 { // acknowledged before the announcement
+		<-renewed.acked
+	}
+	for name := range renewed.acked { // the leader's validity now runs longest
+		if name == leader.name {
+			break
+		}
+	}
+	p := proxies[leader.name]
+	p.Blackhole()
+	defer p.Heal()
+
+	_, js := testenv.Connect(t, s.ClientURL())
+	if _, err := js.Publish(context.Background(), "$KV.MARKER.k", []byte("rogue"), jetstream.WithMsgTTL(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for e := nextUpdate(t, w); e.Operation() != jetstream.KeyValuePurge; e = nextUpdate(t, w) {
+	}
+	lost := g.awaitLoss(leader.name)
+	if !errors.Is(lost.cause, election.ErrRenewDeadline) {
+		t.Errorf("stood down with cause %v, want ErrRenewDeadline", lost.cause)
+	}
+	if next := g.awaitWin(); !next.at.After(lost.at) {
+		t.Errorf("%s announced at %v; the cut-off leader %s stood down at %v", next.name, next.at, leader.name, lost.at)
+	}
+}
+
+// renewals is a Metrics that reports who had a renewal acknowledged.
+type renewals struct{ acked chan string }
+
+func (r renewals) Renewed(_, name string, _ time.Duration, err error) {
+	if err == nil {
+		select {
+		case r.acked <- name:
+		default:
+		}
+	}
+}
+func (renewals) Campaigning(string, string, time.Duration) {}
+func (renewals) Leading(string, string, time.Duration)     {}
+func (renewals) Lost(string, string, error, time.Duration) {}
+func (renewals) Stopped(string, string)                    {}
 
 // TestWinnerStoppedBeforeItAnnouncesDoesNotShortenTheDelay stops the
 // candidate that won a cut-off leader's deleted key while it still waits out
