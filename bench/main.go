@@ -2,7 +2,7 @@
 // (on an embedded nats-server) and against etcd's concurrency.Election (on an
 // embedded etcd), and prints one table of both:
 //
-//	go run . [-rounds N] [-ttl 2s] [-candidates 3] [-seed S] [-json]
+//	go run . [-rounds N] [-ttl 2s] [-candidates 3] [-seed S] [-procs] [-json]
 //
 // See README.md for what each scenario measures and how to read the table.
 package main
@@ -27,6 +27,7 @@ type config struct {
 	ttl        time.Duration
 	candidates int
 	seed       uint64
+	procs      bool
 	json       bool
 }
 
@@ -35,6 +36,7 @@ type config struct {
 const maxTTL = time.Minute
 
 func main() {
+	runIfCandidate()
 	cfg, err := parseConfig(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -58,6 +60,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "bucket TTL (kvelect) and session TTL (etcd): whole seconds, 2s to "+maxTTL.String())
 	fs.IntVar(&cfg.candidates, "candidates", 3, "candidates per election, each with its own connection")
 	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the random renewal phases (0: pick one)")
+	fs.BoolVar(&cfg.procs, "procs", false, "run each candidate in its own child process, not as goroutines of this one")
 	fs.BoolVar(&cfg.json, "json", false, "print machine-readable results instead of the table")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -92,6 +95,15 @@ func run(cfg config, stdout, progress io.Writer) error {
 	}
 	defer etcd.close()
 	systems := []system{kv, etcd}
+	if cfg.procs {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		for i, sys := range systems {
+			systems[i] = procSystem{system: sys, self: self, ttl: cfg.ttl}
+		}
+	}
 
 	b := &bench{ttl: cfg.ttl, candidates: cfg.candidates, rand: rand.New(rand.NewPCG(cfg.seed, 0))}
 	samples := make([][][]time.Duration, len(scenarios))
@@ -122,6 +134,7 @@ func run(cfg config, stdout, progress io.Writer) error {
 		TTLMs:       ms(cfg.ttl),
 		Candidates:  cfg.candidates,
 		Seed:        cfg.seed,
+		Procs:       cfg.procs,
 		CPUs:        runtime.NumCPU(),
 		GoVersion:   runtime.Version(),
 		NATSVersion: natsserver.VERSION,

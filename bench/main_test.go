@@ -3,15 +3,23 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
+// TestMain also serves as the candidate process of the -procs tests, which
+// start this test binary again.
+func TestMain(m *testing.M) {
+	runIfCandidate()
+	testenv.VerifyNoLeaks(m)
+}
 
 func TestParseConfigRejectsBadInput(t *testing.T) {
 	tests := []struct {
@@ -50,13 +58,27 @@ func TestParseConfigDefaults(t *testing.T) {
 // against the real servers and checks that each scenario produced a figure
 // on each system, and that the run leaves no goroutine behind (TestMain).
 func TestRunMeasuresEveryScenarioOnBothSystems(t *testing.T) {
+	checkOneRound(t, false)
+}
+
+// TestRunWithProcsMeasuresEveryScenarioOnBothSystems does the same with
+// every candidate in its own process; closing the groups reaps them.
+func TestRunWithProcsMeasuresEveryScenarioOnBothSystems(t *testing.T) {
+	checkOneRound(t, true)
+}
+
+func checkOneRound(t *testing.T, procs bool) {
+	t.Helper()
 	var out bytes.Buffer
-	if err := run(config{rounds: 1, ttl: 2 * time.Second, candidates: 3, seed: 1, json: true}, &out, io.Discard); err != nil {
+	if err := run(config{rounds: 1, ttl: 2 * time.Second, candidates: 3, seed: 1, procs: procs, json: true}, &out, io.Discard); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	var rep report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("the -json output does not parse: %v\n%s", err, out.String())
+	}
+	if rep.Procs != procs {
+		t.Errorf("report says procs %v, want %v", rep.Procs, procs)
 	}
 	if got, want := len(rep.Results), 2*len(scenarios); got != want {
 		t.Fatalf("%d results, want %d (every scenario on both systems)", got, want)
@@ -64,6 +86,45 @@ func TestRunMeasuresEveryScenarioOnBothSystems(t *testing.T) {
 	for _, r := range rep.Results {
 		if len(r.SamplesMs) != 1 || len(r.Errors) > 0 {
 			t.Errorf("%s on %s: samples %v, errors %v; want one sample", r.Scenario, r.System, r.SamplesMs, r.Errors)
+		}
+	}
+}
+
+// TestCandidateProcessAnswersLeadsAndConnectErrors checks the parts of the
+// child protocol that no scenario uses: leads, and a child that cannot
+// connect.
+func TestCandidateProcessAnswersLeadsAndConnectErrors(t *testing.T) {
+	kv, err := startKvelect(2 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := procSystem{system: kv, self: self, ttl: 2 * time.Second}
+
+	ports, err := embedded.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.newCandidate(fmt.Sprintf("127.0.0.1:%d", ports[0]), "nowhere", 0, nil); err == nil || !strings.Contains(err.Error(), "candidate process 0: nats:") {
+		t.Errorf("a candidate with no server to connect to: error %v, want the child's connect error", err)
+	}
+
+	g, err := newGroup(sys, "leads", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	leader, err := g.established(time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, c := range g.candidates {
+		if got, want := c.leads(), id == leader.id; got != want {
+			t.Errorf("candidate %d leads() = %v, want %v (candidate %d announced)", id, got, want, leader.id)
 		}
 	}
 }

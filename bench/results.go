@@ -38,10 +38,12 @@ type result struct {
 
 // report is the whole run, as -json prints it.
 type report struct {
-	Rounds      int      `json:"rounds"`
-	TTLMs       float64  `json:"ttl_ms"`
-	Candidates  int      `json:"candidates"`
-	Seed        uint64   `json:"seed"`
+	Rounds     int     `json:"rounds"`
+	TTLMs      float64 `json:"ttl_ms"`
+	Candidates int     `json:"candidates"`
+	Seed       uint64  `json:"seed"`
+	// Procs says each candidate ran in its own process (-procs).
+	Procs       bool     `json:"procs"`
 	CPUs        int      `json:"cpus"`
 	GoVersion   string   `json:"go_version"`
 	NATSVersion string   `json:"nats_server_version"`
@@ -100,8 +102,12 @@ func writeJSON(w io.Writer, rep report) error {
 // writeTable prints the report as a table, then the overlap of every round
 // of the connection-hang scenario and any failed rounds.
 func writeTable(w io.Writer, rep report) error {
-	fmt.Fprintf(w, "%d rounds, TTL %v, %d candidates, seed %d; %d CPUs, %s, nats-server %s, etcd %s\n\n",
-		rep.Rounds, time.Duration(rep.TTLMs*float64(time.Millisecond)), rep.Candidates, rep.Seed,
+	where := " in this process"
+	if rep.Procs {
+		where = ", each in its own process (-procs)"
+	}
+	fmt.Fprintf(w, "%d rounds, TTL %v, %d candidates%s, seed %d; %d CPUs, %s, nats-server %s, etcd %s\n\n",
+		rep.Rounds, time.Duration(rep.TTLMs*float64(time.Millisecond)), rep.Candidates, where, rep.Seed,
 		rep.CPUs, rep.GoVersion, rep.NATSVersion, rep.EtcdVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tsystem\trounds\tp50 ms\tp99 ms\tmax ms\tp50 ×TTL\tp99 ×TTL\tmax ×TTL\trounds with overlap\t")

@@ -54,11 +54,11 @@ func TestTableShowsEveryResultAndFailure(t *testing.T) {
 	hang := result{Scenario: "connection-hang", System: "kvelect", sc: scenarios[3]}
 	summarize(&hang, []time.Duration{0, 0}, 2*time.Second)
 	var out bytes.Buffer
-	if err := writeTable(&out, report{Rounds: 2, TTLMs: 2000, Results: []result{crash, hang}}); err != nil {
+	if err := writeTable(&out, report{Rounds: 2, TTLMs: 2000, Procs: true, Results: []result{crash, hang}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"2 rounds, TTL 2s",
+		"2 rounds, TTL 2s, 0 candidates, each in its own process (-procs),",
 		"leader crash → next leader",
 		"1500",
 		"0.75",
