@@ -24,7 +24,6 @@ import (
 //
 //	campaign        candidate.campaign
 //	resign          candidate.resign, answered by "resigned" once it returns
-//	leads           answered by "leads true" or "leads false"
 //	(end of stdin)  candidate.close, then the child exits
 //
 // Child to parent, one line each:
@@ -34,7 +33,6 @@ import (
 //	                       CLOCK_MONOTONIC ns; a first line "failed <ns>
 //	                       <error>" instead of ready means it could not connect
 //	resigned
-//	leads true|false
 const candidateCommand = "candidate"
 
 // kindNames are the events' names on the wire.
@@ -92,8 +90,6 @@ func runCandidate(args []string, in io.Reader, out io.Writer) error {
 		case "resign":
 			c.resign()
 			w.line("resigned")
-		case "leads":
-			w.line("leads " + strconv.FormatBool(c.leads()))
 		default:
 			err = errors.Join(err, fmt.Errorf("unknown command %q", cmd))
 		}

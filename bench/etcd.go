@@ -159,20 +159,6 @@ func (c *etcdCandidate) campaign() {
 	}()
 }
 
-func (c *etcdCandidate) leads() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.leading {
-		return false
-	}
-	select {
-	case <-c.session.Done():
-		return false
-	default:
-		return true
-	}
-}
-
 func (c *etcdCandidate) resign() {
 	c.mu.Lock()
 	s, e := c.session, c.election

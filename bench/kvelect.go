@@ -142,11 +142,6 @@ func (c *kvelectCandidate) current() *election.Election {
 	return c.election
 }
 
-func (c *kvelectCandidate) leads() bool {
-	e := c.current()
-	return e != nil && e.IsLeader()
-}
-
 func (c *kvelectCandidate) resign() {
 	if e := c.current(); e != nil {
 		e.Stop()

@@ -61,7 +61,7 @@ type procCandidate struct {
 	id      int
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
-	replies chan string   // the child's answers to resign and leads
+	replies chan string   // the child's answers to resign
 	exited  chan struct{} // closed once the child's stdout has ended
 }
 
@@ -98,8 +98,6 @@ func (p *procCandidate) ask(cmd string) string {
 }
 
 func (p *procCandidate) campaign() { p.send("campaign") }
-
-func (p *procCandidate) leads() bool { return p.ask("leads") == "leads true" }
 
 func (p *procCandidate) resign() { p.ask("resign") }
 

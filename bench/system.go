@@ -25,8 +25,6 @@ type candidate interface {
 	// campaign starts campaigning in the background: it reports campaigning
 	// at once, then won (and later lost) or failed.
 	campaign()
-	// leads reports whether the candidate believes it leads right now.
-	leads() bool
 	// resign is the graceful stop: the leader stands down and releases its
 	// hold. It returns once that is done.
 	resign()
