@@ -62,7 +62,10 @@ func TestCheckHealthFailsWhileCampaignGoroutineIsStuck(t *testing.T) {
 	}
 
 	<-stuck
-	err = waitFor(t, "CheckHealth to fail while the campaign goroutine is stuck", func() error { return e.CheckHealth(0) }, true)
+	err = testenv.Poll(t, "CheckHealth to fail while the campaign goroutine is stuck", 10*time.Second, func() (error, bool) {
+		err := e.CheckHealth(0)
+		return err, err != nil
+	})
 	if !errors.Is(err, election.ErrUnhealthy) {
 		t.Fatalf("CheckHealth while stuck: %v, want ErrUnhealthy", err)
 	}
@@ -87,7 +90,10 @@ func TestCheckHealthFailsWhileCampaignGoroutineIsStuck(t *testing.T) {
 	if cause := <-lost; !errors.Is(cause, election.ErrRenewDeadline) {
 		t.Errorf("released leader stood down for %v, want ErrRenewDeadline", cause)
 	}
-	waitFor(t, "CheckHealth to pass once the campaign goroutine is let go", func() error { return e.CheckHealth(0) }, false)
+	testenv.Poll(t, "CheckHealth to pass once the campaign goroutine is let go", 10*time.Second, func() (error, bool) {
+		err := e.CheckHealth(0)
+		return err, err == nil
+	})
 	if code, body := get(handler); code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("handler after recovery: %d %q, want 200 \"ok\\n\"", code, body)
 	}
@@ -133,21 +139,4 @@ func get(h http.Handler) (int, string) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	return rec.Code, rec.Body.String()
-}
-
-// waitFor polls check until its error is present (wantErr) or absent, and
-// returns that error; it fails the test after 10 s.
-func waitFor(t *testing.T, what string, check func() error, wantErr bool) error {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := check()
-		if (err != nil) == wantErr {
-			return err
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last result: %v", what, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

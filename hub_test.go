@@ -112,13 +112,11 @@ func TestHubReplacesAWatcherSilentWhileAKeyIsHeld(t *testing.T) {
 	f := startHub(t)
 	f.put("holder")
 	f.stall()
-	deadline := time.Now().Add(30 * time.Second)
-	for n, _ := f.replaced(); n == 0; n, _ = f.replaced() {
-		if time.Now().After(deadline) {
-			t.Fatal("the hub never replaced its silent watcher")
-		}
-		time.Sleep(10 * time.Millisecond) // polling: the hub has no event for this
-	}
+	// Polled: the hub has no event for this.
+	testenv.Eventually(t, "the hub to replace its silent watcher", 30*time.Second, func() bool {
+		n, _ := f.replaced()
+		return n > 0
+	})
 	if _, reason := f.replaced(); reason != "a key is held but the bucket was silent" {
 		t.Errorf("replaced because %q, want the silence", reason)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/testenv"
@@ -82,13 +81,11 @@ func (f *fleet) count(tb testing.TB) (leaderless int) {
 // awaitAllLed polls until every key has exactly one leader.
 func (f *fleet) awaitAllLed(tb testing.TB) {
 	tb.Helper()
-	deadline := time.Now().Add(awaitTimeout)
-	for f.count(tb) > 0 {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d keys still without a leader after %v", f.count(tb), awaitTimeout)
-		}
-		time.Sleep(10 * time.Millisecond) // polling: "every key led" has no event
-	}
+	// Polled: "every key led" has no event.
+	testenv.Poll(tb, "a leader on every key", awaitTimeout, func() (string, bool) {
+		n := f.count(tb)
+		return fmt.Sprintf("%d keys without a leader", n), n == 0
+	})
 }
 
 // consumers returns the number of consumers on the bucket's stream.

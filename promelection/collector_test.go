@@ -46,13 +46,13 @@ func TestCollectorFollowsElections(t *testing.T) {
 		t.Errorf("acquire_seconds{a} has %v samples after one win, want 1", n)
 	}
 
-	waitFor(t, "a renewal of a's leadership", func() bool { return value(t, reg, "renew_latency_seconds", "svc", "a") >= 1 })
+	testenv.Eventually(t, "a renewal of a's leadership", waitTimeout, func() bool { return value(t, reg, "renew_latency_seconds", "svc", "a") >= 1 })
 	if n := value(t, reg, "renew_failures_total", "svc", "a"); n != 0 {
 		t.Errorf("renew_failures_total{a} = %v with a healthy server, want 0", n)
 	}
 
 	b := start(t, "b", kv, c, election.OnWon(func() { wonB <- struct{}{} }))
-	waitFor(t, "b to campaign", func() bool { return exists(t, reg, "is_leader", "svc", "b") })
+	testenv.Eventually(t, "b to campaign", waitTimeout, func() bool { return exists(t, reg, "is_leader", "svc", "b") })
 	a.Stop()
 	if n := value(t, reg, "tenure_seconds", "svc", "a"); n != 1 {
 		t.Errorf("tenure_seconds{a} has %v samples after one tenure, want 1", n)
@@ -76,7 +76,7 @@ func TestCollectorFollowsElections(t *testing.T) {
 	if err := kv.Delete(context.Background(), "svc"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b to lose the deleted key", func() bool { return value(t, reg, "is_leader", "svc", "b") == 0 })
+	testenv.Eventually(t, "b to lose the deleted key", waitTimeout, func() bool { return value(t, reg, "is_leader", "svc", "b") == 0 })
 	b.Stop()
 	expect(t, reg, `
 		# HELP kvelect_election_lost_total Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over or other.
@@ -117,9 +117,9 @@ func TestCollectorCountsAFailedRenewal(t *testing.T) {
 		}))
 	<-won
 	<-stuck
-	waitFor(t, "the stalled leader's deadline to pass", func() bool { return !e.IsLeader() })
+	testenv.Eventually(t, "the stalled leader's deadline to pass", waitTimeout, func() bool { return !e.IsLeader() })
 	close(release)
-	waitFor(t, "the stalled leader to stand down", func() bool {
+	testenv.Eventually(t, "the stalled leader to stand down", waitTimeout, func() bool {
 		return value(t, reg, "lost_total", "svc", "a", "renew_deadline") == 1
 	})
 	if n := value(t, reg, "renew_failures_total", "svc", "a"); n != 1 {
@@ -328,14 +328,5 @@ func value(t *testing.T, reg prometheus.Gatherer, metric, key, name string, caus
 	}
 }
 
-// waitFor polls cond until it holds; it fails the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitTimeout bounds the tests' waits for a condition no event announces.
+const waitTimeout = 10 * time.Second

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -48,41 +49,28 @@ func candidates(t *testing.T, url, bucket, key string, names ...string) map[stri
 // name.
 func waitLeader(t *testing.T, elections map[string]*election.Election) string {
 	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	for {
+	leaders := testenv.Poll(t, "exactly one leader", pollTimeout, func() ([]string, bool) {
 		var leaders []string
 		for name, e := range elections {
 			if e.IsLeader() {
 				leaders = append(leaders, name)
 			}
 		}
-		if len(leaders) == 1 {
-			return leaders[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leaders %v after %v, want one", leaders, pollTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return leaders, len(leaders) == 1
+	})
+	return leaders[0]
 }
 
 // waitWatchers waits until the stream of bucket has n consumers.
 func waitWatchers(t *testing.T, js jetstream.JetStream, bucket string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	for {
+	testenv.Poll(t, fmt.Sprintf("%d watchers on bucket %s", n, bucket), pollTimeout, func() (int, bool) {
 		got, err := countWatchers(context.Background(), js, bucket)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d watchers on bucket %s after %v, want %d", got, bucket, pollTimeout, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return got, got == n
+	})
 }
 
 // pollTimeout bounds the waits of the tests that run candidates.

@@ -114,17 +114,13 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	first := waitStarts(t, starts, 1)[0]
 
 	leading := `kvelect_election_is_leader{key="metered",name="solo"} 1`
-	deadline := time.Now().Add(pollTimeout)
-	for {
+	testenv.Poll(t, fmt.Sprintf("/metrics to say %q", leading), pollTimeout, func() (string, bool) {
 		code, body, err := get(base + "/metrics")
 		if err == nil && code == http.StatusOK && strings.Contains(body, leading) {
-			break
+			return "", true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics after %v: %d, %v, does not say %q:\n%s\nlog:\n%s", pollTimeout, code, err, leading, body, d.logged(t))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d, %v:\n%s\nlog:\n%s", code, err, body, d.logged(t)), false
+	})
 	if code, body, err := get(base + "/healthz"); err != nil || code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q %v, want 200 ok", code, body, err)
 	}

@@ -39,24 +39,25 @@ func recordingCommand(file string) []string {
 // waitStarts polls file until it records n starts and returns them.
 func waitStarts(t *testing.T, file string, n int) []start {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	var starts []start
+	testenv.Poll(t, fmt.Sprintf("%d starts of the command", n), waitTimeout, func() (string, bool) {
 		data, _ := os.ReadFile(file)
-		var starts []start
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			var s start
-			if _, err := fmt.Sscan(line, &s.name, &s.token, &s.pid, &s.key, &s.bucket); err == nil {
-				starts = append(starts, s)
-			}
+		starts = parseStarts(data)
+		return fmt.Sprintf("%q", data), len(starts) >= n
+	})
+	return starts
+}
+
+// parseStarts returns the starts recorded in data.
+func parseStarts(data []byte) []start {
+	var starts []start
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var s start
+		if _, err := fmt.Sscan(line, &s.name, &s.token, &s.pid, &s.key, &s.bucket); err == nil {
+			starts = append(starts, s)
 		}
-		if len(starts) >= n {
-			return starts
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d starts of the command after %v, want %d: %q", len(starts), waitTimeout, n, data)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	return starts
 }
 
 // alive reports whether process pid runs: it exists and is not a zombie.
@@ -73,13 +74,7 @@ func alive(pid int) bool {
 // waitDead waits until process pid has gone.
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs after %v", pid, waitTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, fmt.Sprintf("process %d to exit", pid), waitTimeout, func() bool { return !alive(pid) })
 }
 
 // daemon is an election run process.
