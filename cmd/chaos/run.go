@@ -94,7 +94,11 @@ func (h *harness) inject(ctx context.Context, round int, sc scenario) error {
 		return err
 	}
 	h.rec.record(Event{Kind: "heal", Scenario: sc.name})
-	return h.settle(ctx)
+	if err := h.settle(ctx); err != nil {
+		return err
+	}
+	h.rec.record(Event{Kind: "settled"})
+	return nil
 }
 
 // settle waits until a leader leads and has renewed since the last fault.
