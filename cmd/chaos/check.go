@@ -400,10 +400,9 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 }
 
 // checkRoundTrips measures the workers' KV calls made and answered outside
-// every fault window (from a fault until a leader has renewed after its
-// heal, which outlasts reconnections): how long the server, the proxies and
-// the scheduler take to answer one call here, the unit every failover figure
-// is made of. A graceful handover, for one, is two calls and one push.
+// every fault window (fault to heal): how long the server, the proxies and the
+// scheduler take to answer one call here, the unit every failover figure is
+// made of. A graceful handover, for one, is two calls and one push.
 func checkRoundTrips(rep *report, hist *history) {
 	var faults []span
 	var from int64
@@ -411,7 +410,7 @@ func checkRoundTrips(rep *report, hist *history) {
 		switch ev.Kind {
 		case "fault":
 			from = ev.T
-		case "settled":
+		case "heal":
 			faults = append(faults, span{from, ev.T})
 		}
 	}

@@ -34,8 +34,7 @@ type Event struct {
 	Accepted bool   `json:"accepted,omitempty"`
 	Stale    bool   `json:"stale,omitempty"` // act refused: the resource had seen a higher token
 
-	// Harness events: fault, heal, settled (a leader renewed since the heal),
-	// kill, stop, pause, resume, spawn, exit.
+	// Harness events: fault, heal, kill, stop, pause, resume, spawn, exit.
 	Scenario string `json:"scenario,omitempty"`
 	Target   string `json:"target,omitempty"`
 	PID      int    `json:"pid,omitempty"`

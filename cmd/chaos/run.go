@@ -94,11 +94,7 @@ func (h *harness) inject(ctx context.Context, round int, sc scenario) error {
 		return err
 	}
 	h.rec.record(Event{Kind: "heal", Scenario: sc.name})
-	if err := h.settle(ctx); err != nil {
-		return err
-	}
-	h.rec.record(Event{Kind: "settled"})
-	return nil
+	return h.settle(ctx)
 }
 
 // settle waits until a leader leads and has renewed since the last fault.
