@@ -402,7 +402,10 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 // checkRoundTrips measures the workers' KV calls made and answered outside
 // every fault window (fault to heal): how long the server, the proxies and the
 // scheduler take to answer one call here, the unit every failover figure is
-// made of. A graceful handover, for one, is two calls and one push.
+// made of. A graceful handover, for one, is two calls and one push. A fault
+// can outlast its heal (a reconnection, a cluster's stream-leader election),
+// so in a run of every scenario a few calls right after a heal take hundreds
+// of milliseconds; in a run of leader-stop alone there is no such aftermath.
 func checkRoundTrips(rep *report, hist *history) {
 	var faults []span
 	var from int64
