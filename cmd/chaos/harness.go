@@ -487,7 +487,7 @@ func (h *harness) kill(w *workerProc) error {
 // machines they would not.
 func (h *harness) stop(w *workerProc) error {
 	h.retire(w, "stop", syscall.SIGTERM)
-	if h.candidate(nil) != nil {
+	if h.candidate(nil) != nil { // another worker is left to take over
 		wait, cancel := context.WithTimeout(context.Background(), leaderTimeout(h.cfg))
 		h.nextWin(wait)
 		cancel()
