@@ -28,9 +28,9 @@ revision (its claim or a renewal) and the age of that write by the server's
 clock. The last line counts the watchers on the bucket, one per process that
 opened it with the library's OpenBucket (and one per election made without
 a Bucket), so roughly the running candidates' processes. A watcher that
-the NATS client recreated (after a missed message or heartbeat) leaves its old
-consumer behind until the server drops it, seconds later; the count can be
-one high meanwhile.
+the NATS client recreated (after a missed message or heartbeat) leaves its
+old consumer behind until the server drops it, seconds later; the count can
+be one high meanwhile.
 
 --watch prints K's leader, then each change (a new leader, or none) until
 SIGINT or SIGTERM, and exits 0. Renewals are not changes.
