@@ -7,8 +7,9 @@ import (
 
 // Backoff chooses how long a candidate waits after a lost claim before it
 // claims again without news from its watcher (a key that ages out leaves no
-// news). Without one, the wait doubles from 50 ms up to the campaign
-// interval.
+// news). Without one, the wait is 50 ms for eight claims in a row (a key that
+// aged out can outlive its TTL by the server's expiry lag), then doubles up
+// to the campaign interval.
 //
 // A backoff changes only how often candidates try; it never shortens the
 // announce delay that keeps two leaders from overlapping.

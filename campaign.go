@@ -156,16 +156,28 @@ func (c *campaigner) claimableAt(v *keyView) time.Time {
 }
 
 // retryWait is the wait after the lost-th consecutive lost claim: the
-// backoff's, or else doubling from 50 ms up to the campaign interval.
+// backoff's, or else firstRetry for the first steadyRetries, then doubling
+// up to the campaign interval. Claims are lost in a row when the holder has
+// been silent for a TTL but its key is still there: the server removes an
+// aged-out key up to its expiry lag late (about 250 ms on file storage), and
+// a steady retry finds it gone within firstRetry of that.
 func (c *campaigner) retryWait(lost int) time.Duration {
 	if c.opts.backoff != nil {
 		return max(c.opts.backoff.Duration(lost-1), minCampaignWait)
 	}
-	return min(firstRetry<<min(lost-1, 16), c.timing.interval)
+	if lost <= steadyRetries {
+		return firstRetry
+	}
+	return min(firstRetry<<min(lost-steadyRetries, 16), c.timing.interval)
 }
 
-// firstRetry is the default wait after a first lost claim.
-const firstRetry = 50 * time.Millisecond
+const (
+	// firstRetry is the default wait after a lost claim.
+	firstRetry = 50 * time.Millisecond
+	// steadyRetries is how many lost claims in a row are retried after
+	// firstRetry, covering 400 ms of expiry lag, before the wait doubles.
+	steadyRetries = 8
+)
 
 // proven degrades "no entry" to a removal on buckets where a key can vanish
 // other than by ageing out.
