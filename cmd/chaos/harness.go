@@ -49,9 +49,12 @@ type harness struct {
 	workers map[string]*workerProc
 	leader  string // the worker whose won event came last and has not lost since
 	settled bool   // the leader renewed since it won and since the last fault
-	nextID  int
-	wins    chan Event    // every won event
-	changed chan struct{} // signalled when leader or settled may have changed
+	// settledFrom is when the last unsettle happened: only a renewal sent
+	// after it settles the leader (one in flight across a fault does not).
+	settledFrom int64
+	nextID      int
+	wins        chan Event    // every won event
+	changed     chan struct{} // signalled when leader or settled may have changed
 }
 
 type serverProc struct {
@@ -400,7 +403,7 @@ func (h *harness) follow(out io.Reader, history io.Writer) {
 			h.wins <- ev
 		case ev.Kind == "lost" && h.leader == ev.Worker:
 			h.leader = ""
-		case ev.Kind == "op" && ev.Op == "update" && ev.Outcome == "ok" && h.leader == ev.Worker:
+		case ev.Kind == "op" && ev.Op == "update" && ev.Outcome == "ok" && h.leader == ev.Worker && ev.Sent > h.settledFrom:
 			h.settled = true
 		}
 		h.mu.Unlock()
@@ -415,10 +418,11 @@ func (h *harness) signal() {
 	}
 }
 
-// unsettle marks the leader as not settled: a fault was injected.
+// unsettle marks the leader as not settled until it renews: a fault is
+// being injected or was just healed.
 func (h *harness) unsettle() {
 	h.mu.Lock()
-	h.settled = false
+	h.settled, h.settledFrom = false, monotonicNow()
 	h.mu.Unlock()
 }
 

@@ -94,6 +94,9 @@ func (h *harness) inject(ctx context.Context, round int, sc scenario) error {
 		return err
 	}
 	h.rec.record(Event{Kind: "heal", Scenario: sc.name})
+	// A renewal that raced the fault (sent before a purge landed, say) does
+	// not count: wait for one sent after the heal.
+	h.unsettle()
 	return h.settle(ctx)
 }
 
