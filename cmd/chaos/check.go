@@ -121,7 +121,7 @@ func check(cfg config, dir string) (*report, error) {
 		}
 		// Stand-down minus the send time of the last acknowledged write, not
 		// counting time the worker spent stopped.
-		d := t.observed - t.lastSent - pausedWithin(t.paused, t.lastSent, t.observed)
+		d := t.observed - t.lastSent - coveredWithin(t.paused, t.lastSent, t.observed)
 		demotions = append(demotions, ms(d))
 		if d > bound {
 			rep.DemotionViolations++
@@ -274,10 +274,11 @@ func subtract(s span, paused []span) []span {
 	return out
 }
 
-// pausedWithin returns how much of [from, to] the worker spent stopped.
-func pausedWithin(paused []span, from, to int64) int64 {
+// coveredWithin returns how much of [from, to] the spans cover (a worker's
+// pauses, say).
+func coveredWithin(spans []span, from, to int64) int64 {
 	var total int64
-	for _, p := range paused {
+	for _, p := range spans {
 		if lo, hi := max(p.from, from), min(p.to, to); hi > lo {
 			total += hi - lo
 		}
@@ -420,23 +421,13 @@ func checkRoundTrips(rep *report, hist *history) {
 	var samples []float64
 	for _, events := range hist.workers {
 		for _, ev := range events {
-			if ev.Kind != "op" || ev.Outcome == "error" || overlapsAny(faults, span{ev.Sent, ev.T}) {
+			if ev.Kind != "op" || ev.Outcome == "error" || coveredWithin(faults, ev.Sent, ev.T) > 0 {
 				continue
 			}
 			samples = append(samples, ms(ev.T-ev.Sent))
 		}
 	}
 	rep.RoundTrip = summarize(samples)
-}
-
-// overlapsAny reports whether x overlaps one of the spans.
-func overlapsAny(spans []span, x span) bool {
-	for _, s := range spans {
-		if x.from <= s.to && x.to >= s.from {
-			return true
-		}
-	}
-	return false
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }

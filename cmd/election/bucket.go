@@ -21,6 +21,14 @@ const defaultBucket = "ELECTIONS"
 // bucketTimeout bounds the requests of the commands that open a bucket.
 const bucketTimeout = 10 * time.Second
 
+// bucketContext is the context of a bucket subcommand: done after
+// bucketTimeout, or on SIGINT or SIGTERM.
+func bucketContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(ctx, bucketTimeout)
+	return ctx, func() { cancel(); stop() }
+}
+
 const bucketAbout = `Usage:
   election bucket create [--bucket B] [--ttl 10s] [--replicas 1] [--storage file|memory]
   election bucket check [--bucket B]
@@ -93,9 +101,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError(stderr, "%v", err)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, bucketTimeout)
+	ctx, cancel := bucketContext()
 	defer cancel()
 	nc, js, err := conn.connect("election bucket")
 	if err != nil {
@@ -136,9 +142,7 @@ func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, bucketTimeout)
+	ctx, cancel := bucketContext()
 	defer cancel()
 	nc, js, err := conn.connect("election bucket")
 	if err != nil {
