@@ -196,12 +196,13 @@ func (h *hub) run(ctx context.Context) {
 		h.mu.Lock()
 		written := h.expected // the new watcher's initial state includes every write acknowledged so far
 		h.mu.Unlock()
-		w := h.watch(ctx)
+		w, done := h.watch(ctx)
 		if w == nil {
 			return
 		}
 		h.consume(ctx, w, written)
 		_ = w.Stop()
+		done()
 		go drain(w)
 	}
 }
@@ -214,21 +215,38 @@ func drain(w jetstream.KeyWatcher) {
 	}
 }
 
-// watch starts a watcher, retrying until ctx is done (nil then).
-func (h *hub) watch(ctx context.Context) jetstream.KeyWatcher {
+// watch starts a watcher, retrying until ctx is done (nil then). done must
+// be called once the watcher is stopped.
+//
+// The watcher gets a context of its own, cut loose from ctx once it exists:
+// nats.go unsubscribes a watcher when its context ends, in a goroutine of its
+// own. Had ctx's end reached it, that goroutine would race the hub's Stop,
+// and Stop would return while the consumer's deletion was still in flight,
+// to be lost when the connection closed (the consumer then stays on the
+// server until its inactivity threshold).
+func (h *hub) watch(ctx context.Context) (w jetstream.KeyWatcher, done context.CancelFunc) {
 	wait := 50 * time.Millisecond
 	for {
-		var w jetstream.KeyWatcher
+		watchCtx, cancel := context.WithCancel(context.Background())
+		stopAborting := context.AfterFunc(ctx, cancel) // ctx's end aborts the watcher's creation
 		var err error
 		if h.keys == nil {
-			w, err = h.kv.WatchAll(ctx)
+			w, err = h.kv.WatchAll(watchCtx)
 		} else {
 			// A copy: WatchFiltered rewrites the slice it is given.
-			w, err = h.kv.WatchFiltered(ctx, append([]string(nil), h.keys...))
+			w, err = h.kv.WatchFiltered(watchCtx, append([]string(nil), h.keys...))
+		}
+		if !stopAborting() { // ctx ended during the call
+			if err == nil {
+				_ = w.Stop()
+			}
+			cancel()
+			return nil, nil
 		}
 		if err == nil {
-			return w
+			return w, cancel
 		}
+		cancel()
 		if len(h.keys) > 1 && isMultiFilterUnsupported(err) {
 			h.log.Warn("the server predates consumers with several filters (nats-server 2.10); watching the key alone, so requests to resign or transfer reach this election only if it is made from a Bucket", "error", err)
 			h.keys = h.keys[:1]
@@ -236,7 +254,7 @@ func (h *hub) watch(ctx context.Context) jetstream.KeyWatcher {
 		}
 		h.log.Warn("cannot watch the bucket; retrying", "error", err)
 		if !sleep(ctx, wait) {
-			return nil
+			return nil, nil
 		}
 		wait = min(wait*2, h.ttl/4)
 	}

@@ -131,3 +131,34 @@ func TestOneBucketServesManyElectionsWithOneWatcher(t *testing.T) {
 		t.Errorf("NewElection on a closed bucket: %v, want ErrStopped", err)
 	}
 }
+
+// Close removes the bucket's watcher from the server before it returns, so a
+// process that closes its connection right after leaves no consumer behind.
+// nats.go also unsubscribes a watcher when the context it was made with
+// ends; a Bucket that let that race its own Stop returned while the consumer
+// delete was still in flight, and the connection's close dropped it.
+func TestCloseRemovesTheWatcherBeforeItReturns(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "CLOSE", TTL: ttl})
+	for round := range 20 {
+		nc, own := testenv.Connect(t, s.ClientURL())
+		kv, err := own.KeyValue(context.Background(), "CLOSE")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := election.OpenBucket(context.Background(), kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Leader(context.Background(), "k"); err != nil { // waits for the watcher
+			t.Fatal(err)
+		}
+		b.Close()
+		nc.Close()
+		if n := consumers(t, js, "CLOSE"); n != 0 {
+			t.Fatalf("round %d: %d consumers on the bucket after Close and the connection's close, want 0", round, n)
+		}
+	}
+}

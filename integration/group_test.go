@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -50,10 +51,12 @@ func startGroup(t *testing.T, prefix, key string, kvs []jetstream.KeyValue, opts
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
+	log := testenv.Logger(t)
 	for i, kv := range kvs {
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		all := append([]election.Option{
 			election.WithoutSplay(),
+			election.WithLogger(log.With("candidate", name)),
 			election.OnWon(func(leading context.Context) {
 				token, _ := election.TokenFromContext(leading)
 				g.won(name, token, leading)
