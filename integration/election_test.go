@@ -88,16 +88,12 @@ func TestManyCandidatesOneLeaderAndKeyDeleteFailsOver(t *testing.T) {
 
 func TestStopReleasesTheKeyForTheNextLeader(t *testing.T) {
 	t.Parallel()
-	s, admin := serverWithBucket(t, "STOP")
+	// The bucket keeps the key's history, so the test reads what the next
+	// leader claimed over; 10 s keeps that history from ageing out meanwhile.
+	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: "STOP", TTL: 10 * time.Second, History: 10})
 	g := startGroup(t, "c", "k", handles(t, s.ClientURL(), "STOP", 3))
 
 	first := g.awaitWin()
-	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	awaitRenewal(t, w, first.name) // the watcher is live: it will see the release
 	g.elections[first.name].Stop()
 	if g.elections[first.name].IsLeader() {
 		t.Error("IsLeader true after Stop")
@@ -106,22 +102,30 @@ func TestStopReleasesTheKeyForTheNextLeader(t *testing.T) {
 	if !errors.Is(lost.cause, election.ErrStopped) {
 		t.Errorf("stood down with cause %v, want ErrStopped", lost.cause)
 	}
-	// Released, not left to expire: after the leader's own writes, the next
-	// entry is its release.
-	for {
-		e := nextUpdate(t, w)
-		if string(e.Value()) == first.name {
-			continue
-		}
-		if e.Operation() != jetstream.KeyValuePut || string(e.Value()) != "released:"+first.name {
-			t.Fatalf("after Stop the key got %v %q, want the leader's release", e.Operation(), e.Value())
-		}
-		break
-	}
 	second := g.awaitWin()
 	if second.name == first.name {
 		t.Errorf("%s led again after Stop", first.name)
 	}
+
+	// Released, not left to expire: the entry the next leader claimed over
+	// is the stopped leader's release.
+	history, err := admin.History(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	for i, e := range history {
+		written = append(written, fmt.Sprintf("%d %v %q", e.Revision(), e.Operation(), e.Value()))
+		if e.Revision() != second.token {
+			continue
+		}
+		if i == 0 || history[i-1].Operation() != jetstream.KeyValuePut || string(history[i-1].Value()) != "released:"+first.name {
+			t.Errorf("%s claimed the key at revision %d over something other than %s's release; the key's history: %v",
+				second.name, second.token, first.name, written)
+		}
+		return
+	}
+	t.Errorf("the key's history has no revision %d, %s's claim: %v", second.token, second.name, written)
 }
 
 // proxied opens n connections to the server, each through its own fault
