@@ -109,8 +109,8 @@ func TestOneBucketServesManyElectionsWithOneWatcher(t *testing.T) {
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "FLEET", TTL: ttl})
 	f := startFleet(t, kv, 50, 3, election.WithoutSplay())
 	f.awaitAllLed(t)
-	// A watcher the NATS client recreated leaves its old consumer behind for a
-	// few seconds, so wait for the count rather than read it once.
+	// A watcher the NATS client recreated deletes its old consumer without
+	// waiting, so wait for the count rather than read it once.
 	testenv.Poll(t, "the one watcher of the process as the only consumer on the bucket's stream", awaitTimeout, func() (int, bool) {
 		n := consumers(t, js, "FLEET")
 		return n, n == 1

@@ -27,10 +27,11 @@ Prints who leads each key of the bucket B that has a leader, or the key K
 revision (its claim or a renewal) and the age of that write by the server's
 clock. The last line counts the watchers on the bucket, one per process that
 opened it with the library's OpenBucket (and one per election made without
-a Bucket), so roughly the running candidates' processes. A watcher that
-the NATS client recreated (after a missed message or heartbeat) leaves its
-old consumer behind until the server drops it, seconds later; the count can
-be one high meanwhile.
+a Bucket), so roughly the running candidates' processes. A process that
+died without closing its watcher still counts until the server drops its
+consumer, 5-6 s later; a watcher the NATS client recreated (after a missed
+message or heartbeat) deletes its old consumer without waiting, so the
+count can be one high for a moment.
 
 --watch prints K's leader, then each change (a new leader, or none) until
 SIGINT or SIGTERM, and exits 0. Renewals are not changes.

@@ -49,8 +49,7 @@ func TestStatusPrintsLeadersAndWatchers(t *testing.T) {
 
 // statusCounting runs the CLI with args, a status command, until it counts
 // watchers watchers, and returns its output. The count is a snapshot: a
-// watcher the NATS client recreated leaves its old consumer behind for a few
-// seconds.
+// watcher the NATS client recreated deletes its old consumer without waiting.
 func statusCounting(t *testing.T, watchers int, args ...string) string {
 	t.Helper()
 	return testenv.Poll(t, fmt.Sprintf("%v to count %d watchers", args, watchers), pollTimeout, func() (string, bool) {
