@@ -82,8 +82,9 @@ func (b *Bucket) NewElection(name, key string, opts ...Option) (*Election, error
 }
 
 // Close stops every election made from the bucket (see Election.Stop), then
-// its watcher. It must not be called from an election's callback. It is safe
-// to call more than once.
+// its watcher, whose consumer it deletes from the server before it returns:
+// close the connection after Close, not before. It must not be called from an
+// election's callback. It is safe to call more than once.
 func (b *Bucket) Close() {
 	b.mu.Lock()
 	b.closed = true

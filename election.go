@@ -211,7 +211,9 @@ func (e *Election) Start(ctx context.Context) error {
 // interval, at most 5 s), so that the release replaces the revision actually
 // written. Stop waits until Start has returned and every callback has run, so
 // it must not be called from a callback (cancel Start's context there
-// instead). It is safe to call more than once, and before Start.
+// instead). An election not made from a Bucket has deleted its watcher's
+// consumer from the server by then. It is safe to call more than once, and
+// before Start.
 func (e *Election) Stop() {
 	e.mu.Lock()
 	e.stopped = true
