@@ -51,6 +51,10 @@ type hubSub struct {
 	entries []jetstream.KeyValueEntry // kept entries not yet drained; a nil entry: the key had none
 }
 
+// watchAbortGrace is how long a watcher's creation may go on after the hub
+// was told to stop; see hub.watch.
+const watchAbortGrace = time.Second
+
 // echoTimeout is how long the hub waits for its watcher to deliver a write
 // this process made before it replaces the watcher.
 const echoTimeout = time.Second
@@ -218,17 +222,28 @@ func drain(w jetstream.KeyWatcher) {
 // watch starts a watcher, retrying until ctx is done (nil then). done must
 // be called once the watcher is stopped.
 //
-// The watcher gets a context of its own, cut loose from ctx once it exists:
-// nats.go unsubscribes a watcher when its context ends, in a goroutine of its
-// own. Had ctx's end reached it, that goroutine would race the hub's Stop,
-// and Stop would return while the consumer's deletion was still in flight,
-// to be lost when the connection closed (the consumer then stays on the
-// server until its inactivity threshold).
+// The watcher gets a context of its own, which ctx's end does not reach once
+// the watcher exists: nats.go unsubscribes a watcher when its context ends,
+// in a goroutine of its own. That goroutine would race the hub's Stop, and
+// Stop would return while the consumer's deletion was still in flight, to be
+// lost when the connection closed (the consumer then stays on the server
+// until its inactivity threshold, 5-6 s). For the same reason, if ctx ends
+// while the watcher is being created, the creation is given
+// watchAbortGrace to finish, so that the hub can stop the new watcher
+// itself; only a creation that takes longer (the server unreachable) is
+// aborted.
 func (h *hub) watch(ctx context.Context) (w jetstream.KeyWatcher, done context.CancelFunc) {
 	wait := 50 * time.Millisecond
 	for {
 		watchCtx, cancel := context.WithCancel(context.Background())
-		stopAborting := context.AfterFunc(ctx, cancel) // ctx's end aborts the watcher's creation
+		created := make(chan struct{})
+		stopAborting := context.AfterFunc(ctx, func() {
+			select {
+			case <-created:
+			case <-time.After(watchAbortGrace):
+				cancel()
+			}
+		})
 		var err error
 		if h.keys == nil {
 			w, err = h.kv.WatchAll(watchCtx)
@@ -236,6 +251,7 @@ func (h *hub) watch(ctx context.Context) (w jetstream.KeyWatcher, done context.C
 			// A copy: WatchFiltered rewrites the slice it is given.
 			w, err = h.kv.WatchFiltered(watchCtx, append([]string(nil), h.keys...))
 		}
+		close(created)
 		if !stopAborting() { // ctx ended during the call
 			if err == nil {
 				_ = w.Stop()

@@ -132,33 +132,54 @@ func TestOneBucketServesManyElectionsWithOneWatcher(t *testing.T) {
 	}
 }
 
-// Close removes the bucket's watcher from the server before it returns, so a
-// process that closes its connection right after leaves no consumer behind.
-// nats.go also unsubscribes a watcher when the context it was made with
-// ends; a Bucket that let that race its own Stop returned while the consumer
-// delete was still in flight, and the connection's close dropped it.
+// Close removes the bucket's watcher from the server before it returns, as
+// Stop does for an election made without a Bucket, so a process that closes
+// its connection right after leaves no consumer behind. nats.go also
+// unsubscribes a watcher when the context it was made with ends; a watcher
+// that let that race its own Stop returned while the consumer's deletion was
+// still in flight, and the connection's close dropped it.
 func TestCloseRemovesTheWatcherBeforeItReturns(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "CLOSE", TTL: ttl})
-	for round := range 20 {
-		nc, own := testenv.Connect(t, s.ClientURL())
-		kv, err := own.KeyValue(context.Background(), "CLOSE")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := election.OpenBucket(context.Background(), kv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Leader(context.Background(), "k"); err != nil { // waits for the watcher
-			t.Fatal(err)
-		}
-		b.Close()
-		nc.Close()
-		if n := consumers(t, js, "CLOSE"); n != 0 {
-			t.Fatalf("round %d: %d consumers on the bucket after Close and the connection's close, want 0", round, n)
+	// Each opens a watcher on the bucket, waits until it is on the server,
+	// and returns what removes it.
+	watchers := map[string]func(kv jetstream.KeyValue) (remove func()){
+		"Bucket.Close": func(kv jetstream.KeyValue) func() {
+			b, err := election.OpenBucket(context.Background(), kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Leader(context.Background(), "k"); err != nil { // waits for the watcher
+				t.Fatal(err)
+			}
+			return b.Close
+		},
+		"Election.Stop": func(kv jetstream.KeyValue) func() {
+			e, err := election.NewElection("c", "k", kv, election.WithoutSplay(), election.WithLogger(testenv.Logger(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			go e.Start(context.Background())
+			testenv.Eventually(t, "the election's watcher on the server", awaitTimeout, func() bool {
+				return consumers(t, js, "CLOSE") == 1
+			})
+			return e.Stop
+		},
+	}
+	for name, open := range watchers {
+		for round := range 20 {
+			nc, own := testenv.Connect(t, s.ClientURL())
+			kv, err := own.KeyValue(context.Background(), "CLOSE")
+			if err != nil {
+				t.Fatal(err)
+			}
+			open(kv)()
+			nc.Close()
+			if n := consumers(t, js, "CLOSE"); n != 0 {
+				t.Fatalf("%s, round %d: %d consumers on the bucket after it returned and the connection closed, want 0", name, round, n)
+			}
 		}
 	}
 }
