@@ -159,14 +159,31 @@ func nextUpdate(t *testing.T, w jetstream.KeyWatcher) jetstream.KeyValueEntry {
 	}
 }
 
+// awaitUpdate returns the first entry from a watcher that match accepts. It
+// fails the test after awaitTimeout, naming what the watcher delivered
+// meanwhile: a stream of other entries must not keep it waiting forever.
+func awaitUpdate(t *testing.T, w jetstream.KeyWatcher, what string, match func(jetstream.KeyValueEntry) bool) jetstream.KeyValueEntry {
+	t.Helper()
+	timeout := time.After(awaitTimeout)
+	var seen []string
+	for {
+		select {
+		case e := <-w.Updates():
+			if match(e) {
+				return e
+			}
+			seen = append(seen, fmt.Sprintf("%d %v %q", e.Revision(), e.Operation(), e.Value()))
+		case <-timeout:
+			t.Fatalf("no %s within %v; the watcher delivered %v", what, awaitTimeout, seen)
+			return nil
+		}
+	}
+}
+
 // awaitRenewal waits until the leader writes the key again.
 func awaitRenewal(t *testing.T, w jetstream.KeyWatcher, leader string) jetstream.KeyValueEntry {
 	t.Helper()
-	for {
-		if e := nextUpdate(t, w); string(e.Value()) == leader {
-			return e
-		}
-	}
+	return awaitUpdate(t, w, "write by "+leader, func(e jetstream.KeyValueEntry) bool { return string(e.Value()) == leader })
 }
 
 // cutOff is a running group whose leader's connection was just blackholed,
@@ -292,8 +309,7 @@ func TestExpiryMarkerOfAShortLivedOverwriteNeverOverlapsACutOffLeader(t *testing
 	if _, err := js.Publish(context.Background(), "$KV.MARKER.k", []byte("rogue"), jetstream.WithMsgTTL(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	for e := nextUpdate(t, w); e.Operation() != jetstream.KeyValuePurge; e = nextUpdate(t, w) {
-	}
+	awaitUpdate(t, w, "expiry marker", func(e jetstream.KeyValueEntry) bool { return e.Operation() == jetstream.KeyValuePurge })
 	lost := g.awaitLoss(leader.name)
 	if !errors.Is(lost.cause, election.ErrRenewDeadline) {
 		t.Errorf("stood down with cause %v, want ErrRenewDeadline", lost.cause)
@@ -330,12 +346,9 @@ func TestWinnerStoppedBeforeItAnnouncesDoesNotShortenTheDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first candidate to claim the deleted key waits a TTL; stop it then.
-	for {
-		e := nextUpdate(t, c.watch)
-		if e.Operation() == jetstream.KeyValuePut && string(e.Value()) != c.leader.name {
-			c.elections[string(e.Value())].Stop()
-			break
-		}
-	}
+	claim := awaitUpdate(t, c.watch, "claim by another candidate", func(e jetstream.KeyValueEntry) bool {
+		return e.Operation() == jetstream.KeyValuePut && string(e.Value()) != c.leader.name
+	})
+	c.elections[string(claim.Value())].Stop()
 	c.awaitSuccessor(t, c.awaitStandDown(t))
 }
