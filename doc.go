@@ -74,7 +74,7 @@
 // however many keys they use; one made by NewElection alone watches its own
 // key. A watcher that stalls (its server died) or misses a write of this
 // process is replaced, and the new one's state replaces what the old one
-// showed. Bucket.Observe reports every change of holder of a key,
+// showed. Bucket.Observe reports the changes of holder of a key,
 // Bucket.Leader and Bucket.Leaders the current holders, and Bucket.Resign
 // and Bucket.Transfer ask a key's leader, in whatever process, to hand the
 // key to any other candidate or to a named one.

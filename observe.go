@@ -177,6 +177,14 @@ func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64, ol
 // replaced after a stall, the change to what the new watcher finds is
 // delivered (changes in between left no trace in the bucket). The channel
 // is closed when ctx is done or the bucket is closed.
+//
+// The server delivers only values it still holds: on a bucket that keeps
+// one revision per key (the default), a value replaced before the server
+// sent it to the watcher is never delivered. A release followed at once by
+// the next claim, the usual handover, can therefore show as a change
+// straight from the old holder to the new one, and a holder replaced within
+// a moment of its claim can go unseen. A bucket with a longer history
+// narrows that window.
 func (b *Bucket) Observe(ctx context.Context, key string) (<-chan Leader, error) {
 	if err := CheckKey(key); err != nil {
 		return nil, err

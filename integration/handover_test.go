@@ -45,17 +45,22 @@ func observe(t *testing.T, b *election.Bucket) <-chan election.Leader {
 }
 
 // expectChanges reads the next changes from an observer and checks their
-// holders' names ("" for nobody).
+// holders' names. A "" (nobody: a release or a handoff) may be missing: the
+// server skips a value that the next claim replaced before it reached the
+// observer's watcher.
 func expectChanges(t *testing.T, changes <-chan election.Leader, names ...string) {
 	t.Helper()
-	for _, want := range names {
+	for i := 0; i < len(names); i++ {
 		select {
 		case l := <-changes:
-			if l.Name != want {
-				t.Fatalf("observer got holder %q, want %q", l.Name, want)
+			if names[i] == "" && l.Name != "" && i+1 < len(names) {
+				i++ // the release was replaced before the watcher got it
+			}
+			if l.Name != names[i] {
+				t.Fatalf("observer got holder %q, want %q", l.Name, names[i])
 			}
 		case <-time.After(awaitTimeout):
-			t.Fatalf("observer got no change within %v, want holder %q", awaitTimeout, want)
+			t.Fatalf("observer got no change within %v, want holder %q", awaitTimeout, names[i])
 		}
 	}
 }

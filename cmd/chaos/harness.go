@@ -216,9 +216,12 @@ func (h *harness) setup(ctx context.Context) error {
 	return h.startAudit(ctx)
 }
 
-// startAudit records every message of the election bucket's stream, in
+// startAudit records the messages of the election bucket's stream, in
 // order, to audit.jsonl: which revision holds whose value, and which are
-// deletes, purges and expiry markers.
+// deletes, purges and expiry markers. The server delivers only messages the
+// stream still holds: a revision replaced before the consumer reached it
+// (the bucket keeps one per key) is missing, and a win at it is reported as
+// not audited.
 func (h *harness) startAudit(ctx context.Context) error {
 	f, err := os.Create(filepath.Join(h.dir, "audit.jsonl"))
 	if err != nil {
