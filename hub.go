@@ -221,48 +221,13 @@ func drain(w jetstream.KeyWatcher) {
 
 // watch starts a watcher, retrying until ctx is done (nil then). done must
 // be called once the watcher is stopped.
-//
-// The watcher gets a context of its own, which ctx's end does not reach once
-// the watcher exists: nats.go unsubscribes a watcher when its context ends,
-// in a goroutine of its own. That goroutine would race the hub's Stop, and
-// Stop would return while the consumer's deletion was still in flight, to be
-// lost when the connection closed (the consumer then stays on the server
-// until its inactivity threshold, 5-6 s). For the same reason, if ctx ends
-// while the watcher is being created, the creation is given
-// watchAbortGrace to finish, so that the hub can stop the new watcher
-// itself; only a creation that takes longer (the server unreachable) is
-// aborted.
-func (h *hub) watch(ctx context.Context) (w jetstream.KeyWatcher, done context.CancelFunc) {
+func (h *hub) watch(ctx context.Context) (jetstream.KeyWatcher, context.CancelFunc) {
 	wait := 50 * time.Millisecond
 	for {
-		watchCtx, cancel := context.WithCancel(context.Background())
-		created := make(chan struct{})
-		stopAborting := context.AfterFunc(ctx, func() {
-			select {
-			case <-created:
-			case <-time.After(watchAbortGrace):
-				cancel()
-			}
-		})
-		var err error
-		if h.keys == nil {
-			w, err = h.kv.WatchAll(watchCtx)
-		} else {
-			// A copy: WatchFiltered rewrites the slice it is given.
-			w, err = h.kv.WatchFiltered(watchCtx, append([]string(nil), h.keys...))
-		}
-		close(created)
-		if !stopAborting() { // ctx ended during the call
-			if err == nil {
-				_ = w.Stop()
-			}
-			cancel()
-			return nil, nil
-		}
+		w, done, err := h.startWatcher(ctx)
 		if err == nil {
-			return w, cancel
+			return w, done
 		}
-		cancel()
 		if len(h.keys) > 1 && isMultiFilterUnsupported(err) {
 			h.log.Warn("the server predates consumers with several filters (nats-server 2.10); watching the key alone, so requests to resign or transfer reach this election only if it is made from a Bucket", "error", err)
 			h.keys = h.keys[:1]
@@ -274,6 +239,50 @@ func (h *hub) watch(ctx context.Context) (w jetstream.KeyWatcher, done context.C
 		}
 		wait = min(wait*2, h.ttl/4)
 	}
+}
+
+// startWatcher makes one watcher (nil, with no error, if ctx ended first).
+// done must be called once the watcher is stopped.
+//
+// The watcher gets a context of its own, which ctx's end does not reach once
+// the watcher exists: nats.go unsubscribes a watcher when its context ends,
+// in a goroutine of its own. That goroutine would race the hub's Stop, and
+// Stop would return while the consumer's deletion was still in flight, to be
+// lost when the connection closed (the consumer then stays on the server
+// until its inactivity threshold, 5-6 s). For the same reason, if ctx ends
+// while the watcher is being created, the creation is given
+// watchAbortGrace to finish, so that the hub can stop the new watcher
+// itself; only a creation that takes longer (the server unreachable) is
+// aborted.
+func (h *hub) startWatcher(ctx context.Context) (w jetstream.KeyWatcher, done context.CancelFunc, err error) {
+	watchCtx, cancel := context.WithCancel(context.Background())
+	created := make(chan struct{})
+	stopAborting := context.AfterFunc(ctx, func() {
+		select {
+		case <-created:
+		case <-time.After(watchAbortGrace):
+			cancel()
+		}
+	})
+	if h.keys == nil {
+		w, err = h.kv.WatchAll(watchCtx)
+	} else {
+		// A copy: WatchFiltered rewrites the slice it is given.
+		w, err = h.kv.WatchFiltered(watchCtx, append([]string(nil), h.keys...))
+	}
+	close(created)
+	switch {
+	case !stopAborting(): // ctx ended during the call
+		if err == nil {
+			_ = w.Stop()
+		}
+		cancel()
+		return nil, nil, nil
+	case err != nil:
+		cancel()
+		return nil, nil, err
+	}
+	return w, cancel, nil
 }
 
 // consume applies the watcher's entries until ctx is done or the watcher
