@@ -20,6 +20,7 @@ type Proxy struct {
 	changed *sync.Cond
 	hold    [2]bool // by direction: toServer, toClient
 	delay   time.Duration
+	healed  chan struct{} // closed, and replaced, by every Heal and by Close
 	closed  bool
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
@@ -36,7 +37,7 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, healed: make(chan struct{})}
 	p.changed = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
@@ -56,11 +57,14 @@ func (p *Proxy) HalfOpen() { p.set(func() { p.hold = [2]bool{false, true} }) }
 // Delay holds every chunk for d before forwarding it, until Heal.
 func (p *Proxy) Delay(d time.Duration) { p.set(func() { p.delay = d }) }
 
-// Heal ends every fault: forwarding resumes without delay.
+// Heal ends every fault: forwarding resumes without delay, and a chunk
+// being held for a Delay goes at once.
 func (p *Proxy) Heal() {
 	p.set(func() {
 		p.hold = [2]bool{}
 		p.delay = 0
+		close(p.healed)
+		p.healed = make(chan struct{})
 	})
 }
 
@@ -83,6 +87,8 @@ func (p *Proxy) Reset() {
 func (p *Proxy) Close() {
 	p.set(func() {
 		p.closed = true
+		close(p.healed)
+		p.healed = make(chan struct{})
 		for c := range p.conns {
 			c.Close()
 		}
@@ -150,12 +156,12 @@ func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			delay, open := p.wait(direction)
+			delay, healed, open := p.wait(direction)
 			if !open {
 				return
 			}
 			if delay > 0 {
-				time.Sleep(delay)
+				holdFor(delay, healed)
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
@@ -167,13 +173,23 @@ func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	}
 }
 
-// wait blocks while the direction is held, then returns the delay to apply
-// and whether the proxy is still open.
-func (p *Proxy) wait(direction int) (time.Duration, bool) {
+// wait blocks while the direction is held, then returns the delay to apply,
+// a channel closed by the next Heal, and whether the proxy is still open.
+func (p *Proxy) wait(direction int) (time.Duration, <-chan struct{}, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.hold[direction] && !p.closed {
 		p.changed.Wait()
 	}
-	return p.delay, !p.closed
+	return p.delay, p.healed, !p.closed
+}
+
+// holdFor waits for d, or until healed is closed.
+func holdFor(d time.Duration, healed <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-healed:
+	}
 }

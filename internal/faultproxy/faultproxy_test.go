@@ -1,0 +1,62 @@
+package faultproxy
+
+import (
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHealSendsAChunkHeldForADelayAtOnce writes through a proxy that delays
+// every chunk by a minute, heals it, and expects the chunk well before the
+// minute is up: Heal ends the fault for bytes already held too, as the
+// chaos harness's "outside faults" figures assume.
+func TestHealSendsAChunkHeldForADelayAtOnce(t *testing.T) {
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	received := make(chan string, 1)
+	go func() {
+		c, err := target.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err == nil {
+			received <- string(buf)
+		}
+	}()
+
+	p, err := New(target.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	client, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p.Delay(time.Minute)
+	if _, err := client.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-received:
+		t.Fatalf("%q arrived while the proxy delayed it", got)
+	case <-time.After(100 * time.Millisecond): // the chunk is held
+	}
+	p.Heal()
+	select {
+	case got := <-received:
+		if got != "hello" {
+			t.Errorf("received %q, want hello", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the chunk held for a one-minute delay did not arrive within 30 s of Heal")
+	}
+}
