@@ -52,7 +52,7 @@ type hubSub struct {
 }
 
 // watchAbortGrace is how long a watcher's creation may go on after the hub
-// was told to stop; see hub.watch.
+// was told to stop; see hub.startWatcher.
 const watchAbortGrace = time.Second
 
 // echoTimeout is how long the hub waits for its watcher to deliver a write
