@@ -24,12 +24,18 @@ func handoverSetupWithAdmin(t *testing.T, bucket string) (*group, *election.Buck
 	g := startGroup(t, "c", "k", handles(t, s.ClientURL(), bucket, 3))
 	leader := g.awaitWin()
 	// Opened after the claim, so the watcher's first reading shows the leader.
-	b, err := election.OpenBucket(context.Background(), admin)
+	return g, openBucket(t, admin), admin, leader
+}
+
+// openBucket opens kv as a Bucket, closed when the test ends.
+func openBucket(t *testing.T, kv jetstream.KeyValue) *election.Bucket {
+	t.Helper()
+	b, err := election.OpenBucket(context.Background(), kv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	return g, b, admin, leader
+	return b
 }
 
 // observe collects what Observe delivers for key k.
@@ -125,11 +131,7 @@ func TestTransferToAnAbsentCandidateFallsBackAfterATTL(t *testing.T) {
 func TestObserveStartsWithTheKeyEvenWhenNobodyHoldsIt(t *testing.T) {
 	t.Parallel()
 	_, admin := serverWithBucket(t, "NOBODY")
-	b, err := election.OpenBucket(context.Background(), admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, admin)
 	first := <-observe(t, b)
 	if first.Key != "k" || first.Name != "" {
 		t.Errorf("first observation %+v, want key k held by nobody", first)
@@ -139,11 +141,7 @@ func TestObserveStartsWithTheKeyEvenWhenNobodyHoldsIt(t *testing.T) {
 func TestRequestsNeedALeader(t *testing.T) {
 	t.Parallel()
 	_, admin := serverWithBucket(t, "NOLEADER")
-	b, err := election.OpenBucket(context.Background(), admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, admin)
 	if _, err := b.Resign(context.Background(), "k"); !errors.Is(err, election.ErrNoLeader) {
 		t.Errorf("Resign with no leader: %v, want ErrNoLeader", err)
 	}
@@ -183,11 +181,7 @@ func TestResignReturnsTheSuccessorOfALeaderThatCrashed(t *testing.T) {
 	kvs, proxies := proxied(t, s, "CRASHED", 3)
 	g := startGroup(t, "c", "k", kvs)
 	leader := g.awaitWin()
-	b, err := election.OpenBucket(context.Background(), admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, admin)
 
 	proxies[leader.name].Close()
 	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)

@@ -63,8 +63,7 @@ func (p *Proxy) Heal() {
 	p.set(func() {
 		p.hold = [2]bool{}
 		p.delay = 0
-		close(p.healed)
-		p.healed = make(chan struct{})
+		p.releaseHeldLocked()
 	})
 }
 
@@ -87,14 +86,20 @@ func (p *Proxy) Reset() {
 func (p *Proxy) Close() {
 	p.set(func() {
 		p.closed = true
-		close(p.healed)
-		p.healed = make(chan struct{})
+		p.releaseHeldLocked()
 		for c := range p.conns {
 			c.Close()
 		}
 	})
 	p.ln.Close()
 	p.wg.Wait()
+}
+
+// releaseHeldLocked sends every chunk held for a delay at once; p.mu must be
+// held.
+func (p *Proxy) releaseHeldLocked() {
+	close(p.healed)
+	p.healed = make(chan struct{})
 }
 
 func (p *Proxy) set(change func()) {
