@@ -29,6 +29,7 @@ type tenure struct {
 	revision   uint64      // latest revision this node wrote
 	lastSent   time.Time   // when the latest acknowledged write was sent
 	announceAt time.Time   // when leadership may be announced
+	confirm    bool        // announce only after a renewal sent at or after announceAt was acknowledged
 	lead       *leadership // nil until leadership is announced
 }
 
@@ -144,13 +145,19 @@ func (c *campaigner) canClaim(v *keyView, tried uint64, triedAny bool) bool {
 }
 
 // claimableAt is when this node may claim over the key's latest entry: a
-// handoff to another candidate, or this node's own resignation, keeps it
-// away for half a TTL after it was seen, while the entry is still there to
-// claim over (it ages out a TTL after it was written).
+// handoff to another candidate, or this node's own resignation or vouch,
+// keeps it away for half a TTL after it was seen, while the entry is still
+// there to claim over (it ages out a TTL after it was written). A removal
+// keeps every candidate away for the vouch wait, so that a claim does not
+// pre-empt the old leader's vouch (see campaigner.vouch), which lets the
+// winner announce at once instead of a TTL later.
 func (c *campaigner) claimableAt(v *keyView) time.Time {
 	to, handoff := v.handoffTo()
-	if (handoff && to != c.name) || (v.latest != nil && v.latest.Revision() == c.sitOut) {
+	switch {
+	case (handoff && to != c.name) || (v.latest != nil && v.latest.Revision() == c.sitOut):
 		return v.seenAt.Add(c.timing.ttl / 2)
+	case v.latest != nil && v.classify() == predecessorEarly:
+		return v.seenAt.Add(c.timing.vouchWait)
 	}
 	return time.Time{}
 }
@@ -214,7 +221,7 @@ func (c *campaigner) claim(ctx context.Context, expected uint64, pred predecesso
 		delay = c.timing.announceDelay
 	}
 	c.log.Info("won the key", "revision", rev, "after", pred.String(), "announce_delay", delay)
-	return &tenure{token: rev, revision: rev, lastSent: sent, announceAt: time.Now().Add(delay)}
+	return &tenure{token: rev, revision: rev, lastSent: sent, announceAt: time.Now().Add(delay), confirm: delay > 0}
 }
 
 // hold keeps the key for one tenure: it renews every interval, announces
@@ -235,7 +242,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		case <-ctx.Done():
 		case <-c.sub.changed:
 			if e := c.hub.view(c.key).latest; e != nil && e.Revision() > t.revision {
-				c.standDown(t, fmt.Errorf("%w: revision %d was written by another client", ErrRevisionGone, e.Revision()))
+				c.standDownAndVouch(t, e.Revision(), fmt.Errorf("%w: revision %d was written by another client", ErrRevisionGone, e.Revision()))
 				return
 			}
 			continue
@@ -254,9 +261,13 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 
 		now := time.Now()
 		if t.lead == nil && !now.Before(t.announceAt) && now.Before(c.deadline(t)) {
-			c.announce(ctx, t)
-			if c.handOver(t) { // a request that came while the winner waited to announce
-				return
+			if t.confirm && t.lastSent.Before(t.announceAt) {
+				renewAt = now // confirm the claim with a renewal before announcing
+			} else {
+				c.announce(ctx, t)
+				if c.handOver(t) { // a request that came while the winner waited to announce
+					return
+				}
 			}
 		}
 		if now.Before(renewAt) {
@@ -281,7 +292,12 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 			}
 			renewAt = sent.Add(c.timing.interval)
 		case isCASConflict(err):
-			c.standDown(t, fmt.Errorf("%w: %w", ErrRevisionGone, err))
+			cause := fmt.Errorf("%w: %w", ErrRevisionGone, err)
+			if e := c.hub.view(c.key).latest; e != nil && e.Revision() > t.revision {
+				c.standDownAndVouch(t, e.Revision(), cause)
+			} else {
+				c.standDown(t, cause)
+			}
 			return
 		case !time.Now().Before(deadline):
 			c.standDown(t, fmt.Errorf("%w: %w", ErrRenewDeadline, err))
@@ -365,6 +381,49 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 	if c.opts.onLost != nil {
 		c.callbacks.push(func() { c.opts.onLost(cause) })
 	}
+}
+
+// standDownAndVouch ends the tenure because another client wrote revision
+// removal over the key (a delete, a purge or an overwrite). A node that was
+// the announced leader and still within its validity deadline when it saw
+// the write then vouches for having stood down: it writes a release by
+// compare-and-set over that revision, over which the next winner announces at
+// once instead of a TTL later, and sits it out for half a TTL as after a
+// resignation. See vouch for why only such a node may vouch.
+func (c *campaigner) standDownAndVouch(t *tenure, removal uint64, cause error) {
+	mayVouch := t.lead != nil && time.Now().Before(c.deadline(t))
+	c.standDown(t, cause)
+	if mayVouch {
+		c.sitOut = c.vouch(removal)
+	}
+}
+
+// vouch writes this node's release over revision removal, which another
+// client wrote over its tenure, and returns the revision written, 0 if the
+// key moved on first (a candidate already claimed over the removal: it then
+// waits out the announce delay).
+//
+// Why a winner over the vouch may announce at once: the voucher was the
+// announced leader, within its validity, when it saw the removal, so by
+// induction no other node was leader then; it stood down before writing;
+// and the compare-and-set puts the vouch directly after every write it saw,
+// so any claim made before it, still waiting out its announce delay, is
+// superseded: such a claimant announces only after a renewal sent at or
+// after its announce time is acknowledged (tenure.confirm), and that
+// renewal now fails. A node past its validity deadline must not vouch: a
+// successor that took over by expiry may be leading.
+func (c *campaigner) vouch(removal uint64) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
+	defer cancel()
+	value := releasePrefix + c.name
+	rev, err := c.kv.Update(ctx, c.key, []byte(value), removal)
+	if err != nil {
+		c.log.Debug("could not vouch for having stood down; the next leader waits a TTL", "removal", removal, "error", err)
+		return 0
+	}
+	c.hub.wrote(rev)
+	c.log.Info("vouched for having stood down", "removal", removal, "revision", rev)
+	return rev
 }
 
 // release frees the key if it still holds this node's latest revision, so

@@ -23,11 +23,21 @@ import "time"
 //     its claim was acknowledged: later than any earlier leader's validity,
 //     however early the key vanished. The margin T − validity covers clock
 //     rate differences and scheduling delay.
+//   - Unless the old leader vouches: a node that sees another client's write
+//     over its key while it is the announced leader within its validity
+//     stands down and writes a release by compare-and-set over that write,
+//     and the next winner announces at once over it (campaigner.vouch says
+//     why that is safe). Candidates wait vouchWait after a removal before
+//     claiming over it, so that their claims do not pre-empt the vouch.
+//   - A winner that waited out the announce delay announces only once a
+//     renewal sent at or after its announce time was acknowledged: a vouch
+//     written over its claim meanwhile makes that renewal fail.
 type timing struct {
 	ttl           time.Duration // bucket TTL
 	interval      time.Duration // leader renewal period; the longest wait between a candidate's retries
 	validity      time.Duration // leader stands down this long after sending its last good write
 	announceDelay time.Duration // a winner over a delete or purge announces this long after its claim
+	vouchWait     time.Duration // candidates wait this long after a removal for the old leader's vouch
 	renewRetry    time.Duration // wait between retries of a failed renewal
 	opTimeout     time.Duration // timeout of one KV call
 	maxSplay      time.Duration // upper bound of the random start delay
@@ -40,6 +50,11 @@ type timing struct {
 // maxOpTimeout caps a single KV call, as jetstream's own default does.
 const maxOpTimeout = 5 * time.Second
 
+// maxVouchWait caps the vouch wait, a twentieth of the TTL: long enough for
+// the old leader's watcher to deliver the removal and its vouch to come back
+// (a few round trips), short against the TTL a winner waits without one.
+const maxVouchWait = 250 * time.Millisecond
+
 // maxSplay caps the random start delay, as in the seed library.
 const maxSplay = 5 * time.Second
 
@@ -50,6 +65,7 @@ func newTiming(ttl, interval time.Duration) timing {
 		interval:      interval,
 		validity:      validity,
 		announceDelay: ttl,
+		vouchWait:     min(ttl/20, maxVouchWait),
 		renewRetry:    (validity - interval) / 4,
 		opTimeout:     min(interval, maxOpTimeout),
 		maxSplay:      min(interval, maxSplay),

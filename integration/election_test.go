@@ -202,8 +202,14 @@ type cutOff struct {
 // healed when the test ends.
 func cutOffLeader(t *testing.T, bucket string) *cutOff {
 	t.Helper()
-	s, admin := serverWithBucket(t, bucket)
-	kvs, proxies := proxied(t, s, bucket, 3)
+	return cutOffLeaderIn(t, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
+}
+
+// cutOffLeaderIn is cutOffLeader with the bucket cfg describes.
+func cutOffLeaderIn(t *testing.T, cfg jetstream.KeyValueConfig) *cutOff {
+	t.Helper()
+	s, admin := serverWith(t, cfg)
+	kvs, proxies := proxied(t, s, cfg.Bucket, 3)
 	g := startGroup(t, "c", "k", kvs)
 	leader := g.awaitWin()
 	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())

@@ -1,0 +1,206 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestARemovalTheLeaderSawFailsOverOverItsVouch removes a reachable leader's
+// key in each way another client can: the leader sees it, stands down and
+// vouches by writing its release over the removal, and the next leader
+// claims over that release (so it announces at once, not a TTL later).
+func TestARemovalTheLeaderSawFailsOverOverItsVouch(t *testing.T) {
+	t.Parallel()
+	removals := []struct {
+		name   string
+		remove func(kv jetstream.KeyValue) error
+		isIt   func(e jetstream.KeyValueEntry) bool
+	}{
+		{"delete", func(kv jetstream.KeyValue) error { return kv.Delete(context.Background(), "k") },
+			func(e jetstream.KeyValueEntry) bool { return e.Operation() == jetstream.KeyValueDelete }},
+		{"purge", func(kv jetstream.KeyValue) error { return kv.Purge(context.Background(), "k") },
+			func(e jetstream.KeyValueEntry) bool { return e.Operation() == jetstream.KeyValuePurge }},
+		{"overwrite", func(kv jetstream.KeyValue) error {
+			_, err := kv.Put(context.Background(), "k", []byte("rogue"))
+			return err
+		}, func(e jetstream.KeyValueEntry) bool { return string(e.Value()) == "rogue" }},
+	}
+	for _, r := range removals {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			bucket := "VOUCH_" + r.name
+			// The bucket keeps the key's history, so the test reads what the
+			// next leader claimed over.
+			s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: bucket, TTL: 10 * time.Second, History: 10})
+			g := startGroup(t, "c", "k", handles(t, s.ClientURL(), bucket, 3))
+			leader := g.awaitWin()
+			if err := r.remove(admin); err != nil {
+				t.Fatal(err)
+			}
+			lost := g.awaitLoss(leader.name)
+			if !errors.Is(lost.cause, election.ErrRevisionGone) {
+				t.Errorf("%s stood down with cause %v, want ErrRevisionGone", leader.name, lost.cause)
+			}
+			next := g.awaitWin()
+			if next.name == leader.name {
+				t.Errorf("%s led again right after it vouched; it sits out half a TTL", leader.name)
+			}
+			history := keyHistory(t, admin, "k")
+			i := history.index(next.token)
+			if i < 2 || !history.isRelease(i-1, leader.name) || !r.isIt(history[i-2]) {
+				t.Errorf("%s claimed at revision %d over something other than %s's vouch over the %s; the key's history: %v",
+					next.name, next.token, leader.name, r.name, history)
+			}
+		})
+	}
+}
+
+// TestAClaimWaitingOutARemovalDoesNotVouch deletes the key of a cut-off
+// leader, then deletes the claim of the candidate that won it while that
+// candidate still waits out its announce delay. The cut-off leader cannot
+// vouch, and the candidate must not: the cut-off leader may still believe
+// it leads, so the next winner must wait a TTL too.
+func TestAClaimWaitingOutARemovalDoesNotVouch(t *testing.T) {
+	t.Parallel()
+	c := cutOffLeaderIn(t, jetstream.KeyValueConfig{Bucket: "WAITING", TTL: ttl, History: 10})
+	if err := c.admin.Delete(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	claim := awaitUpdate(t, c.watch, "claim by another candidate", func(e jetstream.KeyValueEntry) bool {
+		return e.Operation() == jetstream.KeyValuePut && string(e.Value()) != c.leader.name
+	})
+	claimant := string(claim.Value())
+	if err := c.admin.Delete(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	c.awaitSuccessor(t, c.awaitStandDown(t))
+	for _, e := range keyHistory(t, c.admin, "k") {
+		if string(e.Value()) == "released:"+claimant {
+			t.Errorf("%s, which never announced, vouched at revision %d", claimant, e.Revision())
+		}
+	}
+}
+
+// TestAVouchOverAClaimWaitingToAnnounceStopsItsAnnouncement covers what a
+// winner over a vouch rests on besides the voucher itself: a claim made over
+// a removal before the vouch, still waiting out its announce delay, must
+// never lead. Here a candidate claims over a deleted key, renews once, and
+// is cut off; a release then written over its renewal (as a leader whose
+// watcher skipped the delete and the claim would vouch) lets another
+// candidate lead at once. The cut-off claimant still has a validity running
+// past its announce time, so only the renewal it must have acknowledged
+// after that time keeps it from announcing too.
+func TestAVouchOverAClaimWaitingToAnnounceStopsItsAnnouncement(t *testing.T) {
+	t.Parallel()
+	const bucketTTL = 4 * time.Second
+	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: "CONFIRM", TTL: bucketTTL})
+	// A holder that never renews; its key is deleted once the candidates run.
+	if _, err := admin.Put(context.Background(), "k", []byte("gone")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	kvs, proxies := proxied(t, s, "CONFIRM", 3)
+	renewed := renewalLog{results: make(chan renewal, 1024)}
+	g := startGroup(t, "c", "k", kvs, election.WithMetrics(renewed))
+	if err := admin.Delete(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	claim := awaitUpdate(t, w, "claim over the delete", func(e jetstream.KeyValueEntry) bool {
+		return e.Operation() == jetstream.KeyValuePut
+	})
+	claimant := string(claim.Value())
+	renewed.await(t, claimant, true)
+	proxies[claimant].Blackhole()
+	defer proxies[claimant].Heal()
+	latest, err := admin.Get(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Update(context.Background(), "k", []byte("released:voucher"), latest.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if next := g.awaitWin(); next.name == claimant {
+		t.Fatalf("the cut-off claimant %s announced", claimant)
+	}
+	// The claimant's first renewal after the cut comes after its announce
+	// time: by then it has announced, which the group reports as an
+	// overlap, or it never will.
+	renewed.await(t, claimant, false)
+}
+
+// renewalLog is a Metrics that reports each renewal's outcome.
+type renewalLog struct{ results chan renewal }
+
+type renewal struct {
+	name string
+	ok   bool
+}
+
+func (r renewalLog) Renewed(_, name string, _ time.Duration, err error) {
+	r.results <- renewal{name, err == nil}
+}
+func (renewalLog) Campaigning(string, string, time.Duration) {}
+func (renewalLog) Leading(string, string, time.Duration)     {}
+func (renewalLog) Lost(string, string, error, time.Duration) {}
+func (renewalLog) Stopped(string, string)                    {}
+
+// await waits for a renewal by name that succeeded (ok) or failed.
+func (r renewalLog) await(t *testing.T, name string, ok bool) {
+	t.Helper()
+	timeout := time.After(awaitTimeout)
+	for {
+		select {
+		case got := <-r.results:
+			if got.name == name && got.ok == ok {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no renewal by %s with ok=%v within %v", name, ok, awaitTimeout)
+		}
+	}
+}
+
+// history is a key's history as the bucket keeps it.
+type history []jetstream.KeyValueEntry
+
+func keyHistory(t *testing.T, kv jetstream.KeyValue, key string) history {
+	t.Helper()
+	h, err := kv.History(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// index returns the position of revision, or -1.
+func (h history) index(revision uint64) int {
+	for i, e := range h {
+		if e.Revision() == revision {
+			return i
+		}
+	}
+	return -1
+}
+
+// isRelease reports whether the entry at i is name's release.
+func (h history) isRelease(i int, name string) bool {
+	return h[i].Operation() == jetstream.KeyValuePut && string(h[i].Value()) == "released:"+name
+}
+
+func (h history) String() string {
+	s := ""
+	for _, e := range h {
+		s += fmt.Sprintf("[%d %v %q]", e.Revision(), e.Operation(), e.Value())
+	}
+	return s
+}
