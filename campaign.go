@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,11 +16,13 @@ import (
 type campaigner struct {
 	*Election
 	callbacks *callbackQueue
-	hub       *hub      // the watcher this election shares
-	sub       *hubSub   // wakes the campaigner when the key's view changes
-	requests  *hubSub   // wakes it when a request to the leader is written
-	sitOut    uint64    // the revision of this node's own resignation: it does not claim over it for half a TTL
-	since     time.Time // when this node began to campaign for its next tenure
+	hub       *hub                  // the watcher this election shares
+	sub       *hubSub               // wakes the campaigner when the key's view changes
+	requests  *hubSub               // wakes it when a request to the leader is written
+	sitOut    uint64                // the revision of this node's own resignation: it does not claim over it for half a TTL
+	since     time.Time             // when this node began to campaign for its next tenure
+	work      func(context.Context) // Once's work, run after OnWon when this node leads
+	workDone  atomic.Bool           // Once's work returned while this node led: the release marks the key done
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -30,7 +33,8 @@ type tenure struct {
 	lastSent   time.Time   // when the latest acknowledged write was sent
 	announceAt time.Time   // when leadership may be announced
 	confirm    bool        // announce only after a renewal sent at or after announceAt was acknowledged
-	lead       *leadership // nil until leadership is announced
+	lead       *leadership // nil until leadership is announced, and again after stand-down
+	announced  bool        // leadership was announced in this tenure
 }
 
 // leadership is an announced tenure: the context handed to OnWon, and the
@@ -330,8 +334,12 @@ func (c *campaigner) announce(ctx context.Context, t *tenure) {
 
 	c.log.Info("leading", "revision", t.token)
 	c.opts.metrics.Leading(c.key, c.name, t.lead.since.Sub(c.since))
+	t.announced = true
 	if c.opts.onWon != nil {
 		c.callbacks.push(func() { c.opts.onWon(leadCtx) })
+	}
+	if c.work != nil {
+		c.callbacks.push(func() { c.work(leadCtx) })
 	}
 }
 
@@ -434,7 +442,11 @@ func (c *campaigner) vouch(removal uint64) uint64 {
 // an earlier holder may still believe it leads, so it deletes the key
 // instead, which makes the next winner wait a TTL.
 func (c *campaigner) release(t *tenure) {
-	c.releaseAs(t, releasePrefix+c.name)
+	value := releasePrefix + c.name
+	if c.workDone.Load() {
+		value = donePrefix + c.name
+	}
+	c.releaseAs(t, value)
 }
 
 // releaseAs releases the key as release does, with value (a release or a

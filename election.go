@@ -70,8 +70,9 @@ func CheckCandidate(name, key string) error {
 	if name == "" {
 		return fmt.Errorf("%w: the name must not be empty", ErrInvalidName)
 	}
-	if isRelease([]byte(name)) {
-		return fmt.Errorf("%w %q: names must not start with %q or %q, which mark a released key", ErrInvalidName, name, releasePrefix, handoffPrefix)
+	if isRelease([]byte(name)) || isDone([]byte(name)) {
+		return fmt.Errorf("%w %q: names must not start with %q or %q, which mark a released key, or %q, which marks work done",
+			ErrInvalidName, name, releasePrefix, handoffPrefix, donePrefix)
 	}
 	return CheckKey(key)
 }
@@ -165,6 +166,12 @@ func CheckKey(key string) error {
 // over at once. Start returns ErrAlreadyStarted if the election is running
 // and ErrStopped if it was stopped; an Election runs once.
 func (e *Election) Start(ctx context.Context) error {
+	return e.runCampaigner(ctx, func(ctx context.Context, c *campaigner) { c.run(ctx) })
+}
+
+// runCampaigner runs body with the election's campaigner and watcher, once
+// per Election, as Start describes.
+func (e *Election) runCampaigner(ctx context.Context, body func(context.Context, *campaigner)) error {
 	e.mu.Lock()
 	switch {
 	case e.stopped:
@@ -192,8 +199,7 @@ func (e *Election) Start(ctx context.Context) error {
 		go func() { defer close(hubDone); h.run(hubCtx) }()
 		stopHub = func() { cancel(); <-hubDone }
 	}
-	c := &campaigner{Election: e, callbacks: callbacks, hub: h}
-	c.run(ctx)
+	body(ctx, &campaigner{Election: e, callbacks: callbacks, hub: h})
 	stopHub()
 
 	e.mu.Lock()

@@ -17,6 +17,16 @@ const (
 	handoffPrefix = "handoff:"
 )
 
+// donePrefix marks a key whose work Election.Once ran: "done:" and the name
+// of the candidate that ran it. The marker holds the key like a holder that
+// does not renew, so that nobody runs the work again until it ages out a TTL
+// later. NewElection refuses names that start with it.
+const donePrefix = "done:"
+
+func isDone(value []byte) bool {
+	return strings.HasPrefix(string(value), donePrefix)
+}
+
 // keyView is what a node knows of the key from its watcher: the latest entry,
 // which tells whether the key is free and how it came to be.
 type keyView struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/kvelect/election/internal/faultproxy"
@@ -36,6 +37,9 @@ func scenarios(ttl time.Duration) []scenario {
 		{name: "pause-1", inject: pause(times(1))},
 		{name: "pause-1.5", inject: pause(times(1.5))},
 		{name: "pause-3", inject: pause(times(3))},
+		{name: "stale-resume", inject: func(ctx context.Context, h *harness, l *workerProc) error {
+			return h.staleResume(ctx, l, ttl)
+		}},
 		{name: "blackhole", inject: network(ttl, 4*ttl, (*faultproxy.Proxy).Blackhole)},
 		{name: "half-open", inject: network(ttl, 4*ttl, (*faultproxy.Proxy).HalfOpen)},
 		{name: "latency", inject: network(ttl, 4*ttl, func(p *faultproxy.Proxy) { p.Delay(times(1.5)) })},
@@ -94,6 +98,31 @@ func pause(d time.Duration) func(context.Context, *harness, *workerProc) error {
 		h.pause(l, d)
 		return nil
 	}
+}
+
+// staleResume pauses the leader until a successor leads, cuts the successor
+// off, and resumes the old leader: past its validity deadline, it sees the
+// successor's write over its key and must stand down without vouching for
+// it, since the cut-off successor still believes it leads.
+func (h *harness) staleResume(ctx context.Context, l *workerProc, ttl time.Duration) error {
+	h.rec.record(Event{Kind: "pause", Target: l.name, PID: l.cmd.Process.Pid})
+	l.cmd.Process.Signal(syscall.SIGSTOP)
+	resume := func() error {
+		l.cmd.Process.Signal(syscall.SIGCONT)
+		h.rec.record(Event{Kind: "resume", Target: l.name, PID: l.cmd.Process.Pid})
+		return nil
+	}
+	wait, cancel := context.WithTimeout(ctx, 4*ttl)
+	defer cancel()
+	won, ok := h.nextWin(wait)
+	h.mu.Lock()
+	successor := h.workers[won.Worker]
+	h.mu.Unlock()
+	if !ok || successor == nil {
+		resume()
+		return errors.New("no successor while the leader was paused")
+	}
+	return h.cutOff(ctx, successor, ttl, 4*ttl, (*faultproxy.Proxy).Blackhole, resume)
 }
 
 // network applies a fault to the leader's connections (see cutOff).

@@ -134,7 +134,7 @@ func (fs *flagSet) printUsage(w io.Writer) {
 		if arg != "" {
 			names += " " + arg
 		}
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
 			usage += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
 		if len(names) > 26 {

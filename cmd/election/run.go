@@ -18,6 +18,7 @@ import (
 
 const runAbout = `Usage:
   election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR] -- COMMAND [ARGS...]
+  election run --once --key K [--wait DURATION] [--bucket B] [--name N] -- COMMAND [ARGS...]
 
 Campaigns for the key K in the bucket B and runs COMMAND only while this
 process leads. Run one on every machine that may do the work: one at a time
@@ -57,15 +58,27 @@ With --metrics ADDR (HOST:PORT), it serves over HTTP on ADDR while it runs:
 COMMAND may run up to the grace period after leadership ended, longer on a
 paused machine: pass KVELECT_TOKEN to what it changes.
 
+With --once (for a job that cron fires on every host), it makes one attempt:
+if the key is free, or becomes free within --wait (default 0: only if free
+now), and this process wins it, it runs COMMAND once, exits with its status,
+and leaves the key marked done for the bucket's TTL, so that a host whose
+schedule fires a little later skips the job. If another host leads the key,
+or ran the job less than a TTL ago, it exits 75 without running COMMAND.
+If leadership ends while COMMAND runs, COMMAND is stopped as above and the
+key is left unmarked.
+
 Exit status: COMMAND's; 1 if the server, the bucket or the election failed;
-2 for bad flags; 126 if COMMAND could not be started; 127 if it was not
-found.
+2 for bad flags; 75 with --once when another host leads or ran the job; 126
+if COMMAND could not be started; 127 if it was not found.
 `
 
 // Exit codes for a COMMAND that could not run, as shells and env use them.
 const (
 	exitCannotRun = 126
 	exitNotFound  = 127
+	// exitSkipped is run --once's status when another host leads the key or
+	// ran the job within a TTL: EX_TEMPFAIL of sysexits.h.
+	exitSkipped = 75
 )
 
 // runConfig is what the flags of run say.
@@ -79,6 +92,8 @@ type runConfig struct {
 	logFormat string
 	metrics   string // the address to serve metrics and health on, or ""
 	tolerance time.Duration
+	once      bool          // run COMMAND at most once, if this process wins within wait
+	wait      time.Duration // with once: how long to wait for the key to be free
 	argv      []string
 }
 
@@ -96,6 +111,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	fs.StringVar(&cfg.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
 	fs.DurationVar(&cfg.tolerance, "health-tolerance", time.Second, "`DURATION` past its renewal deadline a leader may be before /healthz fails")
+	fs.BoolVar(&cfg.once, "once", false, "make one attempt: run COMMAND once if this process wins, else exit 75")
+	fs.DurationVar(&cfg.wait, "wait", 0, "with --once, how long to wait for the key to be free (`DURATION`; 0: only if free now)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -136,6 +153,12 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	}
 	if cfg.tolerance < 0 {
 		return nil, fmt.Errorf("--health-tolerance %v: want a duration of 0 or more", cfg.tolerance)
+	}
+	if cfg.wait < 0 {
+		return nil, fmt.Errorf("--wait %v: want a duration of 0 or more", cfg.wait)
+	}
+	if cfg.wait > 0 && !cfg.once {
+		return nil, errors.New("--wait is for --once: without it, run campaigns until it is stopped")
 	}
 	if len(cfg.argv) == 0 {
 		return nil, errors.New("no COMMAND given: election run --key K -- COMMAND [ARGS...]")
@@ -193,12 +216,15 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	electionCtx, endElection := context.WithCancel(context.Background())
 	defer endElection()
 	sup := newSupervisor(cfg, clog, endElection)
+	sup.once = cfg.once
 	opts := []election.Option{
 		election.WithLogger(slogrus.New(log)),
-		election.OnWon(sup.lead),
 		election.OnLost(func(cause error) {
 			clog.WithField("cause", cause.Error()).Info("leadership ended")
 		}),
+	}
+	if !cfg.once { // with --once, Once runs COMMAND as its work
+		opts = append(opts, election.OnWon(sup.lead))
 	}
 	if metrics != nil {
 		opts = append(opts, election.WithMetrics(metrics.collector))
@@ -215,6 +241,9 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	defer close(watching)
 	go sup.watchSignals(signals, watching)
 
+	if cfg.once {
+		return runOnce(electionCtx, e, sup, cfg.wait, clog)
+	}
 	clog.Info("campaigning")
 	if err := e.Start(electionCtx); err != nil {
 		return 0, err

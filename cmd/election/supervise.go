@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ type supervisor struct {
 	grace       time.Duration
 	log         *logrus.Entry
 	endElection context.CancelFunc
+	once        bool // run --once: COMMAND runs at most once, and ending it does not end the election
 
 	shutdown chan struct{} // closed on the first SIGINT or SIGTERM
 	sig      os.Signal     // that signal; written before shutdown is closed
@@ -64,14 +66,16 @@ func (s *supervisor) lead(leading context.Context) {
 	if err != nil {
 		log.WithError(err).Error("could not start COMMAND; releasing the key")
 		s.code = exitCannotRun
-		s.endElection()
+		if !s.once {
+			s.endElection()
+		}
 		s.mu.Unlock()
 		return
 	}
 	s.child = c
 	s.mu.Unlock()
 	log = log.WithField("pid", c.pid)
-	log.Info("leading: started COMMAND")
+	log.WithField("command", strings.Join(s.argv, " ")).Info("leading: started the command")
 
 	byItself := false
 	select {
@@ -97,16 +101,20 @@ func (s *supervisor) lead(leading context.Context) {
 	defer s.mu.Unlock()
 	s.child = nil
 	switch {
+	case byItself && s.once:
+		log.Info("COMMAND exited by itself; marking the key done")
 	case byItself:
 		log.Info("COMMAND exited by itself; releasing the key")
-	case s.shuttingDown():
+	case s.shuttingDown() || s.once:
 		log.Info("COMMAND stopped; releasing the key")
 	default:
 		log.Info("COMMAND stopped; campaigning again")
 		return
 	}
 	s.code = code
-	s.endElection()
+	if !s.once {
+		s.endElection()
+	}
 }
 
 // watchSignals waits for SIGINT or SIGTERM until done is closed. The first

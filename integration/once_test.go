@@ -1,0 +1,193 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// onceElection makes an election for key "job" named name on kv.
+func onceElection(t *testing.T, kv jetstream.KeyValue, name string) *election.Election {
+	t.Helper()
+	e, err := election.NewElection(name, "job", kv, election.WithoutSplay(), election.WithLogger(testenv.Logger(t).With("candidate", name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestOnceRunsOnAFreeKeyAndMarksItDoneForATTL(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWithBucket(t, "ONCE")
+	kvs := handles(t, s.ClientURL(), "ONCE", 2)
+
+	var token uint64
+	outcome, err := onceElection(t, kvs[0], "a").Once(context.Background(), 0, func(ctx context.Context) error {
+		token, _ = election.TokenFromContext(ctx)
+		return errors.New("the job's own error")
+	})
+	if outcome != election.OnceRan || err == nil || err.Error() != "the job's own error" {
+		t.Fatalf("Once = %v, %v; want ran, the job's own error", outcome, err)
+	}
+	e, err := admin.Get(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Value()) != "done:a" || e.Revision() <= token {
+		t.Errorf("after the work the key holds %q at revision %d (token %d); want done:a after the token", e.Value(), e.Revision(), token)
+	}
+
+	ran := false
+	outcome, err = onceElection(t, kvs[1], "b").Once(context.Background(), 0, func(context.Context) error { ran = true; return nil })
+	if outcome != election.OnceDone || err != nil || ran {
+		t.Errorf("a second Once within the TTL = %v, %v, ran %v; want done, nil, not run", outcome, err, ran)
+	}
+
+	// The mark ages out a TTL after it was written, then the work runs again.
+	testenv.Eventually(t, "the done mark to age out", 3*ttl, func() bool {
+		_, err := admin.Get(context.Background(), "job")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	outcome, err = onceElection(t, kvs[1], "b").Once(context.Background(), 0, func(context.Context) error { return nil })
+	if outcome != election.OnceRan || err != nil {
+		t.Errorf("Once after the mark aged out = %v, %v; want ran, nil", outcome, err)
+	}
+}
+
+func TestOnceDoesNotRunWhileAnotherCandidateLeads(t *testing.T) {
+	t.Parallel()
+	s, _ := serverWithBucket(t, "ONCE_HELD")
+	kvs := handles(t, s.ClientURL(), "ONCE_HELD", 3)
+	g := startGroup(t, "c", "job", kvs[:1])
+	leader := g.awaitWin()
+
+	ran := false
+	outcome, err := onceElection(t, kvs[1], "other").Once(context.Background(), 0, func(context.Context) error { ran = true; return nil })
+	if outcome != election.OnceOtherLeader || err != nil || ran {
+		t.Errorf("Once while %s leads = %v, %v, ran %v; want other leader, nil, not run", leader.name, outcome, err, ran)
+	}
+	outcome, err = onceElection(t, kvs[2], leader.name).Once(context.Background(), 0, func(context.Context) error { ran = true; return nil })
+	if outcome != election.OnceAlreadyLeader || err != nil || ran {
+		t.Errorf("Once named as the leader = %v, %v, ran %v; want already leader, nil, not run", outcome, err, ran)
+	}
+}
+
+func TestOnceWaitsForTheKeyToBeReleased(t *testing.T) {
+	t.Parallel()
+	s, _ := serverWithBucket(t, "ONCE_WAIT")
+	kvs := handles(t, s.ClientURL(), "ONCE_WAIT", 2)
+	g := startGroup(t, "c", "job", kvs[:1])
+	leader := g.awaitWin()
+
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		g.elections[leader.name].Stop()
+	}()
+	outcome, err := onceElection(t, kvs[1], "waiter").Once(context.Background(), awaitTimeout, func(context.Context) error { return nil })
+	<-stopped
+	if outcome != election.OnceRan || err != nil {
+		t.Errorf("Once waiting for the release = %v, %v; want ran, nil", outcome, err)
+	}
+}
+
+func TestOnceInterruptedLeavesTheKeyUnmarked(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: "ONCE_LOST", TTL: ttl, History: 10})
+	kvs := handles(t, s.ClientURL(), "ONCE_LOST", 1)
+	working := make(chan struct{})
+	go func() {
+		<-working
+		if err := admin.Delete(context.Background(), "job"); err != nil {
+			t.Error(err)
+		}
+	}()
+	outcome, err := onceElection(t, kvs[0], "a").Once(context.Background(), 0, func(ctx context.Context) error {
+		close(working)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if outcome != election.OnceRan || !errors.Is(err, election.ErrWorkInterrupted) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Once whose key was deleted during the work = %v, %v; want ran, ErrWorkInterrupted and context.Canceled", outcome, err)
+	}
+	for _, e := range keyHistory(t, admin, "job") {
+		if isDoneMark(e) {
+			t.Errorf("the key was marked done at revision %d though the work was interrupted", e.Revision())
+		}
+	}
+}
+
+func isDoneMark(e jetstream.KeyValueEntry) bool {
+	return e.Operation() == jetstream.KeyValuePut && len(e.Value()) > 5 && string(e.Value()[:5]) == "done:"
+}
+
+func TestOnceFiredOnTenCandidatesAtOnceRunsOnce(t *testing.T) {
+	t.Parallel()
+	s, _ := serverWithBucket(t, "ONCE_TEN")
+	kvs := handles(t, s.ClientURL(), "ONCE_TEN", 10)
+	var runs atomic.Int32
+	outcomes := make([]election.OnceOutcome, len(kvs))
+	var wg sync.WaitGroup
+	var skipped atomic.Int32
+	var closeOnce sync.Once
+	othersDone := make(chan struct{})
+	for i, kv := range kvs {
+		e := onceElection(t, kv, fmt.Sprintf("host-%d", i))
+		wg.Go(func() {
+			var err error
+			ran := false
+			outcomes[i], err = e.Once(context.Background(), 0, func(context.Context) error {
+				ran = true
+				runs.Add(1)
+				// The job runs until every other host's Once returned.
+				select {
+				case <-othersDone:
+				case <-time.After(awaitTimeout):
+				}
+				return nil
+			})
+			if !ran && skipped.Add(1) >= int32(len(kvs)-1) {
+				closeOnce.Do(func() { close(othersDone) })
+			}
+			if err != nil {
+				t.Errorf("host-%d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the work ran %d times; outcomes %v", n, outcomes)
+	}
+	ran := 0
+	for _, o := range outcomes {
+		if o == election.OnceRan {
+			ran++
+		}
+	}
+	if ran != 1 {
+		t.Errorf("%d candidates report ran; outcomes %v", ran, outcomes)
+	}
+}
+
+func TestOnceRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	s, _ := serverWithBucket(t, "ONCE_BAD")
+	kv := handles(t, s.ClientURL(), "ONCE_BAD", 1)[0]
+	if _, err := onceElection(t, kv, "a").Once(context.Background(), -time.Second, func(context.Context) error { return nil }); !errors.Is(err, election.ErrInvalidWait) {
+		t.Errorf("a negative wait: %v, want ErrInvalidWait", err)
+	}
+	if _, err := onceElection(t, kv, "a").Once(context.Background(), 0, nil); !errors.Is(err, election.ErrNilWork) {
+		t.Errorf("no work: %v, want ErrNilWork", err)
+	}
+	if _, err := election.NewElection("done:x", "job", kv); !errors.Is(err, election.ErrInvalidName) {
+		t.Errorf("a name starting with done: %v, want ErrInvalidName", err)
+	}
+}

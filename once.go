@@ -1,0 +1,212 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// OnceOutcome says what an Election.Once attempt found.
+type OnceOutcome int
+
+const (
+	// OnceRan means this candidate won the key, led, and ran the work.
+	OnceRan OnceOutcome = iota + 1
+	// OnceOtherLeader means another candidate holds the key: it leads, or it
+	// won the key and waits to announce.
+	OnceOtherLeader
+	// OnceDone means a candidate ran the work less than a TTL ago: the key is
+	// still marked done.
+	OnceDone
+	// OnceConflict means the key was free, but another candidate's claim won
+	// the race for it, or this candidate won the key but lost it before it
+	// could lead.
+	OnceConflict
+	// OnceAlreadyLeader means a candidate of this name holds the key already
+	// (another process, or an Election started with the same name).
+	OnceAlreadyLeader
+)
+
+// String returns "ran", "other leader", "done", "conflict" or "already
+// leader".
+func (o OnceOutcome) String() string {
+	switch o {
+	case OnceRan:
+		return "ran"
+	case OnceOtherLeader:
+		return "other leader"
+	case OnceDone:
+		return "done"
+	case OnceConflict:
+		return "conflict"
+	case OnceAlreadyLeader:
+		return "already leader"
+	default:
+		return fmt.Sprintf("OnceOutcome(%d)", int(o))
+	}
+}
+
+var (
+	// ErrInvalidWait means Once was given a negative wait.
+	ErrInvalidWait = errors.New("election: invalid wait")
+	// ErrNilWork means Once was given no work to run.
+	ErrNilWork = errors.New("election: nil work")
+	// ErrWorkInterrupted means leadership ended (or Once's context was
+	// cancelled) before the work returned: the key is not marked done.
+	ErrWorkInterrupted = errors.New("election: leadership ended before the work returned")
+)
+
+// Once makes one attempt to lead the key, and runs work if it leads: the way
+// to run a job fired on many hosts (cron, say) on exactly one of them.
+//
+// If the key is free, or becomes free within wait (0: only if free now), the
+// candidate claims it. If it wins and leads, Once runs work with the
+// leadership context (cancelled if leadership ends; TokenFromContext gives
+// the fencing token), renewing the key meanwhile; when work returns while
+// this node still leads, it marks the key done ("done:" and its name) for
+// one TTL and returns OnceRan with work's error. Any candidate's Once in that
+// TTL returns OnceDone without running, and a Start-ed candidate of the key
+// claims it only once the mark has aged out. A panic in work is returned as
+// an error. If leadership ends, or ctx is done, before work returns, Once
+// waits for work to return, releases the key unmarked (another host may run
+// the work) and returns OnceRan with an error matching ErrWorkInterrupted.
+//
+// Otherwise it returns without running work: OnceOtherLeader, OnceDone,
+// OnceConflict or OnceAlreadyLeader. A key free only after a removal (a
+// delete or purge) is claimed after the vouch window (see the package
+// documentation), even with a wait of 0, and the winner may have to wait
+// out a TTL before it leads.
+//
+// OnWon and OnLost run as with Start, OnWon before work. Like Start, Once
+// runs once per Election; it returns ErrAlreadyStarted or ErrStopped as
+// Start does, and Stop interrupts it.
+func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx context.Context) error) (OnceOutcome, error) {
+	switch {
+	case wait < 0:
+		return 0, fmt.Errorf("%w %v: want 0 (only if the key is free now) or more", ErrInvalidWait, wait)
+	case work == nil:
+		return 0, ErrNilWork
+	}
+	var outcome OnceOutcome
+	var workErr error
+	err := e.runCampaigner(ctx, func(ctx context.Context, c *campaigner) {
+		outcome, workErr = c.once(ctx, wait, work)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return outcome, workErr
+}
+
+// once is Once's campaign: it claims the key if it is free, or becomes free
+// before wait has passed, and runs work if the claim leads.
+func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(context.Context) error) (OnceOutcome, error) {
+	c.since = time.Now()
+	c.opts.metrics.Campaigning(c.key, c.name, c.timing.interval)
+	defer c.opts.metrics.Stopped(c.key, c.name)
+	c.sub = c.hub.subscribe(c.key)
+	defer c.hub.unsubscribe(c.sub)
+	c.hub.noteInterval(c.timing.interval, 1)
+	defer c.hub.noteInterval(c.timing.interval, -1)
+	c.requests = c.hub.subscribe(requestKey(c.key))
+	defer c.hub.unsubscribe(c.requests)
+
+	giveUpAt := time.Now().Add(wait)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	lost, tried := false, uint64(0) // a lost claim, and the revision it expected
+	for {
+		view := c.hub.view(c.key)
+		now := time.Now()
+		next := time.Time{} // when to look again without news; zero: only on news
+		switch {
+		case !view.ready:
+		case view.held():
+			holder := view.latest.Value()
+			switch {
+			case string(holder) == c.name:
+				return OnceAlreadyLeader, nil
+			case isDone(holder):
+				return OnceDone, nil
+			case !view.seenAt.Add(c.timing.ttl).After(now):
+				// Silent for a TTL: the holder's key may have aged out,
+				// which leaves no news. Claim over no entry.
+				if t := c.claim(ctx, 0, c.proven(predecessorNone)); t != nil {
+					return c.runOnce(ctx, t, work)
+				}
+				next = now.Add(firstRetry)
+			case !now.Before(giveUpAt):
+				if lost {
+					return OnceConflict, nil
+				}
+				return OnceOtherLeader, nil
+			default:
+				next = earliest(giveUpAt, view.seenAt.Add(c.timing.ttl))
+			}
+		case lost && view.expected() == tried:
+			// the winner's claim is on its way
+		default:
+			at := c.claimableAt(&view)
+			if !at.After(now) {
+				if t := c.claim(ctx, view.expected(), c.proven(view.classify())); t != nil {
+					return c.runOnce(ctx, t, work)
+				}
+				lost, tried = true, view.expected()
+				continue
+			}
+			if _, handoff := view.handoffTo(); handoff && !at.Before(giveUpAt) {
+				return OnceOtherLeader, nil // handed to another candidate, which may take it
+			}
+			next = at // the vouch window, or a handoff that ends before giveUpAt
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if next.IsZero() {
+			next = now.Add(c.timing.interval)
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-c.sub.changed:
+		case <-timer.C:
+		}
+	}
+}
+
+// runOnce holds the tenure t while work runs once this node leads, then
+// releases the key: marked done if work returned while this node led.
+func (c *campaigner) runOnce(ctx context.Context, t *tenure, work func(context.Context) error) (OnceOutcome, error) {
+	holdCtx, finish := context.WithCancel(ctx)
+	defer finish()
+	result := make(chan error, 1)
+	c.work = func(leading context.Context) {
+		err := runWork(leading, work)
+		if leading.Err() == nil {
+			c.workDone.Store(true)
+		}
+		result <- err
+		finish()
+	}
+	c.hold(holdCtx, t)
+	if !t.announced {
+		return OnceConflict, nil
+	}
+	err := <-result
+	if !c.workDone.Load() {
+		err = errors.Join(ErrWorkInterrupted, err)
+	}
+	return OnceRan, err
+}
+
+// runWork runs work, returning a panic as an error.
+func runWork(ctx context.Context, work func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("election: the work panicked: %v", r)
+		}
+	}()
+	return work(ctx)
+}
