@@ -30,7 +30,15 @@
 // discard-old limits) or a holder's release or handoff (written after
 // standing down and after its own announce time); otherwise (a delete, a
 // purge or an expiry marker, which the watcher cannot tell from an early
-// removal) one full TTL after its claim was acknowledged.
+// removal) one full TTL after its claim was acknowledged, and only once a
+// renewal sent at that moment is acknowledged.
+//
+// A leader that sees another client delete, purge or overwrite its key while
+// it leads (within its deadline) stands down and vouches for it: it writes
+// its release by compare-and-set over that write, and the next winner
+// announces at once over the release. Candidates wait a short vouch window
+// after a removal (TTL/20, at most 250 ms) for it. docs/failover.md in the
+// repository gives the argument.
 //
 // The leadership context handed to OnWon is cancelled by a timer at that same
 // deadline, so it can lag by scheduling delay; the (TTL−interval)/2 margin
@@ -63,10 +71,18 @@
 // server expiry lag on file storage). Candidates claim it a TTL after the
 // last renewal they saw and retry until it is gone, and the winner announces
 // at once. A leader that stops gracefully releases its key, and a watching
-// candidate wins and announces within a few round trips. After a delete or
-// purge by another client a candidate wins at once and announces T later.
-// With expiry markers on the bucket (LimitMarkerTTL) an expired key leaves a
-// marker that counts as a removal, so the winner waits T.
+// candidate wins and announces within a few round trips. After a delete,
+// purge or overwrite by another client that the leader saw, the next leader
+// announces within a few round trips of the vouch; if the leader was cut off,
+// a candidate wins after the vouch window and announces T later. With expiry
+// markers on the bucket (LimitMarkerTTL) an expired key leaves a marker that
+// counts as a removal, so the winner waits T.
+//
+// # Jobs that run once
+//
+// Election.Once makes one attempt: if the key is free and the candidate wins,
+// it runs a function with the leadership context and marks the key done for a
+// TTL, so that the same job fired on many hosts (cron) runs on one of them.
 //
 // # Many elections, observers and requests
 //

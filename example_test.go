@@ -50,3 +50,37 @@ func ExampleNewElection() {
 	// leading with fencing token 1
 	// stood down: election: stopped
 }
+
+func ExampleElection_Once() {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "CRON", TTL: 2 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// The same job fires on two hosts; it runs on one of them.
+	for _, host := range []string{"host-1", "host-2"} {
+		e, err := election.NewElection(host, "nightly-report", kv, election.WithoutSplay())
+		if err != nil {
+			log.Fatal(err)
+		}
+		outcome, err := e.Once(ctx, 0, func(leading context.Context) error {
+			fmt.Println(host, "runs the job")
+			return nil
+		})
+		fmt.Println(host+":", outcome, err)
+	}
+	// Output:
+	// host-1 runs the job
+	// host-1: ran <nil>
+	// host-2: done <nil>
+}
