@@ -14,7 +14,7 @@ import (
 // BucketConfig describes an election bucket for CreateBucket.
 //
 // Both storage types are safe: a memory bucket expires keys within about
-// 10 ms of the TTL, a file bucket about 250 ms after it (see the README,
+// 10 ms of the TTL, a file bucket about 250 ms after it (see docs/design.md,
 // "Limits"), and a leader never counts on a late expiry. A memory bucket
 // loses its keys, and its revisions start again, if all of its servers
 // restart at once; CheckBucket warns about it.
@@ -75,6 +75,15 @@ func problem(kind error, format string, args ...any) error {
 // validBucket is what nats.go accepts as a bucket name.
 var validBucket = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
 
+// CheckBucketName returns an error matching ErrBucketConfig, naming what is
+// allowed, if name cannot be a bucket's name, and nil if it can.
+func CheckBucketName(name string) error {
+	if !validBucket.MatchString(name) {
+		return fmt.Errorf("%w: bucket name %q: allowed: letters, digits, - and _, at least one", ErrBucketConfig, name)
+	}
+	return nil
+}
+
 // CreateBucket creates the election bucket cfg describes and returns it. If
 // the bucket exists, it is left as it is, whatever its settings: it is checked
 // with CheckBucket and returned if usable, so call CheckBucket for its
@@ -125,8 +134,8 @@ func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 // matching ErrInvalidTTL for the TTL, or ErrBucketConfig for the other
 // fields, naming the value and what is allowed. CreateBucket calls it first.
 func (cfg BucketConfig) Validate() error {
-	if !validBucket.MatchString(cfg.Bucket) {
-		return fmt.Errorf("%w: bucket name %q: allowed: letters, digits, - and _, at least one", ErrBucketConfig, cfg.Bucket)
+	if err := CheckBucketName(cfg.Bucket); err != nil {
+		return err
 	}
 	if cfg.TTL < MinTTL || cfg.TTL > MaxTTL {
 		return fmt.Errorf("%w: bucket TTL %v, allowed %v to %v", ErrInvalidTTL, cfg.TTL, MinTTL, MaxTTL)

@@ -13,7 +13,7 @@
 // IsLeader returns true on at most one node at any instant, provided that:
 //
 //   - the bucket's compare-and-set is linearizable and keeps acknowledged
-//     writes (run servers with sync_interval: always; see the README);
+//     writes (run servers with sync_interval: always; see docs/design.md);
 //   - the monotonic clocks of the candidates and the servers' wall clocks run
 //     at rates within (TTL−interval)/(2·TTL) of each other (12.5% at the
 //     default interval);

@@ -10,7 +10,7 @@ import (
 // They bound liveness, not safety: safety comes from the announce delay and
 // the leader's validity deadline (see the package documentation), which scale
 // with the TTL. The figures they rest on were measured on nats-server 2.15.2
-// (see README, "Limits"):
+// (see docs/design.md, "Limits"):
 //
 //   - A file-storage bucket expires a key about 250 ms after its TTL (the server
 //     checks ages on a 250 ms timer against a clock cached every 100 ms); memory

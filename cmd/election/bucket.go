@@ -75,7 +75,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 	conn.add(fs)
 	cfg := election.BucketConfig{}
 	var storage string
-	fs.StringVar(&cfg.Bucket, "bucket", defaultBucket, "the bucket's `NAME`: letters, digits, - and _")
+	fs.bucketVar(&cfg.Bucket, "the bucket's `NAME`: letters, digits, - and _")
 	fs.DurationVar(&cfg.TTL, "ttl", 10*time.Second,
 		fmt.Sprintf("`DURATION` a key lives after its last write, the longest a crashed leader blocks its election: %v to %v", election.MinTTL, election.MaxTTL))
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "`N` servers store the bucket: 1, 3 or 5")
@@ -134,7 +134,7 @@ func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
 	var conn connFlags
 	conn.add(fs)
 	var name string
-	fs.StringVar(&name, "bucket", defaultBucket, "the bucket's `NAME`")
+	fs.bucketVar(&name, "the bucket's `NAME`")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -201,12 +201,11 @@ func describe(status jetstream.KeyValueStatus) string {
 	return s
 }
 
-// openBucket binds to an existing bucket, with errors that say what to do.
+// openBucket binds to an existing bucket (its name checked by bucketFlag),
+// with errors that say what to do.
 func openBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	switch {
-	case errors.Is(err, jetstream.ErrInvalidBucketName):
-		return nil, fmt.Errorf("invalid bucket name %q: allowed letters, digits, - and _", name)
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		return nil, fmt.Errorf("bucket %q does not exist; create it with: election bucket create --bucket %s --ttl 10s", name, name)
 	case err != nil:
@@ -218,5 +217,8 @@ func openBucket(ctx context.Context, js jetstream.JetStream, name string) (jetst
 // fail writes err as one line and returns the error exit code.
 func fail(stderr io.Writer, path string, err error) int {
 	fmt.Fprintf(stderr, "%s: %v\n", path, err)
+	if errors.Is(err, errUsage) {
+		return exitUsage
+	}
 	return exitError
 }

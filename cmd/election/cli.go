@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/kvelect/election"
 )
 
 // command is a subcommand of election.
@@ -143,4 +145,29 @@ func (fs *flagSet) printUsage(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-26s %s\n", names, usage)
 	})
+}
+
+// bucketFlag is a --bucket flag: the name is checked as it is parsed, so that
+// a bad one is a usage error (exit 2) before anything connects.
+type bucketFlag struct{ name *string }
+
+func (b bucketFlag) String() string {
+	if b.name == nil {
+		return ""
+	}
+	return *b.name
+}
+
+func (b bucketFlag) Set(value string) error {
+	if election.CheckBucketName(value) != nil {
+		return errors.New("allowed: letters, digits, - and _")
+	}
+	*b.name = value
+	return nil
+}
+
+// bucketVar defines --bucket, defaulting to defaultBucket.
+func (fs *flagSet) bucketVar(p *string, usage string) {
+	*p = defaultBucket
+	fs.Var(bucketFlag{p}, "bucket", usage)
 }

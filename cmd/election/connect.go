@@ -33,6 +33,11 @@ func (c *connFlags) add(fs *flagSet) {
 // connect connects as clientName and returns the connection with its
 // JetStream context, in the context's JetStream domain if it has one.
 func (c *connFlags) connect(clientName string) (*nats.Conn, jetstream.JetStream, error) {
+	if c.server != "" {
+		if err := checkServers(c.server); err != nil {
+			return nil, nil, err
+		}
+	}
 	opts := []nats.Option{nats.Name(clientName), nats.MaxReconnects(-1)}
 	if c.server != "" {
 		servers := strings.Split(c.server, ",")
@@ -62,7 +67,7 @@ func (c *connFlags) connect(clientName string) (*nats.Conn, jetstream.JetStream,
 func (c *connFlags) describe() string {
 	switch {
 	case c.server != "":
-		return c.server
+		return redactURLs(c.server)
 	case c.context != "":
 		return fmt.Sprintf("the servers of nats context %q", c.context)
 	default:

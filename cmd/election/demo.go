@@ -196,7 +196,7 @@ func connect(log *logrus.Logger, cfg config) (nc *nats.Conn, shutdown func(), er
 	case cfg.url != "":
 		nc, err = nats.Connect(cfg.url, opts...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to NATS_URL %q: %w", cfg.url, err)
+			return nil, nil, fmt.Errorf("connecting to NATS_URL %q: %w", redactURLs(cfg.url), err)
 		}
 		log.WithField("server", nc.ConnectedUrlRedacted()).Info("connected to NATS_URL")
 		return nc, func() {}, nil

@@ -64,7 +64,7 @@ func handoverMain(path, about string, transfer bool, args []string, stdout, stde
 	var cfg handoverConfig
 	cfg.conn.add(fs)
 	fs.StringVar(&cfg.key, "key", "", "the election `KEY` (required)")
-	fs.StringVar(&cfg.bucket, "bucket", defaultBucket, "the election bucket's `NAME`")
+	fs.bucketVar(&cfg.bucket, "the election bucket's `NAME`")
 	if transfer {
 		fs.StringVar(&cfg.to, "to", "", "the `NAME` of the candidate to hand the key to (required)")
 	}

@@ -104,7 +104,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	cfg.conn.add(fs)
 	host, _ := os.Hostname()
 	fs.StringVar(&cfg.key, "key", "", "the election `KEY` to campaign for (required): letters, digits and - / _ = .")
-	fs.StringVar(&cfg.bucket, "bucket", defaultBucket, "the election bucket's `NAME`")
+	fs.bucketVar(&cfg.bucket, "the election bucket's `NAME`")
 	fs.StringVar(&cfg.name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this candidate's `NAME`, written to the key while it leads")
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` COMMAND may take to exit after SIGTERM before it gets SIGKILL")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")

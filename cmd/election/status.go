@@ -58,7 +58,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("election status", statusAbout)
 	var cfg statusConfig
 	cfg.conn.add(fs)
-	fs.StringVar(&cfg.bucket, "bucket", defaultBucket, "the election bucket's `NAME`")
+	fs.bucketVar(&cfg.bucket, "the election bucket's `NAME`")
 	fs.StringVar(&cfg.key, "key", "", "only this election `KEY`; default every key that has a leader")
 	fs.BoolVar(&cfg.watch, "watch", false, "print each change of --key's leader until interrupted")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per line")
