@@ -155,8 +155,8 @@ func CheckKey(key string) error {
 		return fmt.Errorf("%w: the key must not be empty; allowed: %s", ErrInvalidKey, allowed)
 	case !validKey.MatchString(key) || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, ".."):
 		return fmt.Errorf("%w %q: allowed: %s", ErrInvalidKey, key, allowed)
-	case strings.HasPrefix(key, requestPrefix):
-		return fmt.Errorf("%w %q: keys starting with %q carry requests to leaders", ErrInvalidKey, key, requestPrefix)
+	case strings.HasPrefix(key, reservedPrefix):
+		return fmt.Errorf("%w %q: keys starting with %q are reserved for kvelect's own records (requests to leaders)", ErrInvalidKey, key, reservedPrefix)
 	}
 	return nil
 }

@@ -36,6 +36,8 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		{"wildcard key", "m", "a.*", ttl10s, nil, election.ErrInvalidKey, "letters, digits"},
 		{"leading dot", "m", ".a", ttl10s, nil, election.ErrInvalidKey, `".a"`},
 		{"double dot", "m", "a..b", ttl10s, nil, election.ErrInvalidKey, `"a..b"`},
+		{"reserved key", "m", "_kvelect.x", ttl10s, nil, election.ErrInvalidKey, `starting with "_kvelect." are reserved`},
+		{"name that marks work done", "done:a", "k", ttl10s, nil, election.ErrInvalidName, `or "done:"`},
 		{"nil bucket", "m", "k", nil, nil, election.ErrNilBucket, "jetstream.KeyValue"},
 		{"bucket without TTL", "m", "k", noTTL, nil, election.ErrBucketNoTTL, `"NOTTL"`},
 		{"TTL below minimum", "m", "k", ttl1s, nil, election.ErrInvalidTTL, "bucket TTL 1s, allowed 2s to 1h0m0s"},

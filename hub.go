@@ -422,7 +422,7 @@ func (h *hub) stalled() string {
 
 func (h *hub) anyHeldLocked() bool {
 	for key, v := range h.views {
-		if v.held() && !strings.HasPrefix(key, requestPrefix) {
+		if v.held() && !strings.HasPrefix(key, reservedPrefix) {
 			return true
 		}
 	}

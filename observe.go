@@ -62,7 +62,7 @@ func (b *Bucket) Leaders(ctx context.Context) ([]Leader, error) {
 	}
 	var leaders []Leader
 	for key, v := range b.hub.snapshot() {
-		if l := b.holderOf(key, &v); l.Name != "" && !strings.HasPrefix(key, requestPrefix) {
+		if l := b.holderOf(key, &v); l.Name != "" && !strings.HasPrefix(key, reservedPrefix) {
 			leaders = append(leaders, l)
 		}
 	}

@@ -8,7 +8,10 @@ import "strings"
 // written after its own claim (a higher revision), so a request is served
 // once, by the leader it was meant for, and ages out with the bucket's TTL.
 const (
-	requestPrefix  = "_kvelect.request."
+	// reservedPrefix starts every key kvelect writes for itself; no election
+	// key may start with it.
+	reservedPrefix = "_kvelect."
+	requestPrefix  = reservedPrefix + "request."
 	resignRequest  = "resign"
 	transferPrefix = "transfer:"
 )

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 
 	"github.com/kvelect/election"
@@ -37,6 +38,9 @@ const (
 // dispatch runs the subcommand args name and returns the exit code.
 func dispatch(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, version())
+		return exitOK
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 {
 			return dispatch([]string{args[1], "--help"}, stdout, stderr)
@@ -69,6 +73,7 @@ func printUsage(w io.Writer) {
 Usage:
   election                 the demo: workers on an embedded server (see the README)
   election COMMAND --help  help for a command
+  election --version       the version of this binary
 
 Commands:
 `)
@@ -170,4 +175,24 @@ func (b bucketFlag) Set(value string) error {
 func (fs *flagSet) bucketVar(p *string, usage string) {
 	*p = defaultBucket
 	fs.Var(bucketFlag{p}, "bucket", usage)
+}
+
+// version says which build this is: the module version it was installed at
+// (go install …@v1.2.3), or "devel" with the commit it was built from, and
+// the Go version.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "election (unknown version)"
+	}
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
+		for _, setting := range info.Settings {
+			if setting.Key == "vcs.revision" {
+				v += " " + setting.Value
+			}
+		}
+	}
+	return fmt.Sprintf("election %s, %s", v, info.GoVersion)
 }

@@ -22,6 +22,11 @@ import (
 
 const bucket = "DEMO_ELECTION"
 
+// maxWorkers bounds WORKERS: the demo shows an election among a handful of
+// processes' worth of candidates, and sets 1,000 up in well under a second.
+// More is a load test, which BenchmarkScale in integration/ measures.
+const maxWorkers = 1000
+
 type config struct {
 	workers   int
 	key       string
@@ -29,6 +34,7 @@ type config struct {
 	context   string
 	url       string
 	ttl       time.Duration
+	ttlGiven  bool // TTL was set: an existing bucket must have it
 	logFormat string
 	logLevel  string
 }
@@ -41,16 +47,17 @@ func demoMain() int {
 	if err == nil {
 		err = configureLog(log, cfg)
 	}
-	if err == nil {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err = run(ctx, log, cfg)
-		stop()
-	}
 	if err != nil {
-		log.WithError(err).Error("election demo failed")
-		return 1
+		log.WithError(err).Error("election demo: bad setting")
+		return exitUsage
 	}
-	return 0
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, cfg); err != nil {
+		log.WithError(err).Error("election demo failed")
+		return exitError
+	}
+	return exitOK
 }
 
 func configFromEnv() (config, error) {
@@ -58,7 +65,7 @@ func configFromEnv() (config, error) {
 		workers:   10,
 		key:       envOr("KEY", "demo"),
 		noSplay:   os.Getenv("NOSPLAY") == "1",
-		context:   os.Getenv("CONTEXT"),
+		context:   envOr("CONTEXT", os.Getenv("NATS_CONTEXT")),
 		url:       os.Getenv("NATS_URL"),
 		ttl:       10 * time.Second,
 		logFormat: os.Getenv("LOG_FORMAT"),
@@ -66,8 +73,8 @@ func configFromEnv() (config, error) {
 	}
 	if v := os.Getenv("WORKERS"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return cfg, fmt.Errorf("WORKERS=%q: want a whole number of at least 1", v)
+		if err != nil || n < 1 || n > maxWorkers {
+			return cfg, fmt.Errorf("WORKERS=%q: want a whole number from 1 to %d", v, maxWorkers)
 		}
 		cfg.workers = n
 	}
@@ -76,7 +83,18 @@ func configFromEnv() (config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("TTL=%q: want a duration such as 10s", v)
 		}
-		cfg.ttl = d
+		if d < election.MinTTL || d > election.MaxTTL {
+			return cfg, fmt.Errorf("TTL=%q: want %v to %v", v, election.MinTTL, election.MaxTTL)
+		}
+		cfg.ttl, cfg.ttlGiven = d, true
+	}
+	if err := election.CheckKey(cfg.key); err != nil {
+		return cfg, fmt.Errorf("KEY=%q: %w", cfg.key, err)
+	}
+	if cfg.url != "" {
+		if err := checkServers(cfg.url); err != nil {
+			return cfg, fmt.Errorf("NATS_URL: %w", err)
+		}
 	}
 	return cfg, nil
 }
@@ -104,7 +122,7 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 	if err != nil {
 		return err
 	}
-	kv, err := bindBucket(ctx, log, js, cfg.ttl)
+	kv, err := bindBucket(ctx, log, js, cfg)
 	if err != nil {
 		return err
 	}
@@ -112,6 +130,10 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 	host, _ := os.Hostname()
 	elections := make([]*election.Election, cfg.workers)
 	for i := range elections {
+		if ctx.Err() != nil { // a signal during set-up: nothing campaigns yet
+			log.Info("stopped during set-up")
+			return nil
+		}
 		name := fmt.Sprintf("%s-%d-w%d", host, os.Getpid(), i)
 		e, err := newWorker(log, name, cfg, kv)
 		if err != nil {
@@ -224,10 +246,23 @@ func connect(log *logrus.Logger, cfg config) (nc *nats.Conn, shutdown func(), er
 	return nc, stop, nil
 }
 
-// bindBucket binds to DEMO_ELECTION, creating it with ttl if it is missing.
-func bindBucket(ctx context.Context, log *logrus.Logger, js jetstream.JetStream, ttl time.Duration) (jetstream.KeyValue, error) {
+// bindBucket binds to DEMO_ELECTION, creating it with the TTL cfg says if
+// it is missing. An existing bucket must have that TTL if TTL was set.
+func bindBucket(ctx context.Context, log *logrus.Logger, js jetstream.JetStream, cfg config) (jetstream.KeyValue, error) {
+	ttl := cfg.ttl
 	kv, err := js.KeyValue(ctx, bucket)
 	if err == nil {
+		if !cfg.ttlGiven {
+			return kv, nil
+		}
+		status, err := kv.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading bucket %s: %w", bucket, err)
+		}
+		if status.TTL() != ttl {
+			return nil, fmt.Errorf("TTL=%v, but bucket %s exists with TTL %v: a bucket's TTL cannot change under running elections; unset TTL, or delete the bucket (nats kv del %s)",
+				ttl, bucket, status.TTL(), bucket)
+		}
 		return kv, nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {

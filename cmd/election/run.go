@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -125,7 +126,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	path, err := exec.LookPath(cfg.argv[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", fs.path, err)
-		return exitNotFound
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, iofs.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotRun // there, but not an executable file, as the shell says
 	}
 	cfg.argv[0] = path
 
