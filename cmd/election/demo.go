@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -165,7 +166,7 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValue) (*election.Election, error) {
 	wlog := log.WithField("worker", name)
 	opts := []election.Option{
-		election.WithLogger(slogrus.New(log).With("worker", name)),
+		election.WithLogger(libraryLogger(log).With("worker", name)),
 		election.OnCampaign(func(s election.State) {
 			if s == election.LeaderState {
 				wlog.WithField("event", "renew").Debug("renewing leadership")
@@ -179,7 +180,12 @@ func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValu
 			doWork(ctx, wlog.WithField("token", token))
 		}),
 		election.OnLost(func(cause error) {
-			wlog.WithFields(logrus.Fields{"event": "lost", "cause": cause.Error()}).Warn("lost leadership")
+			entry := wlog.WithFields(logrus.Fields{"event": "lost", "cause": cause.Error()})
+			if errors.Is(cause, election.ErrStopped) {
+				entry.Info("stopped leading")
+				return
+			}
+			entry.Warn("lost leadership")
 		}),
 	}
 	if cfg.noSplay {
@@ -274,4 +280,15 @@ func bindBucket(ctx context.Context, log *logrus.Logger, js jetstream.JetStream,
 	}
 	log.WithFields(logrus.Fields{"bucket": bucket, "ttl": ttl}).Info("bucket was missing; created it")
 	return kv, nil
+}
+
+// libraryLogger is the library's logger in the demo: the demo logs each
+// worker's events itself, so the library's own account of them (won the
+// key, leading, released) shows only at LOG_LEVEL=debug; its warnings and
+// errors always show.
+func libraryLogger(log *logrus.Logger) *slog.Logger {
+	if log.IsLevelEnabled(logrus.DebugLevel) {
+		return slogrus.New(log)
+	}
+	return slogrus.NewAtLeast(log, slog.LevelWarn)
 }

@@ -14,6 +14,7 @@ func TestDemoSettingsAreCheckedBeforeAnythingStarts(t *testing.T) {
 		"WORKERS=100000":               "want a whole number from 1 to 1000",
 		"TTL=1s":                       "want 2s to 1h0m0s",
 		"TTL=ten":                      "want a duration such as 10s",
+		"WORKERS=zero":                 "want a whole number from 1 to 1000",
 		"KEY=_kvelect.x":               "reserved",
 		"KEY=a b":                      "allowed",
 		"NATS_URL=http://u:secret@h:1": `scheme "http"`,

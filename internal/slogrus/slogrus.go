@@ -12,18 +12,25 @@ import (
 // Handler writes slog records to a logrus logger, attributes as fields.
 type Handler struct {
 	log    *logrus.Logger
+	min    slog.Level // records below it are dropped, whatever log's level
 	fields logrus.Fields
 	prefix string // group names joined by dots, with a trailing dot
 }
 
 // New returns a *slog.Logger that writes to log.
 func New(log *logrus.Logger) *slog.Logger {
-	return slog.New(&Handler{log: log, fields: logrus.Fields{}})
+	return NewAtLeast(log, slog.LevelDebug)
+}
+
+// NewAtLeast returns a *slog.Logger that writes to log the records at min
+// or above.
+func NewAtLeast(log *logrus.Logger, min slog.Level) *slog.Logger {
+	return slog.New(&Handler{log: log, min: min, fields: logrus.Fields{}})
 }
 
 // Enabled implements slog.Handler.
 func (h *Handler) Enabled(_ context.Context, level slog.Level) bool {
-	return h.log.IsLevelEnabled(logrusLevel(level))
+	return level >= h.min && h.log.IsLevelEnabled(logrusLevel(level))
 }
 
 // Handle implements slog.Handler.
@@ -49,7 +56,7 @@ func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	for _, a := range attrs {
 		addAttr(fields, h.prefix, a)
 	}
-	return &Handler{log: h.log, fields: fields, prefix: h.prefix}
+	return &Handler{log: h.log, min: h.min, fields: fields, prefix: h.prefix}
 }
 
 // WithGroup implements slog.Handler.
@@ -57,7 +64,7 @@ func (h *Handler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
-	return &Handler{log: h.log, fields: h.fields, prefix: h.prefix + name + "."}
+	return &Handler{log: h.log, min: h.min, fields: h.fields, prefix: h.prefix + name + "."}
 }
 
 func addAttr(fields logrus.Fields, prefix string, a slog.Attr) {
