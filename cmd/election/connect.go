@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
 	"github.com/synadia-io/orbit.go/natscontext"
 )
 
@@ -32,13 +33,13 @@ func (c *connFlags) add(fs *flagSet) {
 
 // connect connects as clientName and returns the connection with its
 // JetStream context, in the context's JetStream domain if it has one.
-func (c *connFlags) connect(clientName string) (*nats.Conn, jetstream.JetStream, error) {
+func (c *connFlags) connect(clientName string, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	if c.server != "" {
 		if err := checkServers(c.server); err != nil {
 			return nil, nil, err
 		}
 	}
-	opts := []nats.Option{nats.Name(clientName), nats.MaxReconnects(-1)}
+	opts := append([]nats.Option{nats.Name(clientName), nats.MaxReconnects(-1)}, extra...)
 	if c.server != "" {
 		servers := strings.Split(c.server, ",")
 		opts = append(opts, func(o *nats.Options) error {
@@ -72,5 +73,26 @@ func (c *connFlags) describe() string {
 		return fmt.Sprintf("the servers of nats context %q", c.context)
 	default:
 		return defaultServer + " (or the selected nats context's servers)"
+	}
+}
+
+// logConnection returns the options that log, once each time, that the
+// connection to the server was lost and that it is back, naming the server
+// with its credentials redacted.
+func logConnection(log *logrus.Entry) []nats.Option {
+	return []nats.Option{
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // closed on purpose, at the end
+			}
+			entry := log
+			if err != nil {
+				entry = entry.WithError(err)
+			}
+			entry.Warn("lost the connection to the NATS server; reconnecting")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.WithField("server", redactURLs(nc.ConnectedUrlRedacted())).Info("reconnected to the NATS server")
+		}),
 	}
 }

@@ -197,7 +197,8 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		}()
 	}
 
-	nc, js, err := cfg.conn.connect("election run " + cfg.name)
+	clog := log.WithFields(logrus.Fields{"bucket": cfg.bucket, "key": cfg.key, "name": cfg.name})
+	nc, js, err := cfg.conn.connect("election run "+cfg.name, logConnection(clog)...)
 	if err != nil {
 		return 0, err
 	}
@@ -212,7 +213,6 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	clog := log.WithFields(logrus.Fields{"bucket": cfg.bucket, "key": cfg.key, "name": cfg.name})
 	for _, w := range warnings {
 		clog.Warn("bucket: " + w)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -260,4 +261,34 @@ func TestRunKillsACommandThatIgnoresSIGTERM(t *testing.T) {
 	}
 	waitDead(t, first.pid)
 	wantLogged(t, d.logged(t), "passing the signal to COMMAND", "released the key")
+}
+
+// TestRunLogsTheServerGoingAwayAndComingBack resets election run's
+// connection: it logs the loss once and the reconnection once.
+func TestRunLogsTheServerGoingAwayAndComingBack(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
+	p, err := faultproxy.New(s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	starts := filepath.Join(t.TempDir(), "starts")
+	killStartedCommands(t, starts)
+	cmd := recordingCommand(starts)
+	d := startDaemon(t, bin, "solo", "--server", p.URL(), "--bucket", "E2E", "--key", "blip", "--", cmd[0], cmd[1], cmd[2])
+	first := waitStarts(t, starts, 1)[0]
+	p.Reset()
+	testenv.Eventually(t, "the loss and the reconnection in the log", waitTimeout, func() bool {
+		log := d.logged(t)
+		return strings.Contains(log, "lost the connection to the NATS server") && strings.Contains(log, "reconnected to the NATS server")
+	})
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.wait(t)
+	waitDead(t, first.pid)
+	if log := d.logged(t); strings.Count(log, "lost the connection") != 1 || strings.Count(log, "reconnected to") != 1 {
+		t.Errorf("want one line for the loss and one for the reconnection:\n%s", log)
+	}
 }
