@@ -213,12 +213,3 @@ func openBucket(ctx context.Context, js jetstream.JetStream, name string) (jetst
 	}
 	return kv, nil
 }
-
-// fail writes err as one line and returns the error exit code.
-func fail(stderr io.Writer, path string, err error) int {
-	fmt.Fprintf(stderr, "%s: %v\n", path, err)
-	if errors.Is(err, errUsage) {
-		return exitUsage
-	}
-	return exitError
-}

@@ -27,8 +27,9 @@ func isolateNATSEnv(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", dir)
-	t.Setenv("NATS_URL", "")
-	t.Setenv("NATS_CONTEXT", "")
+	for name := range (&connFlags{}).connEnv() {
+		t.Setenv(name, "")
+	}
 	return filepath.Join(dir, "nats")
 }
 

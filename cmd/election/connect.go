@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -15,31 +16,130 @@ import (
 // context given.
 const defaultServer = nats.DefaultURL
 
-// connFlags are the connection flags every subcommand takes, with the nats
-// CLI's names, environment variables and precedence: a context supplies the
-// servers and credentials, and --server (or NATS_URL) overrides its servers.
+// connFlags are the connection settings every subcommand takes, with the
+// nats CLI's flag names, environment variables and precedence: a flag
+// overrides its environment variable, and either overrides the same setting
+// of the nats context (--context, NATS_CONTEXT, or else the selected one).
 type connFlags struct {
-	server  string
-	context string
+	server, context        string
+	user, password, token  string
+	creds, nkey            string
+	tlsCert, tlsKey, tlsCA string
+	tlsFirst               bool
+	jsDomain, inboxPrefix  string
 }
 
+// connEnv names the environment variable of each connection setting that
+// has one, as the nats CLI reads them.
+func (c *connFlags) connEnv() map[string]*string {
+	return map[string]*string{
+		"NATS_URL":      &c.server,
+		"NATS_CONTEXT":  &c.context,
+		"NATS_USER":     &c.user,
+		"NATS_PASSWORD": &c.password,
+		"NATS_TOKEN":    &c.token,
+		"NATS_CREDS":    &c.creds,
+		"NATS_NKEY":     &c.nkey,
+		"NATS_CERT":     &c.tlsCert,
+		"NATS_KEY":      &c.tlsKey,
+		"NATS_CA":       &c.tlsCA,
+	}
+}
+
+// add defines the connection flags. Their defaults are empty, so that --help
+// never prints a secret taken from the environment: the environment is read
+// by fromEnv, after parsing.
 func (c *connFlags) add(fs *flagSet) {
-	fs.StringVar(&c.server, "server", os.Getenv("NATS_URL"),
+	fs.StringVar(&c.server, "server", "",
 		"NATS server `URLs`, comma separated; env NATS_URL; default the context's servers, or "+defaultServer)
 	fs.alias("s", "server")
-	fs.StringVar(&c.context, "context", os.Getenv("NATS_CONTEXT"),
+	fs.StringVar(&c.context, "context", "",
 		"nats CLI context `NAME` or file, for servers and credentials; env NATS_CONTEXT; default the selected context")
+	fs.StringVar(&c.user, "user", "", "`USER` name, or a token when no --password is given; env NATS_USER")
+	fs.StringVar(&c.password, "password", "", "`PASSWORD` of --user; env NATS_PASSWORD")
+	fs.StringVar(&c.token, "token", "", "authentication `TOKEN`; env NATS_TOKEN")
+	fs.StringVar(&c.creds, "creds", "", "user credentials `FILE` (JWT and nkey seed); env NATS_CREDS")
+	fs.StringVar(&c.nkey, "nkey", "", "user nkey seed `FILE`; env NATS_NKEY")
+	fs.StringVar(&c.tlsCert, "tlscert", "", "TLS client certificate `FILE`; env NATS_CERT")
+	fs.StringVar(&c.tlsKey, "tlskey", "", "TLS client private key `FILE`; env NATS_KEY")
+	fs.StringVar(&c.tlsCA, "tlsca", "", "TLS certificate authority chain `FILE`; env NATS_CA")
+	fs.BoolVar(&c.tlsFirst, "tlsfirst", false, "perform the TLS handshake before the server's greeting")
+	fs.StringVar(&c.jsDomain, "js-domain", "", "JetStream `DOMAIN` to use, such as a hub's from a leaf node")
+	fs.StringVar(&c.inboxPrefix, "inbox-prefix", "", "subject `PREFIX` of reply inboxes (default _INBOX)")
 }
 
-// connect connects as clientName and returns the connection with its
-// JetStream context, in the context's JetStream domain if it has one.
-func (c *connFlags) connect(clientName string, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
-	if c.server != "" {
-		if err := checkServers(c.server); err != nil {
-			return nil, nil, err
+// fromEnv fills each setting not given as a flag from its environment
+// variable.
+func (c *connFlags) fromEnv() {
+	for name, setting := range c.connEnv() {
+		if *setting == "" {
+			*setting = os.Getenv(name)
 		}
 	}
-	opts := append([]nats.Option{nats.Name(clientName), nats.MaxReconnects(-1)}, extra...)
+}
+
+// check says what is wrong with the settings, as bad input, before anything
+// connects. It reads the environment first.
+func (c *connFlags) check() error {
+	c.fromEnv()
+	if c.server != "" {
+		if err := checkServers(c.server); err != nil {
+			return err
+		}
+	}
+	var ways []string
+	if c.user != "" {
+		ways = append(ways, "--user")
+	}
+	if c.token != "" {
+		ways = append(ways, "--token")
+	}
+	if c.creds != "" {
+		ways = append(ways, "--creds")
+	}
+	if c.nkey != "" {
+		ways = append(ways, "--nkey")
+	}
+	switch {
+	case len(ways) > 1:
+		return usageErr{fmt.Errorf("%s given together: want one way to authenticate (flags or their NATS_* variables)", strings.Join(ways, " and "))}
+	case c.password != "" && c.user == "":
+		return usageErr{errors.New("--password without --user: give the user name too")}
+	case (c.tlsCert == "") != (c.tlsKey == ""):
+		return usageErr{errors.New("--tlscert and --tlskey go together: give both or neither")}
+	}
+	for flagName, file := range map[string]string{"--creds": c.creds, "--nkey": c.nkey, "--tlscert": c.tlsCert, "--tlskey": c.tlsKey, "--tlsca": c.tlsCA} {
+		if file == "" {
+			continue
+		}
+		if _, err := os.Stat(file); err != nil {
+			return usageErr{fmt.Errorf("%s %q: cannot read the file: %v", flagName, file, errors.Unwrap(err))}
+		}
+	}
+	if c.inboxPrefix != "" && !validInboxPrefix(c.inboxPrefix) {
+		return usageErr{fmt.Errorf("--inbox-prefix %q: want a subject without wildcards or empty tokens, such as _INBOX.app", c.inboxPrefix)}
+	}
+	if c.jsDomain != "" && strings.ContainsAny(c.jsDomain, ".*> \t") {
+		return usageErr{fmt.Errorf("--js-domain %q: want one subject token, without dots, wildcards or spaces", c.jsDomain)}
+	}
+	return nil
+}
+
+// validInboxPrefix says whether prefix is a subject nats.go accepts as an
+// inbox prefix: dot-separated non-empty tokens without wildcards or spaces.
+func validInboxPrefix(prefix string) bool {
+	for _, token := range strings.Split(prefix, ".") {
+		if token == "" || strings.ContainsAny(token, "*> \t\r\n") {
+			return false
+		}
+	}
+	return true
+}
+
+// options are the nats.go options for the settings given as flags or
+// environment variables, applied after the context's so that they win.
+func (c *connFlags) options() ([]nats.Option, error) {
+	var opts []nats.Option
 	if c.server != "" {
 		servers := strings.Split(c.server, ",")
 		opts = append(opts, func(o *nats.Options) error {
@@ -47,13 +147,70 @@ func (c *connFlags) connect(clientName string, extra ...nats.Option) (*nats.Conn
 			return nil
 		})
 	}
+	if c.user != "" || c.token != "" || c.creds != "" || c.nkey != "" {
+		// The given credentials replace the context's, whichever kind
+		// those are.
+		opts = append(opts, func(o *nats.Options) error {
+			o.User, o.Password, o.Token, o.TokenHandler = "", "", "", nil
+			o.Nkey, o.UserJWT, o.SignatureCB = "", nil, nil
+			return nil
+		})
+	}
+	switch {
+	case c.user != "" && c.password == "":
+		opts = append(opts, nats.Token(c.user)) // as the nats CLI reads a lone --user
+	case c.user != "":
+		opts = append(opts, nats.UserInfo(c.user, c.password))
+	case c.token != "":
+		opts = append(opts, nats.Token(c.token))
+	case c.creds != "":
+		opts = append(opts, nats.UserCredentials(c.creds))
+	case c.nkey != "":
+		nkey, err := nats.NkeyOptionFromSeed(c.nkey)
+		if err != nil {
+			return nil, usageErr{fmt.Errorf("--nkey %q: not an nkey seed file", c.nkey)}
+		}
+		opts = append(opts, nkey)
+	}
+	if c.tlsCert != "" {
+		opts = append(opts, nats.ClientCert(c.tlsCert, c.tlsKey))
+	}
+	if c.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(c.tlsCA))
+	}
+	if c.tlsFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
+	}
+	if c.inboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(c.inboxPrefix))
+	}
+	return opts, nil
+}
+
+// connect connects as clientName and returns the connection with its
+// JetStream context, in the JetStream domain of --js-domain or else of the
+// context.
+func (c *connFlags) connect(clientName string, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	if err := c.check(); err != nil {
+		return nil, nil, err
+	}
+	given, err := c.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := append([]nats.Option{nats.Name(clientName), nats.MaxReconnects(-1)}, given...)
+	opts = append(opts, extra...)
 	nc, settings, err := natscontext.Connect(c.context, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to %s: %w", c.describe(), err)
 	}
+	domain := settings.JSDomain
+	if c.jsDomain != "" {
+		domain = c.jsDomain
+	}
 	var js jetstream.JetStream
-	if settings.JSDomain != "" {
-		js, err = jetstream.NewWithDomain(nc, settings.JSDomain)
+	if domain != "" {
+		js, err = jetstream.NewWithDomain(nc, domain)
 	} else {
 		js, err = jetstream.New(nc)
 	}

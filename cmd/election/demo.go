@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
-	"github.com/synadia-io/orbit.go/natscontext"
 )
 
 const bucket = "DEMO_ELECTION"
@@ -32,8 +31,7 @@ type config struct {
 	workers   int
 	key       string
 	noSplay   bool
-	context   string
-	url       string
+	conn      connFlags // NATS_URL, NATS_CONTEXT (or CONTEXT) and the nats CLI's other variables
 	ttl       time.Duration
 	ttlGiven  bool // TTL was set: an existing bucket must have it
 	logFormat string
@@ -66,8 +64,7 @@ func configFromEnv() (config, error) {
 		workers:   10,
 		key:       envOr("KEY", "demo"),
 		noSplay:   os.Getenv("NOSPLAY") == "1",
-		context:   envOr("CONTEXT", os.Getenv("NATS_CONTEXT")),
-		url:       os.Getenv("NATS_URL"),
+		conn:      connFlags{context: os.Getenv("CONTEXT")},
 		ttl:       10 * time.Second,
 		logFormat: os.Getenv("LOG_FORMAT"),
 		logLevel:  envOr("LOG_LEVEL", "info"),
@@ -92,10 +89,8 @@ func configFromEnv() (config, error) {
 	if err := election.CheckKey(cfg.key); err != nil {
 		return cfg, fmt.Errorf("KEY=%q: %w", cfg.key, err)
 	}
-	if cfg.url != "" {
-		if err := checkServers(cfg.url); err != nil {
-			return cfg, fmt.Errorf("NATS_URL: %w", err)
-		}
+	if err := cfg.conn.check(); err != nil {
+		return cfg, fmt.Errorf("NATS_* connection settings: %w", err)
 	}
 	return cfg, nil
 }
@@ -112,17 +107,13 @@ func envOr(name, fallback string) string {
 }
 
 func run(ctx context.Context, log *logrus.Logger, cfg config) error {
-	nc, shutdown, err := connect(log, cfg)
+	nc, js, shutdown, err := connect(log, cfg)
 	if err != nil {
 		return err
 	}
 	defer shutdown()
 	defer nc.Close()
 
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	kv, err := bindBucket(ctx, log, js, cfg)
 	if err != nil {
 		return err
@@ -209,47 +200,45 @@ func doWork(ctx context.Context, log *logrus.Entry) {
 	}
 }
 
-// connect connects through the nats CLI context in CONTEXT, or to NATS_URL,
-// or else to an embedded server it starts. shutdown stops what it started.
-func connect(log *logrus.Logger, cfg config) (nc *nats.Conn, shutdown func(), err error) {
-	opts := []nats.Option{nats.Name("election demo"), nats.MaxReconnects(-1)}
-	switch {
-	case cfg.context != "":
-		nc, _, err = natscontext.Connect(cfg.context, opts...)
+// connect connects to NATS_URL or through the nats CLI context in CONTEXT
+// or NATS_CONTEXT, with the nats CLI's other NATS_* settings, or else to an
+// embedded server it starts. shutdown stops what it started.
+func connect(log *logrus.Logger, cfg config) (nc *nats.Conn, js jetstream.JetStream, shutdown func(), err error) {
+	if cfg.conn.server != "" || cfg.conn.context != "" {
+		nc, js, err = cfg.conn.connect("election demo")
 		if err != nil {
-			return nil, nil, fmt.Errorf("connecting with nats context %q: %w", cfg.context, err)
+			return nil, nil, nil, err
 		}
-		log.WithField("server", nc.ConnectedUrlRedacted()).Infof("connected with nats context %q", cfg.context)
-		return nc, func() {}, nil
-	case cfg.url != "":
-		nc, err = nats.Connect(cfg.url, opts...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to NATS_URL %q: %w", redactURLs(cfg.url), err)
-		}
-		log.WithField("server", nc.ConnectedUrlRedacted()).Info("connected to NATS_URL")
-		return nc, func() {}, nil
+		log.WithField("server", redactURLs(nc.ConnectedUrlRedacted())).Info("connected to NATS")
+		return nc, js, func() {}, nil
 	}
 
 	dir, err := os.MkdirTemp("", "election-demo-")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	s, err := embedded.Server(dir)
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	stop := func() {
 		embedded.Shutdown(s)
 		os.RemoveAll(dir)
 	}
 	log.WithField("url", s.ClientURL()).Infof("started an embedded nats-server %s; connect other clients with: nats --server %s kv ls", server.VERSION, s.ClientURL())
-	nc, err = nats.Connect(s.ClientURL(), opts...)
-	if err != nil {
-		stop()
-		return nil, nil, err
+	nc, err = nats.Connect(s.ClientURL(), nats.Name("election demo"), nats.MaxReconnects(-1))
+	if err == nil {
+		js, err = jetstream.New(nc)
 	}
-	return nc, stop, nil
+	if err != nil {
+		if nc != nil {
+			nc.Close()
+		}
+		stop()
+		return nil, nil, nil, err
+	}
+	return nc, js, stop, nil
 }
 
 // bindBucket binds to DEMO_ELECTION, creating it with the TTL cfg says if

@@ -31,8 +31,8 @@ func TestDemoSettingsAreCheckedBeforeAnythingStarts(t *testing.T) {
 	t.Run("NATS_CONTEXT", func(t *testing.T) {
 		t.Setenv("CONTEXT", "")
 		t.Setenv("NATS_CONTEXT", "prod")
-		if cfg, err := configFromEnv(); err != nil || cfg.context != "prod" {
-			t.Errorf("NATS_CONTEXT=prod: context %q, error %v; want prod", cfg.context, err)
+		if cfg, err := configFromEnv(); err != nil || cfg.conn.context != "prod" {
+			t.Errorf("NATS_CONTEXT=prod: context %q, error %v; want prod", cfg.conn.context, err)
 		}
 	})
 }

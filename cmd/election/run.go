@@ -164,6 +164,9 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	if cfg.wait > 0 && !cfg.once {
 		return nil, errors.New("--wait is for --once: without it, run campaigns until it is stopped")
 	}
+	if err := cfg.conn.check(); err != nil {
+		return nil, err
+	}
 	if len(cfg.argv) == 0 {
 		return nil, errors.New("no COMMAND given: election run --key K -- COMMAND [ARGS...]")
 	}

@@ -17,7 +17,13 @@ const readyTimeout = 30 * time.Second
 
 // Server starts a single JetStream server storing its data in dir.
 func Server(dir string) (*server.Server, error) {
-	return start(&server.Options{
+	return Configured(dir, func(*server.Options) {})
+}
+
+// Configured starts a single server as Server does, with the options
+// configure sets on top: authorization, TLS, a JetStream domain, leaf nodes.
+func Configured(dir string, configure func(*server.Options)) (*server.Server, error) {
+	opts := &server.Options{
 		ServerName: "n1",
 		Host:       "127.0.0.1",
 		Port:       server.RANDOM_PORT,
@@ -25,7 +31,9 @@ func Server(dir string) (*server.Server, error) {
 		StoreDir:   dir,
 		NoLog:      true,
 		NoSigs:     true,
-	})
+	}
+	configure(opts)
+	return start(opts)
 }
 
 // Cluster starts one JetStream server per directory in dirs, clustered over

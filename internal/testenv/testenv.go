@@ -27,6 +27,19 @@ func Server(t testing.TB) *server.Server {
 	return s
 }
 
+// ConfiguredServer starts a single server for the test with the options
+// configure sets on top of Server's: authorization, TLS, a JetStream domain,
+// leaf nodes.
+func ConfiguredServer(t testing.TB, configure func(*server.Options)) *server.Server {
+	t.Helper()
+	s, err := embedded.Configured(t.TempDir(), configure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { embedded.Shutdown(s) })
+	return s
+}
+
 // Cluster starts a 3-node JetStream cluster for the test.
 func Cluster(t testing.TB) []*server.Server {
 	t.Helper()
