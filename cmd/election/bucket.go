@@ -103,9 +103,11 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := bucketContext()
 	defer cancel()
+	ctx, stopWatching := conn.watchDenials(ctx, roleAdmin)
+	defer stopWatching()
 	nc, js, err := conn.connect("election bucket")
 	if err != nil {
-		return fail(stderr, fs.path, err)
+		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	defer nc.Close()
 
@@ -119,7 +121,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		printProblems(stdout, be)
 		return exitError
 	case err != nil:
-		return fail(stderr, fs.path, err)
+		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	if existed {
 		fmt.Fprintf(stdout, "bucket %s exists; left as it is\n", cfg.Bucket)
@@ -144,14 +146,16 @@ func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := bucketContext()
 	defer cancel()
+	ctx, stopWatching := conn.watchDenials(ctx, roleAdmin)
+	defer stopWatching()
 	nc, js, err := conn.connect("election bucket")
 	if err != nil {
-		return fail(stderr, fs.path, err)
+		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	defer nc.Close()
 	kv, err := openBucket(ctx, js, name)
 	if err != nil {
-		return fail(stderr, fs.path, err)
+		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	return report(ctx, stdout, stderr, fs.path, kv)
 }
@@ -161,7 +165,7 @@ func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
 func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetstream.KeyValue) int {
 	status, err := kv.Status(ctx)
 	if err != nil {
-		return fail(stderr, path, fmt.Errorf("reading bucket %q: %w", kv.Bucket(), err))
+		return fail(stderr, path, deniedOr(ctx, fmt.Errorf("reading bucket %q: %w", kv.Bucket(), err)))
 	}
 	fmt.Fprintf(stdout, "bucket %s: %s\n", kv.Bucket(), describe(status))
 	warnings, err := election.CheckBucket(ctx, kv)
@@ -175,7 +179,7 @@ func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetst
 		fmt.Fprintln(stdout, "unusable for elections")
 		return exitError
 	case err != nil:
-		return fail(stderr, path, err)
+		return fail(stderr, path, deniedOr(ctx, err))
 	}
 	fmt.Fprintln(stdout, "usable for elections")
 	return exitOK

@@ -25,6 +25,7 @@ var commands = []command{
 	{"resign", "ask a key's leader to stand down for another candidate", resignMain},
 	{"transfer", "ask a key's leader to hand it to a named candidate", transferMain},
 	{"bucket", "create or check an election bucket", bucketMain},
+	{"permissions", "print the least NATS permissions of a role", permissionsMain},
 }
 
 // Exit codes of the commands themselves; run also exits with its command's
@@ -78,7 +79,7 @@ Usage:
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 }
 

@@ -59,6 +59,8 @@ func TestHelpListsCommandsAndFlags(t *testing.T) {
 		"bucket --help":        {"election bucket create", "election bucket check", "problem:"},
 		"bucket create --help": {"--ttl DURATION", "--replicas N", "--storage TYPE", "-s, --server URLs"},
 		"bucket check -h":      {"--bucket NAME", "--context NAME"},
+		"permissions --help":   {"--role ROLE", "candidate", "observer", "admin", "--format FORMAT", "nsc"},
+		"status -h":            {"--creds FILE", "--nkey FILE", "--user USER", "--password PASSWORD", "--token TOKEN", "--tlscert FILE", "--tlskey FILE", "--tlsca FILE", "--tlsfirst", "--js-domain DOMAIN", "--inbox-prefix PREFIX", "NATS_CREDS"},
 	} {
 		code, stdout, stderr := runCLI(t, strings.Fields(args)...)
 		if code != 0 || stderr != "" {
@@ -74,7 +76,7 @@ func TestHelpListsCommandsAndFlags(t *testing.T) {
 
 func TestUnknownCommandIsAUsageError(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "start")
-	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, status, resign, transfer or bucket")
+	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, status, resign, transfer, bucket or permissions")
 }
 
 func TestConnectUsesTheNATSContext(t *testing.T) {

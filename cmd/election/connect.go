@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +28,13 @@ type connFlags struct {
 	tlsCert, tlsKey, tlsCA string
 	tlsFirst               bool
 	jsDomain, inboxPrefix  string
+
+	// role is the role of election permissions whose permissions the
+	// command needs, named when the server denies one.
+	role string
+	// onDenied, when set, is called with each permission the server
+	// denies the connection, as a *deniedError.
+	onDenied func(error)
 }
 
 // connEnv names the environment variable of each connection setting that
@@ -116,6 +124,12 @@ func (c *connFlags) check() error {
 			return usageErr{fmt.Errorf("%s %q: cannot read the file: %v", flagName, file, errors.Unwrap(err))}
 		}
 	}
+	return c.checkSubjects()
+}
+
+// checkSubjects says what is wrong with the inbox prefix and the JetStream
+// domain, which become parts of subjects.
+func (c *connFlags) checkSubjects() error {
 	if c.inboxPrefix != "" && !validInboxPrefix(c.inboxPrefix) {
 		return usageErr{fmt.Errorf("--inbox-prefix %q: want a subject without wildcards or empty tokens, such as _INBOX.app", c.inboxPrefix)}
 	}
@@ -198,7 +212,7 @@ func (c *connFlags) connect(clientName string, extra ...nats.Option) (*nats.Conn
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := append([]nats.Option{nats.Name(clientName), nats.MaxReconnects(-1)}, given...)
+	opts := append([]nats.Option{nats.Name(clientName), nats.MaxReconnects(-1), nats.ErrorHandler(c.asyncError)}, given...)
 	opts = append(opts, extra...)
 	nc, settings, err := natscontext.Connect(c.context, opts...)
 	if err != nil {
@@ -219,6 +233,25 @@ func (c *connFlags) connect(clientName string, extra ...nats.Option) (*nats.Conn
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// watchDenials returns ctx, cancelled with the first permission the server
+// denies the connection as its cause (see deniedOr), naming role as the one
+// that grants it. Call it before connect.
+func (c *connFlags) watchDenials(ctx context.Context, role string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	c.role, c.onDenied = role, cancel
+	return ctx, func() { cancel(nil) }
+}
+
+// asyncError receives the errors the server reports apart from any call,
+// instead of nats.go's default handler, which prints them raw on stderr: a
+// denied permission goes to onDenied, and the rest show in the calls that
+// fail because of them.
+func (c *connFlags) asyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if denied := asDenied(err, c.role); denied != nil && c.onDenied != nil {
+		c.onDenied(denied)
+	}
 }
 
 // describe says where connect goes, for errors.

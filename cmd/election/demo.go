@@ -205,6 +205,8 @@ func doWork(ctx context.Context, log *logrus.Entry) {
 // embedded server it starts. shutdown stops what it started.
 func connect(log *logrus.Logger, cfg config) (nc *nats.Conn, js jetstream.JetStream, shutdown func(), err error) {
 	if cfg.conn.server != "" || cfg.conn.context != "" {
+		cfg.conn.role = roleCandidate
+		cfg.conn.onDenied = func(denied error) { log.Error(denied.Error()) }
 		nc, js, err = cfg.conn.connect("election demo")
 		if err != nil {
 			return nil, nil, nil, err

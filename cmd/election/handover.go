@@ -81,20 +81,22 @@ func handoverMain(path, about string, transfer bool, args []string, stdout, stde
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx, stopWatching := cfg.conn.watchDenials(ctx, roleAdmin)
+	defer stopWatching()
 	nc, js, err := cfg.conn.connect(path)
 	if err != nil {
-		return fail(stderr, path, err)
+		return fail(stderr, path, deniedOr(ctx, err))
 	}
 	defer nc.Close()
 	openCtx, cancelOpen := context.WithTimeout(ctx, bucketTimeout)
 	defer cancelOpen()
 	kv, err := openBucket(openCtx, js, cfg.bucket)
 	if err != nil {
-		return fail(stderr, path, err)
+		return fail(stderr, path, deniedOr(ctx, err))
 	}
 	b, err := election.OpenBucket(openCtx, kv)
 	if err != nil {
-		return fail(stderr, path, err)
+		return fail(stderr, path, deniedOr(ctx, err))
 	}
 	defer b.Close()
 
@@ -107,13 +109,14 @@ func handoverMain(path, about string, transfer bool, args []string, stdout, stde
 	} else {
 		leader, err = b.Resign(ctx, cfg.key)
 	}
+	err = deniedOr(ctx, err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return fail(stderr, path, fmt.Errorf("no candidate claimed key %q of bucket %q within --timeout %v", cfg.key, cfg.bucket, cfg.timeout))
 	case errors.Is(err, context.Canceled):
 		return fail(stderr, path, fmt.Errorf("interrupted before a candidate claimed key %q of bucket %q", cfg.key, cfg.bucket))
 	case err != nil:
-		return fail(stderr, path, err)
+		return fail(stderr, path, deniedOr(ctx, err))
 	}
 	fmt.Fprintf(stdout, "%s leads %s (revision %d)\n", leader.Name, leader.Key, leader.Revision)
 	return exitOK

@@ -54,3 +54,23 @@ func TestNoCommandPrintsTheSecretOfAServerURL(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpPrintsNoSecretFromTheEnvironment sets every NATS_* variable to a
+// secret: no command's --help may print it.
+func TestHelpPrintsNoSecretFromTheEnvironment(t *testing.T) {
+	isolateNATSEnv(t)
+	for name := range (&connFlags{}).connEnv() {
+		t.Setenv(name, "nats://u:"+secret+"@h:1")
+	}
+	helps := [][]string{{"bucket", "create", "--help"}, {"bucket", "check", "--help"}}
+	for _, c := range commands {
+		helps = append(helps, []string{c.name, "--help"})
+	}
+	for _, args := range helps {
+		var stdout, stderr bytes.Buffer
+		dispatch(args, &stdout, &stderr)
+		if strings.Contains(stdout.String()+stderr.String(), secret) {
+			t.Errorf("election %s printed a secret from the environment", strings.Join(args, " "))
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -201,28 +202,46 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	}
 
 	clog := log.WithFields(logrus.Fields{"bucket": cfg.bucket, "key": cfg.key, "name": cfg.name})
+	// A denied permission ends the set-up, and --once's attempt, with its
+	// cause; while campaigning it is logged, once per attempt the election
+	// makes, which retries with backoff.
+	ctx, cancel := context.WithTimeout(context.Background(), bucketTimeout)
+	defer cancel()
+	ctx, endSetup := cfg.conn.watchDenials(ctx, roleCandidate)
+	defer endSetup()
+	electionCtx, endElection := context.WithCancelCause(context.Background())
+	defer endElection(nil)
+	var campaigning atomic.Bool
+	setupDenied := cfg.conn.onDenied
+	cfg.conn.onDenied = func(denied error) {
+		switch {
+		case !campaigning.Load():
+			setupDenied(denied)
+		case cfg.once:
+			endElection(denied)
+		default:
+			clog.Error(denied.Error())
+		}
+	}
 	nc, js, err := cfg.conn.connect("election run "+cfg.name, logConnection(clog)...)
 	if err != nil {
 		return 0, err
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), bucketTimeout)
-	defer cancel()
 	kv, err := openBucket(ctx, js, cfg.bucket)
 	if err != nil {
-		return 0, err
+		return 0, deniedOr(ctx, err)
 	}
 	warnings, err := election.CheckBucket(ctx, kv)
 	if err != nil {
-		return 0, err
+		return 0, deniedOr(ctx, err)
 	}
 	for _, w := range warnings {
 		clog.Warn("bucket: " + w)
 	}
+	campaigning.Store(true)
 
-	electionCtx, endElection := context.WithCancel(context.Background())
-	defer endElection()
-	sup := newSupervisor(cfg, clog, endElection)
+	sup := newSupervisor(cfg, clog, func() { endElection(nil) })
 	sup.once = cfg.once
 	opts := []election.Option{
 		election.WithLogger(slogrus.New(log)),
@@ -249,7 +268,8 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	go sup.watchSignals(signals, watching)
 
 	if cfg.once {
-		return runOnce(electionCtx, e, sup, cfg.wait, clog)
+		code, err := runOnce(electionCtx, e, sup, cfg.wait, clog)
+		return code, deniedOr(electionCtx, err)
 	}
 	clog.Info("campaigning")
 	if err := e.Start(electionCtx); err != nil {

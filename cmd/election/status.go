@@ -77,32 +77,34 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx, stopWatching := cfg.conn.watchDenials(ctx, roleObserver)
+	defer stopWatching()
 	nc, js, err := cfg.conn.connect("election status")
 	if err != nil {
-		return fail(stderr, fs.path, err)
+		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	defer nc.Close()
 	openCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
 	defer cancel()
 	kv, err := openBucket(openCtx, js, cfg.bucket)
 	if err != nil {
-		return fail(stderr, fs.path, err)
+		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	// Count the watchers before this process adds its own.
 	watchers, err := countWatchers(openCtx, js, cfg.bucket)
 	if err != nil {
-		return fail(stderr, fs.path, err)
+		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	b, err := election.OpenBucket(openCtx, kv)
 	if err != nil {
-		return fail(stderr, fs.path, err)
+		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	defer b.Close()
 
 	out := leaderPrinter{w: stdout, json: cfg.json}
 	if cfg.watch {
-		if err := watchLeader(ctx, b, cfg.key, &out); err != nil {
-			return fail(stderr, fs.path, err)
+		if err := deniedOr(ctx, watchLeader(ctx, b, cfg.key, &out)); err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
 		return exitOK
 	}
@@ -110,13 +112,13 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	if cfg.key != "" {
 		l, err := b.Leader(openCtx, cfg.key)
 		if err != nil {
-			return fail(stderr, fs.path, err)
+			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
 		leaders = []election.Leader{l}
 	} else {
 		leaders, err = b.Leaders(openCtx)
 		if err != nil {
-			return fail(stderr, fs.path, err)
+			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
 		slices.SortFunc(leaders, func(a, b election.Leader) int { return cmp.Compare(a.Key, b.Key) })
 	}

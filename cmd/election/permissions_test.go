@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestPermissionsPrintsEachRole(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "permissions", "--role", "candidate", "--bucket", "JOBS")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, says := range []string{"permissions {\n", `"$JS.API.STREAM.INFO.KV_JOBS"`, `"$KV.JOBS.>"`, `deny: ["$KV.JOBS._kvelect.request.>"]`, `allow: ["_INBOX.>"]`} {
+		if !strings.Contains(stdout, says) {
+			t.Errorf("candidate's block does not say %s:\n%s", says, stdout)
+		}
+	}
+	code, stdout, _ = runCLI(t, "permissions", "--role", "admin", "--format", "nsc", "--js-domain", "hub", "--inbox-prefix", "_INBOX_ops")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, says := range []string{"nsc edit user --name USER", `--allow-pub '$JS.hub.API.STREAM.CREATE.KV_ELECTIONS'`, `--allow-sub '_INBOX_ops.>'`} {
+		if !strings.Contains(stdout, says) {
+			t.Errorf("admin's nsc flags do not say %s:\n%s", says, stdout)
+		}
+	}
+
+	for says, args := range map[string][]string{
+		"--role is required": {},
+		`--role "leader": want candidate, observer or admin`: {"--role", "leader"},
+		`--format "yaml": want server or nsc`:                {"--role", "admin", "--format", "yaml"},
+		`--js-domain "a.b"`:                                  {"--role", "admin", "--js-domain", "a.b"},
+		"allowed: letters, digits":                           {"--role", "admin", "--bucket", "a.b"},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{"permissions"}, args...)...)
+		wantOneLineError(t, code, exitUsage, stdout, stderr, says)
+	}
+}
+
+// roleUser is the user of the role tests: it holds exactly a role's
+// permissions. root, the tests' own user, may do anything.
+const (
+	roleUser     = "app"
+	rootPassword = "root"
+)
+
+// roleServer starts a server whose user roleUser holds exactly the
+// permissions block, read by the server's own configuration parser, and
+// returns the URLs of roleUser and of root.
+func roleServer(t *testing.T, block string) (user, root string) {
+	t.Helper()
+	conf := fmt.Sprintf("authorization {\n  users = [\n    {user: %s, password: %q\n%s}\n    {user: root, password: %q}\n  ]\n}\n",
+		roleUser, secret, block, rootPassword)
+	file := filepath.Join(t.TempDir(), "server.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := server.ProcessConfigFile(file)
+	if err != nil {
+		t.Fatalf("the printed block does not parse:\n%s\n%v", conf, err)
+	}
+	s := testenv.ConfiguredServer(t, func(o *server.Options) { o.Users = parsed.Users })
+	hostPort := strings.TrimPrefix(s.ClientURL(), "nats://")
+	return "nats://" + hostPort, "nats://root:" + rootPassword + "@" + hostPort
+}
+
+// asUser runs the command args as roleUser.
+func asUser(url string, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	all := append(append([]string{}, args...), "-s", url, "--user", roleUser, "--password", secret)
+	if i := slices.Index(args, "--"); i >= 0 { // run's COMMAND goes last
+		all = append(append(append([]string{}, args[:i]...), "-s", url, "--user", roleUser, "--password", secret), args[i:]...)
+	}
+	code = dispatch(all, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// expect runs args as roleUser and says how the outcome differs from the
+// exit code and output wanted.
+func expect(url string, wantCode int, says string, args ...string) error {
+	code, stdout, stderr := asUser(url, args...)
+	if code != wantCode || !strings.Contains(stdout+stderr, says) {
+		return fmt.Errorf("election %s: exit %d, want %d saying %q:\n%s%s", strings.Join(args, " "), code, wantCode, says, stdout, stderr)
+	}
+	if strings.Contains(stdout+stderr, secret) {
+		return fmt.Errorf("election %s printed the password", strings.Join(args, " "))
+	}
+	return nil
+}
+
+// roleExercises does what each role is for, and one thing each is not
+// for, as roleUser on a server whose bucket ELECTIONS root created (but for
+// admin, which creates it). It returns the first difference from what the
+// role allows.
+var roleExercises = map[string]func(t *testing.T, user, root string) error{
+	roleCandidate: func(t *testing.T, user, root string) error {
+		js := rootBucket(t, root)
+		bulk(t, js)
+		return firstError(
+			func() error { return expect(user, exitOK, "", "run", "--key", "job", "--once", "--", "true") },
+			func() error { return watchersLeft(js, 0) },
+			func() error { return expect(user, exitSkipped, "", "run", "--key", "job", "--once", "--", "true") },
+			func() error {
+				return expect(user, exitError, `permission denied: publish to "$KV.ELECTIONS._kvelect.request.job"`, "resign", "--key", "job", "--timeout", "1s")
+			},
+		)
+	},
+	roleObserver: func(t *testing.T, user, root string) error {
+		js := rootBucket(t, root)
+		bulk(t, js)
+		leader := waitLeader(t, candidates(t, root, "ELECTIONS", "job", "a"))
+		return firstError(
+			func() error { return expect(user, exitOK, leader, "status", "--key", "job") },
+			func() error { return watchersLeft(js, 1) }, // the candidate's
+			func() error {
+				return expect(user, exitError, `permission denied: publish to "$KV.ELECTIONS.other"`, "run", "--key", "other", "--once", "--", "true")
+			},
+		)
+	},
+	roleAdmin: func(t *testing.T, user, root string) error {
+		if err := expect(user, exitOK, "created bucket ELECTIONS", "bucket", "create", "--ttl", "2s"); err != nil {
+			return err
+		}
+		_, js := testenv.Connect(t, root)
+		bulk(t, js)
+		first := waitLeader(t, candidates(t, root, "ELECTIONS", "job", "a", "b"))
+		return firstError(
+			func() error { return expect(user, exitOK, "usable for elections", "bucket", "check") },
+			func() error { return expect(user, exitOK, "leads job", "resign", "--key", "job") },
+			func() error { return watchersLeft(js, 2) }, // the candidates'
+			func() error {
+				return expect(user, exitOK, first+" leads job", "transfer", "--key", "job", "--to", first)
+			},
+			func() error {
+				return expect(user, exitError, `permission denied: publish to "$KV.ELECTIONS.other"`, "run", "--key", "other", "--once", "--", "true")
+			},
+		)
+	},
+}
+
+// firstError runs steps until one fails, and returns its error.
+func firstError(steps ...func() error) error {
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bulk writes enough to the bucket that the server asks a watcher reading
+// it for flow control.
+func bulk(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	value := bytes.Repeat([]byte("x"), 900_000)
+	for i := range 4 {
+		if _, err := js.Publish(context.Background(), fmt.Sprintf("$KV.ELECTIONS.bulk%d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// watchersLeft says whether the commands left n watchers on the bucket: a
+// command removes its own when it ends.
+func watchersLeft(js jetstream.JetStream, n int) error {
+	got, err := countWatchers(context.Background(), js, "ELECTIONS")
+	if err != nil || got != n {
+		return fmt.Errorf("%d watchers on the bucket (%v), want %d", got, err, n)
+	}
+	return nil
+}
+
+// rootBucket creates the bucket ELECTIONS as root.
+func rootBucket(t *testing.T, root string) jetstream.JetStream {
+	t.Helper()
+	_, js := testenv.Connect(t, root)
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})
+	return js
+}
+
+// TestEachRoleWorksWithExactlyItsPermissions gives a user exactly the block
+// election permissions prints for each role, and checks the role's commands
+// work and one outside it fails with a clear error; then, for each line of
+// the block in turn, that the role's commands fail without it.
+func TestEachRoleWorksWithExactlyItsPermissions(t *testing.T) {
+	printed := map[string]string{}
+	for _, role := range []string{roleCandidate, roleObserver, roleAdmin} {
+		code, block, stderr := runCLI(t, "permissions", "--role", role)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		printed[role] = block
+	}
+	// The subtests mostly wait for timeouts, so they run in parallel; they
+	// keep the environment runCLI isolated.
+	for role, block := range printed {
+		t.Run(role, func(t *testing.T) {
+			t.Parallel()
+			user, root := roleServer(t, block)
+			if err := roleExercises[role](t, user, root); err != nil {
+				t.Fatal(err)
+			}
+		})
+		perms, err := rolePermissions(role, defaultBucket, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dropped := range droppingEach(perms) {
+			t.Run(role+" without "+dropped.what, func(t *testing.T) {
+				t.Parallel()
+				user, root := roleServer(t, dropped.perms.serverBlock())
+				if err := roleExercises[role](t, user, root); err == nil {
+					t.Errorf("the %s role works without %s: it is not needed", role, dropped.what)
+				} else {
+					t.Logf("as expected: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestRunLogsADeniedPermissionAtEachAttempt runs election run as a user
+// who may watch but not campaign: it logs the denied subject through its
+// logger at each attempt, as JSON, and never the client's raw error.
+func TestRunLogsADeniedPermissionAtEachAttempt(t *testing.T) {
+	bin := buildElection(t)
+	perms, err := rolePermissions(roleObserver, "E2E", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, root := roleServer(t, perms.serverBlock())
+	_, js := testenv.Connect(t, root)
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
+	d := startDaemon(t, bin, "denied", "--server", user, "--user", roleUser, "--password", secret, "--bucket", "E2E", "--key", "job", "--", "true")
+	const denied = `permission denied: publish to \"$KV.E2E.job\"`
+	testenv.Eventually(t, "two attempts denied in the log", waitTimeout, func() bool {
+		return strings.Count(d.logged(t), denied) >= 2
+	})
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if code := d.wait(t); code != exitOK {
+		t.Errorf("exit %d after SIGTERM, want 0", code)
+	}
+	log := d.logged(t)
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("a line of the log is not JSON: %q", line)
+		}
+	}
+	if strings.Contains(log, "nats: permissions violation") || strings.Contains(log, secret) {
+		t.Errorf("the log holds the client's raw error or the password:\n%s", log)
+	}
+}
+
+type droppedPermission struct {
+	what  string
+	perms permissionSet
+}
+
+// droppingEach returns p less each of its permissions in turn.
+func droppingEach(p permissionSet) []droppedPermission {
+	var out []droppedPermission
+	for _, list := range []struct {
+		name string
+		get  func(*permissionSet) *[]string
+	}{
+		{"publish allow", func(p *permissionSet) *[]string { return &p.pubAllow }},
+		{"publish deny", func(p *permissionSet) *[]string { return &p.pubDeny }},
+		{"subscribe allow", func(p *permissionSet) *[]string { return &p.subAllow }},
+	} {
+		for i, subject := range *list.get(&p) {
+			q := permissionSet{pubAllow: slices.Clone(p.pubAllow), pubDeny: slices.Clone(p.pubDeny), subAllow: slices.Clone(p.subAllow)}
+			l := list.get(&q)
+			*l = slices.Delete(*l, i, i+1)
+			if len(*l) == 0 {
+				*l = []string{"nothing.matches.this"} // an empty allow list allows everything
+			}
+			out = append(out, droppedPermission{list.name + " " + subject, q})
+		}
+	}
+	return out
+}
