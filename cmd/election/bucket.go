@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -124,11 +125,48 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	if existed {
+		if err := sameAsAsked(ctx, kv, cfg, given(fs.FlagSet)); err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
 		fmt.Fprintf(stdout, "bucket %s exists; left as it is\n", cfg.Bucket)
 	} else {
 		fmt.Fprintf(stdout, "created bucket %s\n", cfg.Bucket)
 	}
 	return report(ctx, stdout, stderr, fs.path, kv)
+}
+
+// given returns the names of the flags set on the command line.
+func given(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// sameAsAsked says how an existing bucket differs from the settings given
+// as flags: bucket create leaves a bucket as it is, and a TTL, replica
+// count or storage asked for and not had is an error, not a silent default.
+func sameAsAsked(ctx context.Context, kv jetstream.KeyValue, cfg election.BucketConfig, flags map[string]bool) error {
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("reading bucket %q: %w", kv.Bucket(), err)
+	}
+	var differ []string
+	if flags["ttl"] && status.TTL() != cfg.TTL {
+		differ = append(differ, fmt.Sprintf("TTL %v, not --ttl %v", status.TTL(), cfg.TTL))
+	}
+	if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		sc := bs.StreamInfo().Config
+		if flags["replicas"] && sc.Replicas != cfg.Replicas {
+			differ = append(differ, fmt.Sprintf("replicas %d, not --replicas %d", sc.Replicas, cfg.Replicas))
+		}
+		if flags["storage"] && sc.Storage != cfg.Storage {
+			differ = append(differ, fmt.Sprintf("%s storage, not --storage %s", strings.ToLower(sc.Storage.String()), strings.ToLower(cfg.Storage.String())))
+		}
+	}
+	if len(differ) == 0 {
+		return nil
+	}
+	return fmt.Errorf("bucket %q exists with %s; it is left as it is, since running elections depend on it: use another bucket, or leave those flags out", kv.Bucket(), strings.Join(differ, ", "))
 }
 
 func bucketCheckMain(args []string, stdout, stderr io.Writer) int {

@@ -30,9 +30,14 @@ func TestBucketCreateMakesOrKeepsTheBucket(t *testing.T) {
 		t.Fatalf("bucket status %v, %v; want TTL 3s", status, err)
 	}
 
-	code, stdout, _ = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS", "--ttl", "20s")
+	code, stdout, _ = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS")
 	if code != 0 || !strings.HasPrefix(stdout, "bucket JOBS exists; left as it is\nbucket JOBS: TTL 3s") {
-		t.Errorf("again with another TTL: exit %d, stdout %q; want 0, the bucket left at TTL 3s", code, stdout)
+		t.Errorf("again without settings: exit %d, stdout %q; want 0, the bucket left at TTL 3s", code, stdout)
+	}
+	code, stdout, stderr = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS", "--ttl", "20s", "--replicas", "1", "--storage", "memory")
+	wantOneLineError(t, code, exitError, stdout, stderr, `bucket "JOBS" exists with TTL 3s, not --ttl 20s, file storage, not --storage memory; it is left as it is`)
+	if status, err := kv.Status(context.Background()); err != nil || status.TTL() != 3*time.Second {
+		t.Fatalf("bucket status %v, %v; want TTL 3s still", status, err)
 	}
 
 	code, stdout, _ = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "MEM", "--storage", "memory")

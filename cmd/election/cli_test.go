@@ -94,10 +94,12 @@ func TestConnectUsesTheNATSContext(t *testing.T) {
 	for name, tc := range map[string]struct {
 		env  map[string]string
 		args []string
+		dir  string // the working directory, if not the test's
 	}{
 		"--context":                     {args: []string{"--context", "e2e"}},
 		"NATS_CONTEXT":                  {env: map[string]string{"NATS_CONTEXT": "e2e"}},
 		"a context file":                {args: []string{"--context", ctxFile}},
+		"a relative context file":       {args: []string{"--context", "e2e.json"}, dir: filepath.Dir(ctxFile)},
 		"NATS_URL":                      {env: map[string]string{"NATS_URL": s.ClientURL()}},
 		"--server over NATS_URL":        {env: map[string]string{"NATS_URL": "nats://127.0.0.1:1"}, args: []string{"-s", s.ClientURL()}},
 		"--server over a context's URL": {args: []string{"--server", s.ClientURL(), "--context", "elsewhere"}},
@@ -107,6 +109,9 @@ func TestConnectUsesTheNATSContext(t *testing.T) {
 			t.Setenv("NATS_CONTEXT", "")
 			for k, v := range tc.env {
 				t.Setenv(k, v)
+			}
+			if tc.dir != "" {
+				t.Chdir(tc.dir)
 			}
 			var out, errOut bytes.Buffer
 			args := append([]string{"bucket", "create", "--bucket", "CTX"}, tc.args...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -214,7 +215,7 @@ func (c *connFlags) connect(clientName string, extra ...nats.Option) (*nats.Conn
 	}
 	opts := append([]nats.Option{nats.Name(clientName), nats.MaxReconnects(-1), nats.ErrorHandler(c.asyncError)}, given...)
 	opts = append(opts, extra...)
-	nc, settings, err := natscontext.Connect(c.context, opts...)
+	nc, settings, err := natscontext.Connect(c.contextArg(), opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to %s: %w", c.describe(), err)
 	}
@@ -252,6 +253,18 @@ func (c *connFlags) asyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
 	if denied := asDenied(err, c.role); denied != nil && c.onDenied != nil {
 		c.onDenied(denied)
 	}
+}
+
+// contextArg is --context as natscontext takes it: a context's name, or the
+// absolute path of a context file; a relative path (with a slash or ending
+// in .json), as the nats CLI takes it, is made absolute.
+func (c *connFlags) contextArg() string {
+	if strings.HasSuffix(c.context, ".json") || strings.ContainsRune(c.context, filepath.Separator) {
+		if abs, err := filepath.Abs(c.context); err == nil {
+			return abs
+		}
+	}
+	return c.context
 }
 
 // describe says where connect goes, for errors.
