@@ -115,6 +115,10 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 	defer nc.Close()
 
 	kv, err := bindBucket(ctx, log, js, cfg)
+	if err != nil && ctx.Err() != nil { // a signal while binding
+		log.Info("stopped during set-up")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
