@@ -307,3 +307,37 @@ func TestLeafNodeIntoAHubsJetStreamDomain(t *testing.T) {
 		}
 	}
 }
+
+// TestNoCommandPrintsAPasswordOrToken runs every command with a password,
+// and with a token, right and wrong, against servers that check them: no
+// output of any holds the secret.
+func TestNoCommandPrintsAPasswordOrToken(t *testing.T) {
+	users := testenv.ConfiguredServer(t, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "app", Password: secret}}
+	})
+	tokens := testenv.ConfiguredServer(t, func(o *server.Options) { o.Authorization = secret })
+	commands := [][]string{
+		{"bucket", "create", "--ttl", "2s"}, {"bucket", "check"}, {"status"}, {"status", "--key", "k"},
+		{"resign", "--key", "k", "--timeout", "1s"}, {"transfer", "--key", "k", "--to", "b", "--timeout", "1s"},
+		{"run", "--key", "k", "--once"},
+	}
+	for _, auth := range [][]string{
+		{"-s", users.ClientURL(), "--user", "app", "--password", secret},
+		{"-s", users.ClientURL(), "--user", "app", "--password", "wrong" + secret},
+		{"-s", "nats://app:" + secret + "@" + strings.TrimPrefix(users.ClientURL(), "nats://")},
+		{"-s", tokens.ClientURL(), "--token", secret},
+		{"-s", tokens.ClientURL(), "--token", "wrong" + secret},
+		{"-s", tokens.ClientURL(), "--user", secret},
+	} {
+		for _, command := range commands {
+			args := append(append(append([]string{}, command...), auth...), "--", "true")
+			if command[0] != "run" {
+				args = args[:len(args)-2]
+			}
+			code, stdout, stderr := runCLI(t, args...)
+			if strings.Contains(stdout+stderr, secret) {
+				t.Errorf("election %s (exit %d) printed the secret:\n%s%s", strings.Join(command, " "), code, stdout, stderr)
+			}
+		}
+	}
+}
