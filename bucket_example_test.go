@@ -57,6 +57,16 @@ func ExampleOpenBucket() {
 		log.Fatal(err)
 	}
 	go standby.Start(ctx)
+	for { // a transfer names a live candidate: wait until node-2's shows
+		candidates, err := b.Candidates(ctx, "scheduler")
+		if err != nil {
+			log.Fatal(err)
+		}
+		if len(candidates) == 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	leader, err := b.Transfer(ctx, "scheduler", "node-2")
 	if err != nil {
 		log.Fatal(err)

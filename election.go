@@ -192,14 +192,25 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 	callbacks := newCallbackQueue()
 	defer callbacks.closeAndWait()
 	h, stopHub := e.hub, func() {}
-	if h == nil { // not made by a Bucket: watch the key alone
-		h = newHub(e.kv, []string{e.key, requestKey(e.key)}, e.timing.ttl, e.log)
+	if h == nil { // not made by a Bucket: watch the key alone, with its requests and candidates
+		h = newHub(e.kv, []string{e.key, requestKey(e.key), candidatePrefix + e.key + ".*"}, e.timing.ttl, e.log)
 		hubCtx, cancel := context.WithCancel(ctx)
 		hubDone := make(chan struct{})
 		go func() { defer close(hubDone); h.run(hubCtx) }()
 		stopHub = func() { cancel(); <-hubDone }
 	}
-	body(ctx, &campaigner{Election: e, callbacks: callbacks, hub: h})
+	c := &campaigner{Election: e, callbacks: callbacks, hub: h}
+	presenceCtx, endPresence := context.WithCancel(context.WithoutCancel(ctx))
+	presenceDone := make(chan struct{})
+	go func() {
+		defer close(presenceDone)
+		if !e.opts.noPresence {
+			c.present(presenceCtx)
+		}
+	}()
+	body(ctx, c)
+	endPresence() // after the campaign: a candidate shows until it has released the key
+	<-presenceDone
 	stopHub()
 
 	e.mu.Lock()

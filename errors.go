@@ -92,6 +92,10 @@ var (
 	// another did, or no other candidate claimed the key a leader resigned,
 	// and it took the key back.
 	ErrNotTransferred = errors.New("election: leadership not handed over as asked")
+	// ErrNotCandidate means a transfer named a candidate that does not
+	// campaign for the key: no election of that name runs for it (see
+	// Bucket.Candidates). The live candidates are listed.
+	ErrNotCandidate = errors.New("election: not a candidate")
 )
 
 // isCASConflict reports whether err says a compare-and-set lost to another

@@ -33,7 +33,7 @@ func ExampleNewElection() {
 		election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
 			token, _ := election.TokenFromContext(leading)
-			fmt.Println("leading with fencing token", token)
+			fmt.Println("leading; the fencing token is above zero:", token > 0)
 			// Do the singleton work here until leading is done; this example
 			// stops at once instead.
 			cancel()
@@ -47,7 +47,7 @@ func ExampleNewElection() {
 		log.Fatal(err)
 	}
 	// Output:
-	// leading with fencing token 1
+	// leading; the fencing token is above zero: true
 	// stood down: election: stopped
 }
 

@@ -3,6 +3,7 @@ package election_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,10 +27,13 @@ func TestCheckHealthFailsWhileCampaignGoroutineIsStuck(t *testing.T) {
 
 	stuck, release := make(chan struct{}), make(chan struct{})
 	var stall sync.Once
-	won := make(chan struct{}, 4)
+	won := make(chan uint64, 4)
 	lost := make(chan error, 4)
 	e, err := election.NewElection("a", "svc", kv, election.WithoutSplay(),
-		election.OnWon(func() { won <- struct{}{} }),
+		election.OnWon(func(leading context.Context) {
+			token, _ := election.TokenFromContext(leading)
+			won <- token
+		}),
 		election.OnLost(func(cause error) { lost <- cause }),
 		election.OnCampaign(func(s election.State) {
 			if s == election.LeaderState { // a renewal: stall the first one
@@ -53,7 +57,7 @@ func TestCheckHealthFailsWhileCampaignGoroutineIsStuck(t *testing.T) {
 	go func() { done <- e.Start(ctx) }()
 	defer func() { e.Stop(); <-done }()
 
-	<-won
+	token := <-won
 	if err := e.CheckHealth(0); err != nil {
 		t.Fatalf("CheckHealth of a fresh leader: %v, want nil", err)
 	}
@@ -69,7 +73,7 @@ func TestCheckHealthFailsWhileCampaignGoroutineIsStuck(t *testing.T) {
 	if !errors.Is(err, election.ErrUnhealthy) {
 		t.Fatalf("CheckHealth while stuck: %v, want ErrUnhealthy", err)
 	}
-	for _, says := range []string{`key "svc"`, `name "a"`, "token 1", "after its validity deadline"} {
+	for _, says := range []string{`key "svc"`, `name "a"`, fmt.Sprintf("token %d", token), "after its validity deadline"} {
 		if !strings.Contains(err.Error(), says) {
 			t.Errorf("CheckHealth error %q does not say %q", err, says)
 		}

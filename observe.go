@@ -97,7 +97,8 @@ func (b *Bucket) Resign(ctx context.Context, key string) (Leader, error) {
 // other candidate, the old leader included, keeps away from the handoff for
 // half a TTL. If to does not claim within that time, another candidate does,
 // and Transfer returns that leader with ErrNotTransferred. It returns
-// ErrNoLeader if nobody holds the key, and at once if to leads already.
+// ErrNoLeader if nobody holds the key, ErrNotCandidate if to does not
+// campaign for it, and at once if to leads already.
 func (b *Bucket) Transfer(ctx context.Context, key, to string) (Leader, error) {
 	if err := CheckCandidate(to, key); err != nil {
 		return Leader{}, err
@@ -117,6 +118,10 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 		return old, fmt.Errorf("%w: key %q of bucket %q", ErrNoLeader, key, b.kv.Bucket())
 	case to != "" && old.Name == to:
 		return old, nil
+	case to != "":
+		if err := b.checkCandidate(key, to); err != nil {
+			return old, err
+		}
 	}
 	value := resignRequest
 	if to != "" {

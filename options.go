@@ -19,6 +19,7 @@ type options struct {
 	interval      time.Duration
 	unsafeShorter bool
 	metrics       Metrics
+	noPresence    bool
 }
 
 // WonCallback is a callback OnWon accepts: the seed library's func(), or
@@ -87,6 +88,15 @@ func WithBackoff(bo Backoff) Option {
 // together.
 func WithoutSplay() Option {
 	return func(o *options) { o.noSplay = true }
+}
+
+// WithoutPresence keeps the election's candidacy out of the bucket: it
+// writes no candidate record, so Bucket.Candidates and election status do not
+// list it and a transfer to it is refused with ErrNotCandidate. A record
+// costs one write per candidate every third of a TTL; this is for processes
+// with thousands of elections, where those writes add up.
+func WithoutPresence() Option {
+	return func(o *options) { o.noPresence = true }
 }
 
 // WithLogger sets the logger; the default discards. Records carry the

@@ -2,7 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"github.com/kvelect/election/internal/testenv"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,12 +120,38 @@ func TestResignLetsAnotherCandidateLead(t *testing.T) {
 	}
 }
 
-func TestTransferToAnAbsentCandidateFallsBackAfterATTL(t *testing.T) {
+func TestTransferRefusesANameThatDoesNotCampaign(t *testing.T) {
 	t.Parallel()
-	_, b, leader := handoverSetup(t, "ABSENT")
+	g, b, leader := handoverSetup(t, "NOTCANDIDATE")
 	got, err := b.Transfer(context.Background(), "k", "nobody")
+	if !errors.Is(err, election.ErrNotCandidate) || got.Name != leader.name {
+		t.Fatalf("Transfer to nobody: %+v, %v; want ErrNotCandidate and %s still leading", got, err, leader.name)
+	}
+	if !strings.Contains(err.Error(), "its candidates: c-0, c-1, c-2") {
+		t.Errorf("the error %q does not list the candidates", err)
+	}
+	if token := g.elections[leader.name].Token(); token != leader.token {
+		t.Errorf("after a refused transfer %s leads with token %d, want %d still", leader.name, token, leader.token)
+	}
+}
+
+// TestTransferToACandidateThatVanishedFallsBack names a candidate whose
+// record is live but whose process is gone (a crash a moment ago): after
+// half a TTL another candidate claims the key.
+func TestTransferToACandidateThatVanishedFallsBack(t *testing.T) {
+	t.Parallel()
+	_, b, admin, leader := handoverSetupWithAdmin(t, "VANISHED")
+	record := "_kvelect.candidate.k." + base64.RawURLEncoding.EncodeToString([]byte("ghost"))
+	if _, err := admin.Put(context.Background(), record, []byte(`{"name":"ghost","since":"2026-01-01T00:00:00Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "ghost among the candidates", awaitTimeout, func() bool {
+		candidates, err := b.Candidates(context.Background(), "k")
+		return err == nil && slices.ContainsFunc(candidates, func(c election.Candidate) bool { return c.Name == "ghost" })
+	})
+	got, err := b.Transfer(context.Background(), "k", "ghost")
 	if !errors.Is(err, election.ErrNotTransferred) || got.Name == "" {
-		t.Fatalf("Transfer to an absent candidate: %+v, %v; want another leader and ErrNotTransferred", got, err)
+		t.Fatalf("Transfer to a vanished candidate: %+v, %v; want another leader and ErrNotTransferred", got, err)
 	}
 	if got.Name == leader.name {
 		t.Logf("the old leader %s took the key back after the handoff's TTL", leader.name)

@@ -15,9 +15,10 @@ import (
 )
 
 var (
-	scaleKeys   = flag.Int("scale.keys", 10000, "BenchmarkScale: elections (keys) in the process")
-	scaleTTL    = flag.Duration("scale.ttl", 10*time.Second, "BenchmarkScale: bucket TTL")
-	scaleWindow = flag.Duration("scale.window", 0, "BenchmarkScale: steady-state window measured (0: three campaign intervals of the default 3/4 TTL)")
+	scaleKeys     = flag.Int("scale.keys", 10000, "BenchmarkScale: elections (keys) in the process")
+	scaleTTL      = flag.Duration("scale.ttl", 10*time.Second, "BenchmarkScale: bucket TTL")
+	scalePresence = flag.Bool("scale.presence", true, "BenchmarkScale: candidates write their records (false: WithoutPresence)")
+	scaleWindow   = flag.Duration("scale.window", 0, "BenchmarkScale: steady-state window measured (0: three campaign intervals of the default 3/4 TTL)")
 )
 
 // BenchmarkScale runs -scale.keys elections with 3 candidates each in this
@@ -45,8 +46,11 @@ func BenchmarkScale(b *testing.B) {
 
 		start := time.Now()
 		changes := &changeCounter{}
-		f := startFleet(b, kv, *scaleKeys, 3, election.WithoutSplay(),
-			election.OnWon(changes.add), election.OnLost(changes.add))
+		opts := []election.Option{election.WithoutSplay(), election.OnWon(changes.add), election.OnLost(changes.add)}
+		if !*scalePresence {
+			opts = append(opts, election.WithoutPresence())
+		}
+		f := startFleet(b, kv, *scaleKeys, 3, opts...)
 		f.awaitAllLed(b)
 		allLed := time.Since(start)
 		heapAfter := heapInUse()

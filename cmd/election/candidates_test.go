@@ -75,3 +75,28 @@ func waitWatchers(t *testing.T, js jetstream.JetStream, bucket string, n int) {
 
 // pollTimeout bounds the waits of the tests that run candidates.
 const pollTimeout = 30 * time.Second
+
+// waitCandidates waits until the bucket lists n live candidates.
+func waitCandidates(t *testing.T, js jetstream.JetStream, bucket string, n int) {
+	t.Helper()
+	kv, err := js.KeyValue(context.Background(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := election.OpenBucket(context.Background(), kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	testenv.Poll(t, fmt.Sprintf("%d candidates in bucket %s", n, bucket), pollTimeout, func() (int, bool) {
+		all, err := b.AllCandidates(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := 0
+		for _, candidates := range all {
+			count += len(candidates)
+		}
+		return count, count == n
+	})
+}

@@ -40,10 +40,15 @@ func TestResignAndTransferMoveLeadership(t *testing.T) {
 		t.Errorf("transfer to %s: %s leads", to, third)
 	}
 
-	// Nobody named ghost campaigns: after half a TTL another candidate claims
-	// the key.
+	// Nobody named ghost campaigns: the transfer is refused, and the leader
+	// keeps the key.
+	token := elections[to].Token()
 	code, stdout, stderr = runCLI(t, "transfer", "-s", url, "--bucket", "E", "--key", "job", "--to", "ghost")
-	wantOneLineError(t, code, exitError, stdout, stderr, "election transfer: ", election.ErrNotTransferred.Error(), `leads "job"`)
+	wantOneLineError(t, code, exitError, stdout, stderr, "election transfer: ", election.ErrNotCandidate.Error(),
+		`"ghost" does not campaign for key "job"`, "its candidates: node0, node1, node2")
+	if now := elections[to].Token(); now != token {
+		t.Errorf("after a refused transfer %s leads with token %d, want %d still", to, now, token)
+	}
 }
 
 // wantNewLeader checks that stdout names a leader of job other than old,

@@ -126,7 +126,7 @@ var roleExercises = map[string]func(t *testing.T, user, root string) error{
 			func() error { return expect(user, exitOK, leader, "status", "--key", "job") },
 			func() error { return watchersLeft(js, 1) }, // the candidate's
 			func() error {
-				return expect(user, exitError, `permission denied: publish to "$KV.ELECTIONS.other"`, "run", "--key", "other", "--once", "--", "true")
+				return expect(user, exitError, `permission denied: publish to "$KV.ELECTIONS.`, "run", "--key", "other", "--once", "--", "true")
 			},
 		)
 	},
@@ -145,7 +145,7 @@ var roleExercises = map[string]func(t *testing.T, user, root string) error{
 				return expect(user, exitOK, first+" leads job", "transfer", "--key", "job", "--to", first)
 			},
 			func() error {
-				return expect(user, exitError, `permission denied: publish to "$KV.ELECTIONS.other"`, "run", "--key", "other", "--once", "--", "true")
+				return expect(user, exitError, `permission denied: publish to "$KV.ELECTIONS.`, "run", "--key", "other", "--once", "--", "true")
 			},
 		)
 	},

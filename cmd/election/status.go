@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -22,10 +23,13 @@ const statusAbout = `Usage:
   election status [--bucket B] [--key K] [--json]
   election status --key K --watch [--bucket B] [--json]
 
-Prints who leads each key of the bucket B that has a leader, or the key K
-(LEADER "none" when nobody holds it): the leader's name, its latest write's
-revision (its claim or a renewal) and the age of that write by the server's
-clock. The last line counts the watchers on the bucket, one per process that
+Prints who leads each key of the bucket B that has a leader or a candidate,
+or the key K (LEADER "none" when nobody holds it): the leader's name, its
+latest write's revision (its claim or a renewal), the age of that write by
+the server's clock, and the names of the key's live candidates (the leader
+among them): the elections for the key running in any process. A stopped
+candidate drops out at once, a crashed one a TTL after its last write. The
+last line counts the watchers on the bucket, one per process that
 opened it with the library's OpenBucket (and one per election made without
 a Bucket), so roughly the running candidates' processes. A process that
 died without closing its watcher still counts until the server drops its
@@ -37,7 +41,7 @@ count can be one high for a moment.
 SIGINT or SIGTERM, and exits 0. Renewals are not changes.
 
 --json prints one JSON object per line instead of the table:
-  {"key":"K","leader":"NAME","revision":7,"written":"2026-...Z","age_seconds":1.2}
+  {"key":"K","leader":"NAME","revision":7,"written":"2026-...Z","age_seconds":1.2,"candidates":["NAME","B"]}
 with "leader":"" when nobody holds K, and, without --watch, a last line
   {"bucket":"B","watchers":3}
 
@@ -108,6 +112,10 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	candidates, err := b.AllCandidates(openCtx)
+	if err != nil {
+		return fail(stderr, fs.path, deniedOr(ctx, err))
+	}
 	var leaders []election.Leader
 	if cfg.key != "" {
 		l, err := b.Leader(openCtx, cfg.key)
@@ -120,9 +128,18 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
+		led := map[string]bool{}
+		for _, l := range leaders {
+			led[l.Key] = true
+		}
+		for key := range candidates { // keys campaigned for that nobody leads
+			if !led[key] {
+				leaders = append(leaders, election.Leader{Key: key})
+			}
+		}
 		slices.SortFunc(leaders, func(a, b election.Leader) int { return cmp.Compare(a.Key, b.Key) })
 	}
-	out.table(leaders, time.Now())
+	out.table(leaders, candidates, time.Now())
 	out.watchers(cfg.bucket, watchers)
 	return exitOK
 }
@@ -175,6 +192,16 @@ type leaderJSON struct {
 	Revision   uint64     `json:"revision,omitempty"`
 	Written    *time.Time `json:"written,omitempty"`
 	AgeSeconds *float64   `json:"age_seconds,omitempty"`
+	Candidates []string   `json:"candidates,omitempty"` // without --watch: the live candidates' names
+}
+
+// names returns the candidates' names.
+func names(candidates []election.Candidate) []string {
+	out := make([]string, len(candidates))
+	for i, c := range candidates {
+		out[i] = c.Name
+	}
+	return out
 }
 
 func toJSON(l election.Leader, now time.Time) leaderJSON {
@@ -201,18 +228,24 @@ func columns(l election.Leader, now time.Time) []string {
 	return []string{l.Key, l.Name, strconv.FormatUint(l.Revision, 10), age(l, now).Round(time.Millisecond).String()}
 }
 
-func (p *leaderPrinter) table(leaders []election.Leader, now time.Time) {
+func (p *leaderPrinter) table(leaders []election.Leader, candidates map[string][]election.Candidate, now time.Time) {
 	if p.json {
 		for _, l := range leaders {
-			p.line(toJSON(l, now))
+			j := toJSON(l, now)
+			j.Candidates = names(candidates[l.Key])
+			p.line(j)
 		}
 		return
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tLEADER\tREVISION\tAGE")
+	fmt.Fprintln(tw, "KEY\tLEADER\tREVISION\tAGE\tCANDIDATES")
 	for _, l := range leaders {
 		c := columns(l, now)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c[0], c[1], c[2], c[3])
+		running := strings.Join(names(candidates[l.Key]), ",")
+		if running == "" {
+			running = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c[0], c[1], c[2], c[3], running)
 	}
 	tw.Flush()
 }

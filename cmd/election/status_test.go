@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,16 +22,17 @@ func TestStatusPrintsLeadersAndWatchers(t *testing.T) {
 	cron := candidates(t, url, "E", "cron", "node2")
 	jobLeader, cronLeader := waitLeader(t, job), waitLeader(t, cron)
 	waitWatchers(t, js, "E", 3)
+	waitCandidates(t, js, "E", 3)
 
 	stdout := statusCounting(t, 3, "status", "-s", url, "--bucket", "E")
 	wantLines(t, stdout,
-		`^KEY +LEADER +REVISION +AGE$`,
-		`^cron +`+cronLeader+` +\d+ +\d+(\.\d+)?m?s$`,
-		`^job +`+jobLeader+` +\d+ +\d+(\.\d+)?m?s$`,
+		`^KEY +LEADER +REVISION +AGE +CANDIDATES$`,
+		`^cron +`+cronLeader+` +\d+ +\d+(\.\d+)?m?s +node2$`,
+		`^job +`+jobLeader+` +\d+ +\d+(\.\d+)?m?s +node0,node1$`,
 		`^watchers \(processes\): 3$`)
 
 	stdout = statusCounting(t, 3, "status", "-s", url, "--bucket", "E", "--key", "free")
-	wantLines(t, stdout, `^KEY +LEADER +REVISION +AGE$`, `^free +none +- +-$`, `^watchers \(processes\): 3$`)
+	wantLines(t, stdout, `^KEY +LEADER +REVISION +AGE +CANDIDATES$`, `^free +none +- +- +-$`, `^watchers \(processes\): 3$`)
 
 	stdout = statusCounting(t, 3, "status", "-s", url, "--bucket", "E", "--key", "job", "--json")
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
@@ -39,8 +41,9 @@ func TestStatusPrintsLeadersAndWatchers(t *testing.T) {
 	}
 	var l leaderJSON
 	if err := json.Unmarshal([]byte(lines[0]), &l); err != nil || l.Key != "job" || l.Leader != jobLeader ||
-		l.Revision == 0 || l.Written == nil || l.AgeSeconds == nil || *l.AgeSeconds < 0 || *l.AgeSeconds > 60 {
-		t.Errorf("--json leader line %q (%v): want key job, leader %s, a revision, written and age", lines[0], err, jobLeader)
+		l.Revision == 0 || l.Written == nil || l.AgeSeconds == nil || *l.AgeSeconds < 0 || *l.AgeSeconds > 60 ||
+		!slices.Equal(l.Candidates, []string{"node0", "node1"}) {
+		t.Errorf("--json leader line %q (%v): want key job, leader %s, a revision, written, age and candidates node0, node1", lines[0], err, jobLeader)
 	}
 	if lines[1] != `{"bucket":"E","watchers":3}` {
 		t.Errorf("--json last line %q, want the watcher count 3", lines[1])

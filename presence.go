@@ -1,0 +1,158 @@
+package election
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Every running election keeps a record of its candidacy in the bucket, so
+// that any process can tell who campaigns for a key: the key
+// "_kvelect.candidate." + election key + "." + the name in unpadded base64url
+// (which has no dots, so the election key is everything before the last
+// dot). The record is written when the election starts, written again every
+// third of a TTL, and deleted when it stops; a crashed candidate's record is
+// live until a TTL after its last write. Records carry no authority: the
+// election itself never depends on them, only what is read from them
+// (Candidates, and a transfer's check that its target campaigns).
+const (
+	candidatePrefix = reservedPrefix + "candidate."
+	// presenceRefreshes is how many times per TTL a record is rewritten,
+	// so that one late write does not make a live candidate look gone.
+	presenceRefreshes = 3
+)
+
+// Candidate is an election's candidate as the bucket's watcher sees it.
+type Candidate struct {
+	Key  string
+	Name string
+	// Since is when the candidate began campaigning, by its own clock.
+	Since time.Time
+}
+
+// candidateRecord is the value of a candidate's record.
+type candidateRecord struct {
+	Name  string    `json:"name"`
+	Since time.Time `json:"since"`
+}
+
+func candidateKey(key, name string) string {
+	return candidatePrefix + key + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
+}
+
+// candidateOf reads a candidate's record, or returns false if entry is not
+// a live one: its key is not a record's, it was deleted, or it is not valid.
+func candidateOf(entry jetstream.KeyValueEntry) (Candidate, bool) {
+	rest, ok := strings.CutPrefix(entry.Key(), candidatePrefix)
+	dot := strings.LastIndexByte(rest, '.')
+	if !ok || dot < 0 || entry.Operation() != jetstream.KeyValuePut {
+		return Candidate{}, false
+	}
+	var r candidateRecord
+	if json.Unmarshal(entry.Value(), &r) != nil || r.Name == "" {
+		return Candidate{}, false
+	}
+	return Candidate{Key: rest[:dot], Name: r.Name, Since: r.Since}, true
+}
+
+// candidates returns the live candidates of key ("": of every key), sorted
+// by key and name: those whose record the watcher delivered within the last
+// ttl.
+func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Candidate
+	for k, v := range h.views {
+		if !strings.HasPrefix(k, candidatePrefix) || v.latest == nil || time.Since(v.seenAt) >= ttl {
+			continue
+		}
+		if c, ok := candidateOf(v.latest); ok && (key == "" || c.Key == key) {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Candidate) int {
+		return strings.Compare(a.Key+"\x00"+a.Name, b.Key+"\x00"+b.Name)
+	})
+	return out
+}
+
+// Candidates returns the live candidates of key: the elections for it that
+// run (in any process), once the bucket's watcher has read the bucket (ctx
+// bounds that wait). A candidate that stopped is gone at once; one that
+// crashed or was cut off is gone a TTL after its last write.
+func (b *Bucket) Candidates(ctx context.Context, key string) ([]Candidate, error) {
+	if err := CheckKey(key); err != nil {
+		return nil, err
+	}
+	if err := b.awaitReady(ctx); err != nil {
+		return nil, err
+	}
+	return b.hub.candidates(key, b.info.ttl), nil
+}
+
+// AllCandidates returns the live candidates of every key of the bucket, by
+// key, as Candidates does for one.
+func (b *Bucket) AllCandidates(ctx context.Context) (map[string][]Candidate, error) {
+	if err := b.awaitReady(ctx); err != nil {
+		return nil, err
+	}
+	byKey := map[string][]Candidate{}
+	for _, c := range b.hub.candidates("", b.info.ttl) {
+		byKey[c.Key] = append(byKey[c.Key], c)
+	}
+	return byKey, nil
+}
+
+// present keeps this election's candidate record in the bucket until ctx
+// is done, then deletes it. A failed write is logged and tried again at the
+// next refresh: the record informs others, and the election does not depend
+// on it.
+func (c *campaigner) present(ctx context.Context) {
+	value, err := json.Marshal(candidateRecord{Name: c.name, Since: time.Now().UTC()})
+	if err != nil {
+		c.log.Error("encoding the candidate record", "error", err)
+		return
+	}
+	key := candidateKey(c.key, c.name)
+	tick := time.NewTicker(c.timing.ttl / presenceRefreshes)
+	defer tick.Stop()
+	for {
+		opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
+		if _, err := c.kv.Put(opCtx, key, value); err != nil && ctx.Err() == nil {
+			c.log.Warn("writing the candidate record", "error", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			opCtx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
+			defer cancel()
+			if err := c.kv.Delete(opCtx, key); err != nil {
+				c.log.Warn("deleting the candidate record", "error", err)
+			}
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// checkCandidate returns ErrNotCandidate unless to campaigns for key.
+func (b *Bucket) checkCandidate(key, to string) error {
+	live := b.hub.candidates(key, b.info.ttl)
+	names := make([]string, len(live))
+	for i, c := range live {
+		if c.Name == to {
+			return nil
+		}
+		names[i] = c.Name
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("%w: %q does not campaign for key %q of bucket %q, and nobody does", ErrNotCandidate, to, key, b.kv.Bucket())
+	}
+	return fmt.Errorf("%w: %q does not campaign for key %q of bucket %q; its candidates: %s", ErrNotCandidate, to, key, b.kv.Bucket(), strings.Join(names, ", "))
+}
