@@ -23,6 +23,7 @@ type campaigner struct {
 	since     time.Time             // when this node began to campaign for its next tenure
 	work      func(context.Context) // Once's work, run after OnWon when this node leads
 	workDone  atomic.Bool           // Once's work returned while this node led: the release marks the key done
+	pref      preference            // with WithPreferHigher: the higher candidates seen while leading
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -62,6 +63,13 @@ func (c *campaigner) run(ctx context.Context) {
 	defer c.hub.noteInterval(c.timing.interval, -1)
 	c.requests = c.hub.subscribe(requestKey(c.key))
 	defer c.hub.unsubscribe(c.requests)
+	if !c.opts.noPresence {
+		c.awaitOwnRecord(ctx)
+	}
+	if c.opts.priority == 0 { // a standby: listed, never claiming
+		<-ctx.Done()
+		return
+	}
 	for {
 		t, ok := c.campaign(ctx)
 		if !ok {
@@ -130,8 +138,8 @@ func (c *campaigner) fallbackAt(view *keyView, lost int) time.Time {
 	switch {
 	case !view.ready:
 		return now.Add(c.timing.interval)
-	case view.held() && view.seenAt.Add(c.timing.ttl).After(now):
-		return view.seenAt.Add(c.timing.ttl)
+	case view.held() && view.seenAt.Add(c.timing.ttl+c.priorityDelay()).After(now):
+		return view.seenAt.Add(c.timing.ttl + c.priorityDelay()) // higher priorities claim first
 	case view.free() && c.claimableAt(view).After(now):
 		return c.claimableAt(view) // a handoff or resignation keeps this node away until then
 	case lost == 0:
@@ -155,15 +163,30 @@ func (c *campaigner) canClaim(v *keyView, tried uint64, triedAny bool) bool {
 // keeps every candidate away for the vouch wait, so that a claim does not
 // pre-empt the old leader's vouch (see campaigner.vouch), which lets the
 // winner announce at once instead of a TTL later.
+//
+// A handoff to this node is claimable at once. Otherwise, higher priorities
+// among the live candidates keep it away for priorityDelay after the key
+// was seen free (or, with no entry at all, after this node began to
+// campaign).
 func (c *campaigner) claimableAt(v *keyView) time.Time {
 	to, handoff := v.handoffTo()
+	var at time.Time
 	switch {
-	case (handoff && to != c.name) || (v.latest != nil && v.latest.Revision() == c.sitOut):
-		return v.seenAt.Add(c.timing.ttl / 2)
+	case handoff && to == c.name:
+		return at
+	case handoff || (v.latest != nil && v.latest.Revision() == c.sitOut):
+		at = v.seenAt.Add(c.timing.ttl / 2)
 	case v.latest != nil && v.classify() == predecessorEarly:
-		return v.seenAt.Add(c.timing.vouchWait)
+		at = v.seenAt.Add(c.timing.vouchWait)
 	}
-	return time.Time{}
+	if delay := c.priorityDelay(); delay > 0 {
+		freeSince := c.since
+		if v.latest != nil {
+			freeSince = v.seenAt
+		}
+		at = later(at, freeSince.Add(delay))
+	}
+	return at
 }
 
 // retryWait is the wait after the lost-th consecutive lost claim: the
@@ -234,6 +257,7 @@ func (c *campaigner) claim(ctx context.Context, expected uint64, pred predecesso
 // the validity deadline passes, or when ctx is done.
 func (c *campaigner) hold(ctx context.Context, t *tenure) {
 	renewAt := t.lastSent.Add(c.timing.interval)
+	c.pref.seen = nil // readiness counts from this tenure
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -295,6 +319,9 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 				return
 			}
 			renewAt = sent.Add(c.timing.interval)
+			if c.handOverByPreference(t) {
+				return
+			}
 		case isCASConflict(err):
 			cause := fmt.Errorf("%w: %w", ErrRevisionGone, err)
 			if e := c.hub.view(c.key).latest; e != nil && e.Revision() > t.revision {
@@ -496,6 +523,24 @@ func (c *campaigner) handOver(t *tenure) bool {
 	return true
 }
 
+// handOverByPreference hands the key to a higher candidate, as handOver
+// does for a transfer, when WithPreferHigher asks for it and preferred
+// names one. It reports whether the tenure ended.
+func (c *campaigner) handOverByPreference(t *tenure) bool {
+	if !c.opts.preferHigher || t.lead == nil {
+		return false
+	}
+	now := time.Now()
+	to, ok := c.preferred(now)
+	if !ok {
+		return false
+	}
+	c.pref.lastMove = now
+	c.standDown(t, fmt.Errorf("%w: preferring %q of priority %d over this node's %d", ErrHandedOver, to.Name, to.Priority, c.opts.priority))
+	c.sitOut = c.releaseAs(t, handoffPrefix+to.Name)
+	return true
+}
+
 func (c *campaigner) notifyCampaign() {
 	if c.opts.onCampaign != nil {
 		c.opts.onCampaign(c.State())
@@ -512,6 +557,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -94,4 +94,14 @@
 // Bucket.Leader and Bucket.Leaders the current holders, and Bucket.Resign
 // and Bucket.Transfer ask a key's leader, in whatever process, to hand the
 // key to any other candidate or to a named one.
+//
+// # Candidates and priorities
+//
+// Every running election keeps a record of its candidacy in the bucket
+// (unless made WithoutPresence), so Bucket.Candidates lists who campaigns
+// for a key in any process, and a transfer to a name that does not is
+// refused. WithPriority makes a free key go to the highest live priority
+// first (0 never leads), and WithPreferHigher makes a leader hand the key to
+// a higher priority once it has been listed for a while. The records and
+// priorities decide who claims first, never who leads at an instant.
 package election

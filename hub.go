@@ -30,6 +30,7 @@ type hub struct {
 
 	mu        sync.Mutex
 	views     map[string]*keyView             // by key: every key seen or subscribed to
+	records   map[string]map[string]struct{}  // candidate records' keys, by election key
 	subs      map[string]map[*hubSub]struct{} // by key
 	ready     bool                            // the first watcher delivered its initial state
 	readyCh   chan struct{}                   // closed when ready turns true
@@ -66,6 +67,7 @@ func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.L
 		ttl:       ttl,
 		log:       log,
 		views:     make(map[string]*keyView),
+		records:   make(map[string]map[string]struct{}),
 		subs:      make(map[string]map[*hubSub]struct{}),
 		intervals: make(map[time.Duration]int),
 		readyCh:   make(chan struct{}),
@@ -345,6 +347,7 @@ func (h *hub) apply(e jetstream.KeyValueEntry) {
 	if v == nil {
 		v = &keyView{ready: true}
 		h.views[e.Key()] = v
+		h.indexLocked(e.Key(), true)
 	}
 	if v.observe(e) {
 		h.logLocked(e.Key(), e)
@@ -372,6 +375,7 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64)
 		}
 		if e == nil {
 			delete(h.views, key)
+			h.indexLocked(key, false)
 		}
 	}
 	for key, e := range initial {
@@ -379,6 +383,7 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64)
 			v := &keyView{ready: true}
 			v.observe(e)
 			h.views[key] = v
+			h.indexLocked(key, true)
 			h.logLocked(key, e)
 			h.wakeLocked(key)
 		}

@@ -87,6 +87,8 @@ func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx c
 		return 0, fmt.Errorf("%w %v: want 0 (only if the key is free now) or more", ErrInvalidWait, wait)
 	case work == nil:
 		return 0, ErrNilWork
+	case e.opts.priority == 0:
+		return 0, fmt.Errorf("%w: a candidate of priority 0 never leads, so it cannot run work once", ErrInvalidPriority)
 	}
 	var outcome OnceOutcome
 	var workErr error
@@ -111,6 +113,9 @@ func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(con
 	defer c.hub.noteInterval(c.timing.interval, -1)
 	c.requests = c.hub.subscribe(requestKey(c.key))
 	defer c.hub.unsubscribe(c.requests)
+	if !c.opts.noPresence {
+		c.awaitOwnRecord(ctx)
+	}
 
 	giveUpAt := time.Now().Add(wait)
 	timer := time.NewTimer(0)

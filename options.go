@@ -20,6 +20,10 @@ type options struct {
 	unsafeShorter bool
 	metrics       Metrics
 	noPresence    bool
+	priority      int
+	prioritySet   bool
+	preferHigher  bool
+	readyFor      time.Duration
 }
 
 // WonCallback is a callback OnWon accepts: the seed library's func(), or

@@ -30,16 +30,18 @@ const (
 
 // Candidate is an election's candidate as the bucket's watcher sees it.
 type Candidate struct {
-	Key  string
-	Name string
+	Key      string
+	Name     string
+	Priority int // see WithPriority
 	// Since is when the candidate began campaigning, by its own clock.
 	Since time.Time
 }
 
 // candidateRecord is the value of a candidate's record.
 type candidateRecord struct {
-	Name  string    `json:"name"`
-	Since time.Time `json:"since"`
+	Name     string    `json:"name"`
+	Priority int       `json:"priority"`
+	Since    time.Time `json:"since"`
 }
 
 func candidateKey(key, name string) string {
@@ -49,16 +51,43 @@ func candidateKey(key, name string) string {
 // candidateOf reads a candidate's record, or returns false if entry is not
 // a live one: its key is not a record's, it was deleted, or it is not valid.
 func candidateOf(entry jetstream.KeyValueEntry) (Candidate, bool) {
-	rest, ok := strings.CutPrefix(entry.Key(), candidatePrefix)
-	dot := strings.LastIndexByte(rest, '.')
-	if !ok || dot < 0 || entry.Operation() != jetstream.KeyValuePut {
+	electionKey, ok := electionKeyOf(entry.Key())
+	if !ok || entry.Operation() != jetstream.KeyValuePut {
 		return Candidate{}, false
 	}
 	var r candidateRecord
 	if json.Unmarshal(entry.Value(), &r) != nil || r.Name == "" {
 		return Candidate{}, false
 	}
-	return Candidate{Key: rest[:dot], Name: r.Name, Since: r.Since}, true
+	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since}, true
+}
+
+// electionKeyOf returns the election key of a candidate record's key.
+func electionKeyOf(recordKey string) (string, bool) {
+	rest, ok := strings.CutPrefix(recordKey, candidatePrefix)
+	dot := strings.LastIndexByte(rest, '.')
+	if !ok || dot < 0 {
+		return "", false
+	}
+	return rest[:dot], true
+}
+
+// indexLocked adds the view of key to the index of candidate records, or
+// removes it, if key is a record's.
+func (h *hub) indexLocked(key string, add bool) {
+	electionKey, ok := electionKeyOf(key)
+	switch {
+	case !ok:
+	case add && h.records[electionKey] == nil:
+		h.records[electionKey] = map[string]struct{}{key: {}}
+	case add:
+		h.records[electionKey][key] = struct{}{}
+	default:
+		delete(h.records[electionKey], key)
+		if len(h.records[electionKey]) == 0 {
+			delete(h.records, electionKey)
+		}
+	}
 }
 
 // candidates returns the live candidates of key ("": of every key), sorted
@@ -68,12 +97,18 @@ func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []Candidate
-	for k, v := range h.views {
-		if !strings.HasPrefix(k, candidatePrefix) || v.latest == nil || time.Since(v.seenAt) >= ttl {
+	for electionKey, records := range h.records {
+		if key != "" && electionKey != key {
 			continue
 		}
-		if c, ok := candidateOf(v.latest); ok && (key == "" || c.Key == key) {
-			out = append(out, c)
+		for k := range records {
+			v := h.views[k]
+			if v == nil || v.latest == nil || time.Since(v.seenAt) >= ttl {
+				continue
+			}
+			if c, ok := candidateOf(v.latest); ok {
+				out = append(out, c)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Candidate) int {
@@ -114,7 +149,7 @@ func (b *Bucket) AllCandidates(ctx context.Context) (map[string][]Candidate, err
 // next refresh: the record informs others, and the election does not depend
 // on it.
 func (c *campaigner) present(ctx context.Context) {
-	value, err := json.Marshal(candidateRecord{Name: c.name, Since: time.Now().UTC()})
+	value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: time.Now().UTC()})
 	if err != nil {
 		c.log.Error("encoding the candidate record", "error", err)
 		return

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -27,14 +28,17 @@ type event struct {
 // group runs candidates for one key and checks, for its whole life, that no
 // two of them lead at once: through their callbacks and by sampling IsLeader.
 type group struct {
-	t         *testing.T
-	elections map[string]*election.Election
-	events    chan event
+	t      *testing.T
+	key    string
+	events chan event
+	log    *slog.Logger
 
-	mu      sync.Mutex
-	leading map[string]context.Context // leadership contexts, by the callbacks: between OnWon and OnLost
-	pending []event                    // events await passed over, oldest first
+	mu        sync.Mutex
+	elections map[string]*election.Election // guarded by mu: add may run while sample reads
+	leading   map[string]context.Context    // leadership contexts, by the callbacks: between OnWon and OnLost
+	pending   []event                       // events await passed over, oldest first
 
+	ctx     context.Context
 	cancel  context.CancelFunc
 	running sync.WaitGroup
 }
@@ -43,42 +47,55 @@ type group struct {
 // its own connection), named prefix-0, prefix-1, …
 func startGroup(t *testing.T, prefix, key string, kvs []jetstream.KeyValue, opts ...election.Option) *group {
 	t.Helper()
+	g := newGroup(t, key)
+	for i, kv := range kvs {
+		g.add(fmt.Sprintf("%s-%d", prefix, i), kv, opts...)
+	}
+	return g
+}
+
+// newGroup makes a group without candidates, for add.
+func newGroup(t *testing.T, key string) *group {
 	g := &group{
 		t:         t,
+		key:       key,
 		elections: map[string]*election.Election{},
 		events:    make(chan event, 1024),
 		leading:   map[string]context.Context{},
+		log:       testenv.Logger(t),
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	log := testenv.Logger(t)
-	for i, kv := range kvs {
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		all := append([]election.Option{
-			election.WithoutSplay(),
-			election.WithLogger(log.With("candidate", name)),
-			election.OnWon(func(leading context.Context) {
-				token, _ := election.TokenFromContext(leading)
-				g.won(name, token, leading)
-			}),
-			election.OnLost(func(cause error) { g.lost(name, cause) }),
-		}, opts...)
-		e, err := election.NewElection(name, key, kv, all...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.elections[name] = e
-	}
-	for _, e := range g.elections {
-		g.running.Go(func() {
-			if err := e.Start(ctx); err != nil {
-				t.Errorf("Start: %v", err)
-			}
-		})
-	}
-	g.running.Go(func() { g.sample(ctx) })
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.running.Go(func() { g.sample(g.ctx) })
 	t.Cleanup(g.stop)
 	return g
+}
+
+// add starts a candidate named name on kv, with opts after the group's
+// own; it replaces a stopped candidate of that name (a restart).
+func (g *group) add(name string, kv jetstream.KeyValue, opts ...election.Option) *election.Election {
+	g.t.Helper()
+	all := append([]election.Option{
+		election.WithoutSplay(),
+		election.WithLogger(g.log.With("candidate", name)),
+		election.OnWon(func(leading context.Context) {
+			token, _ := election.TokenFromContext(leading)
+			g.won(name, token, leading)
+		}),
+		election.OnLost(func(cause error) { g.lost(name, cause) }),
+	}, opts...)
+	e, err := election.NewElection(name, g.key, kv, all...)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.mu.Lock()
+	g.elections[name] = e
+	g.mu.Unlock()
+	g.running.Go(func() {
+		if err := e.Start(g.ctx); err != nil {
+			g.t.Errorf("Start: %v", err)
+		}
+	})
+	return e
 }
 
 // won records an OnWon. Another candidate's OnLost may still be queued (it
@@ -113,13 +130,7 @@ func (g *group) sample(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		var leaders []string
-		for name, e := range g.elections {
-			if e.IsLeader() {
-				leaders = append(leaders, name)
-			}
-		}
-		if len(leaders) > 1 {
+		if leaders := g.leaders(); len(leaders) > 1 {
 			g.t.Errorf("IsLeader true on %v at once", leaders)
 		}
 	}
@@ -168,6 +179,8 @@ func (g *group) awaitLoss(name string) event {
 
 // leaders returns the candidates whose IsLeader is true now.
 func (g *group) leaders() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	var names []string
 	for name, e := range g.elections {
 		if e.IsLeader() {

@@ -325,9 +325,10 @@ func retry(ctx context.Context, attempt time.Duration, f func(context.Context) e
 // spawnWorker starts a campaigner process behind one proxy per server.
 func (h *harness) spawnWorker() error {
 	h.mu.Lock()
-	name := fmt.Sprintf("w%d", h.nextID)
+	id := h.nextID
 	h.nextID++
 	h.mu.Unlock()
+	name := fmt.Sprintf("w%d", id)
 
 	w := &workerProc{name: name, done: make(chan struct{})}
 	var urls []string
@@ -343,6 +344,9 @@ func (h *harness) spawnWorker() error {
 		"-bucket", bucketName, "-key", electionKey}
 	if h.cfg.ttl < election.MinTTL {
 		args = append(args, "-unsafe-short-ttl")
+	}
+	if h.cfg.priorities { // 1, 2, … by start order, a replacement taking the next
+		args = append(args, "-priority", strconv.Itoa(id+1), "-prefer-higher", h.cfg.ttl.String())
 	}
 	cmd := exec.Command(h.self, args...)
 	cmd.Stderr = os.Stderr

@@ -32,6 +32,7 @@ type config struct {
 	keep       bool
 	syncAlways bool
 	markers    bool
+	priorities bool
 }
 
 func main() {
@@ -68,6 +69,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the histories even when every invariant holds")
 	fs.BoolVar(&cfg.markers, "markers", false, "create the bucket with expiry markers (LimitMarkerTTL 1s): the audit log shows expiries")
 	fs.BoolVar(&cfg.syncAlways, "sync-always", false, "servers fsync every write before acknowledging it (as for power loss; no fault here needs it)")
+	fs.BoolVar(&cfg.priorities, "priorities", false, "give each worker a higher priority than the one before, preferring higher (WithPreferHigher, ready after a TTL): leaders hand over as workers are replaced")
 	short := fs.Bool("short", false, "CI mode: one round at TTL 1s, within about 2 minutes")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

@@ -37,6 +37,8 @@ func runWorker(args []string) error {
 	bucket := fs.String("bucket", "", "election bucket")
 	key := fs.String("key", "", "election key")
 	unsafeTTL := fs.Bool("unsafe-short-ttl", false, "allow TTLs below election.MinTTL")
+	priority := fs.Int("priority", election.DefaultPriority, "the candidate's priority")
+	preferHigher := fs.Duration("prefer-higher", 0, "hand over to a higher priority listed this long (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +80,10 @@ func runWorker(args []string) error {
 	}
 	if *unsafeTTL {
 		opts = append(opts, election.WithUnsafeShortTTL())
+	}
+	opts = append(opts, election.WithPriority(*priority))
+	if *preferHigher > 0 {
+		opts = append(opts, election.WithPreferHigher(*preferHigher))
 	}
 	e, err := election.NewElection(*name, *key, &recordingKV{KeyValue: kv, rec: rec}, opts...)
 	if err != nil {

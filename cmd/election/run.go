@@ -19,7 +19,8 @@ import (
 )
 
 const runAbout = `Usage:
-  election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR] -- COMMAND [ARGS...]
+  election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR]
+               [--priority N [--prefer-higher [--ready-for D]]] -- COMMAND [ARGS...]
   election run --once --key K [--wait DURATION] [--bucket B] [--name N] -- COMMAND [ARGS...]
 
 Campaigns for the key K in the bucket B and runs COMMAND only while this
@@ -49,6 +50,13 @@ runs COMMAND. The bucket must exist (election bucket create).
   exits. If this process is killed, the kernel kills COMMAND (Linux; only
   COMMAND itself, so exec the program from a wrapper script), and the key
   expires after the bucket's TTL.
+
+With --priority N, a free key goes to the live candidate of the highest
+priority: lower ones wait a tenth of the TTL (at most 1s) per higher
+priority listed before they claim, and claim anyway if no higher one did.
+Priority 0 never leads. With --prefer-higher, a leader hands the key to a
+live candidate of higher priority once it has seen it listed for
+--ready-for (default two TTLs), at most once per five times that.
 
 With --metrics ADDR (HOST:PORT), it serves over HTTP on ADDR while it runs:
   /metrics  the election's Prometheus metrics (kvelect_election_is_leader
@@ -94,6 +102,9 @@ type runConfig struct {
 	logFormat string
 	metrics   string // the address to serve metrics and health on, or ""
 	tolerance time.Duration
+	priority  int           // election.WithPriority
+	prefer    bool          // election.WithPreferHigher
+	readyFor  time.Duration // with prefer: how long a higher candidate must be listed
 	once      bool          // run COMMAND at most once, if this process wins within wait
 	wait      time.Duration // with once: how long to wait for the key to be free
 	argv      []string
@@ -113,6 +124,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	fs.StringVar(&cfg.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
 	fs.DurationVar(&cfg.tolerance, "health-tolerance", time.Second, "`DURATION` past its renewal deadline a leader may be before /healthz fails")
+	fs.IntVar(&cfg.priority, "priority", election.DefaultPriority, "this candidate's `N`: a free key goes to the highest live priority first; 0 never leads")
+	fs.BoolVar(&cfg.prefer, "prefer-higher", false, "hand the key to a live candidate of higher priority once it is ready (see --ready-for)")
+	fs.DurationVar(&cfg.readyFor, "ready-for", 0, "with --prefer-higher, how long a higher candidate must be listed before it gets the key (`DURATION`; 0: two TTLs)")
 	fs.BoolVar(&cfg.once, "once", false, "make one attempt: run COMMAND once if this process wins, else exit 75")
 	fs.DurationVar(&cfg.wait, "wait", 0, "with --once, how long to wait for the key to be free (`DURATION`; 0: only if free now)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
@@ -161,6 +175,18 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	}
 	if cfg.wait < 0 {
 		return nil, fmt.Errorf("--wait %v: want a duration of 0 or more", cfg.wait)
+	}
+	if cfg.priority < 0 {
+		return nil, fmt.Errorf("--priority %d: want 0 (never leads) or more", cfg.priority)
+	}
+	if cfg.readyFor < 0 {
+		return nil, fmt.Errorf("--ready-for %v: want a duration of 0 (two TTLs) or more", cfg.readyFor)
+	}
+	if cfg.readyFor > 0 && !cfg.prefer {
+		return nil, errors.New("--ready-for is for --prefer-higher")
+	}
+	if cfg.once && cfg.priority == 0 {
+		return nil, errors.New("--once with --priority 0: a candidate of priority 0 never leads, so it would never run COMMAND")
 	}
 	if cfg.wait > 0 && !cfg.once {
 		return nil, errors.New("--wait is for --once: without it, run campaigns until it is stopped")
@@ -248,6 +274,10 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		election.OnLost(func(cause error) {
 			clog.WithField("cause", cause.Error()).Info("leadership ended")
 		}),
+	}
+	opts = append(opts, election.WithPriority(cfg.priority))
+	if cfg.prefer {
+		opts = append(opts, election.WithPreferHigher(cfg.readyFor))
 	}
 	if !cfg.once { // with --once, Once runs COMMAND as its work
 		opts = append(opts, election.OnWon(sup.lead))

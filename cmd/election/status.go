@@ -27,7 +27,8 @@ Prints who leads each key of the bucket B that has a leader or a candidate,
 or the key K (LEADER "none" when nobody holds it): the leader's name, its
 latest write's revision (its claim or a renewal), the age of that write by
 the server's clock, and the names of the key's live candidates (the leader
-among them): the elections for the key running in any process. A stopped
+among them, each with ":N" if its priority N is not 1): the elections for
+the key running in any process. A stopped
 candidate drops out at once, a crashed one a TTL after its last write. The
 last line counts the watchers on the bucket, one per process that
 opened it with the library's OpenBucket (and one per election made without
@@ -195,6 +196,18 @@ type leaderJSON struct {
 	Candidates []string   `json:"candidates,omitempty"` // without --watch: the live candidates' names
 }
 
+// withPriorities returns the candidates' names, each followed by ":N" when
+// its priority N is not the default.
+func withPriorities(candidates []election.Candidate) []string {
+	out := names(candidates)
+	for i, c := range candidates {
+		if c.Priority != election.DefaultPriority {
+			out[i] += ":" + strconv.Itoa(c.Priority)
+		}
+	}
+	return out
+}
+
 // names returns the candidates' names.
 func names(candidates []election.Candidate) []string {
 	out := make([]string, len(candidates))
@@ -241,7 +254,7 @@ func (p *leaderPrinter) table(leaders []election.Leader, candidates map[string][
 	fmt.Fprintln(tw, "KEY\tLEADER\tREVISION\tAGE\tCANDIDATES")
 	for _, l := range leaders {
 		c := columns(l, now)
-		running := strings.Join(names(candidates[l.Key]), ",")
+		running := strings.Join(withPriorities(candidates[l.Key]), ",")
 		if running == "" {
 			running = "-"
 		}

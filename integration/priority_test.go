@@ -1,0 +1,195 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// listed waits until the bucket lists every one of names as a candidate of
+// key k, and returns when that was first seen.
+func listed(t *testing.T, b *election.Bucket, names ...string) time.Time {
+	t.Helper()
+	testenv.Poll(t, fmt.Sprintf("candidates %v listed", names), awaitTimeout, func() ([]string, bool) {
+		var got []string
+		candidates, err := b.Candidates(context.Background(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range candidates {
+			got = append(got, c.Name)
+		}
+		for _, name := range names {
+			if !slices.Contains(got, name) {
+				return got, false
+			}
+		}
+		return got, true
+	})
+	return time.Now()
+}
+
+// connection opens a connection of its own to the bucket, as another
+// process's.
+func connection(t *testing.T, s *server.Server, bucket string) jetstream.KeyValue {
+	t.Helper()
+	return handles(t, s.ClientURL(), bucket, 1)[0]
+}
+
+// TestTheHighestPriorityClaimsAFreeKey releases the key with candidates of
+// three priorities waiting: the highest claims it, then the next.
+func TestTheHighestPriorityClaimsAFreeKey(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWithBucket(t, "PRIORITY")
+	b := openBucket(t, admin)
+	g := newGroup(t, "k")
+	holder := g.add("holder", connection(t, s, "PRIORITY"))
+	if first := g.awaitWin(); first.name != "holder" {
+		t.Fatalf("%s won, want holder, alone", first.name)
+	}
+	high := g.add("high", connection(t, s, "PRIORITY"), election.WithPriority(3))
+	g.add("mid", connection(t, s, "PRIORITY"), election.WithPriority(2))
+	g.add("low", connection(t, s, "PRIORITY"), election.WithPriority(0))
+	listed(t, b, "high", "mid", "low")
+
+	holder.Stop()
+	if next := g.awaitWin(); next.name != "high" {
+		t.Fatalf("%s won the released key, want high (priority 3)", next.name)
+	}
+	high.Stop()
+	if next := g.awaitWin(); next.name != "mid" {
+		t.Fatalf("%s won the released key, want mid (priority 2; low has 0)", next.name)
+	}
+}
+
+// TestPriorityZeroNeverLeads leaves a standby of priority 0 alone with a
+// free key: it does not claim it, and a candidate that comes later does.
+func TestPriorityZeroNeverLeads(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWithBucket(t, "STANDBY")
+	b := openBucket(t, admin)
+	g := newGroup(t, "k")
+	standby := g.add("standby", connection(t, s, "STANDBY"), election.WithPriority(0))
+	listed(t, b, "standby")
+	// Nothing to await: a standby that claimed would lead within
+	// milliseconds of seeing the free key, and the fallback claim comes a
+	// TTL after the candidate started. Wait past both.
+	<-time.After(ttl + time.Second)
+	if standby.IsLeader() {
+		t.Fatal("a candidate of priority 0 leads")
+	}
+	g.add("active", connection(t, s, "STANDBY"))
+	if next := g.awaitWin(); next.name != "active" {
+		t.Fatalf("%s won, want active", next.name)
+	}
+}
+
+func TestBadPrioritiesAreRefused(t *testing.T) {
+	t.Parallel()
+	_, admin := serverWithBucket(t, "BADPRIORITY")
+	for name, opts := range map[string][]election.Option{
+		"negative":                {election.WithPriority(-1)},
+		"negative readiness":      {election.WithPreferHigher(-time.Second)},
+		"priority without record": {election.WithPriority(2), election.WithoutPresence()},
+		"prefer without record":   {election.WithPreferHigher(0), election.WithoutPresence()},
+	} {
+		if _, err := election.NewElection("a", "k", admin, opts...); !errors.Is(err, election.ErrInvalidPriority) {
+			t.Errorf("%s: %v, want ErrInvalidPriority", name, err)
+		}
+	}
+	e, err := election.NewElection("a", "k", admin, election.WithPriority(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Once(context.Background(), 0, func(context.Context) error { return nil }); !errors.Is(err, election.ErrInvalidPriority) {
+		t.Errorf("Once with priority 0: %v, want ErrInvalidPriority", err)
+	}
+}
+
+// TestTheLowestBrokerIDLeads expresses the replicated-broker seed's rule,
+// the lowest broker id leads, with priorities: broker N has priority 10−N
+// and prefers higher priorities. Broker 1 leads; when it stops, broker 2
+// does; when broker 1 returns, broker 2 hands the key back once broker 1
+// has been listed for the readiness time, not before.
+func TestTheLowestBrokerIDLeads(t *testing.T) {
+	t.Parallel()
+	const readyFor = 3 * time.Second // longer than the renewal interval, at which a leader checks
+	s, admin := serverWithBucket(t, "BROKERS")
+	b := openBucket(t, admin)
+	g := newGroup(t, "k")
+	broker := func(id int) *election.Election {
+		return g.add(fmt.Sprintf("broker-%d", id), connection(t, s, "BROKERS"),
+			election.WithPriority(10-id), election.WithPreferHigher(readyFor))
+	}
+	var brokers []*election.Election
+	for id := 1; id <= 3; id++ {
+		brokers = append(brokers, broker(id))
+	}
+	leader := g.awaitWin()
+	for leader.name != "broker-1" { // one that won before broker 1 was listed hands over
+		leader = g.awaitWin()
+	}
+
+	brokers[0].Stop()
+	if next := g.awaitWin(); next.name != "broker-2" {
+		t.Fatalf("%s won after broker 1 stopped, want broker-2", next.name)
+	}
+	broker(1)
+	back := listed(t, b, "broker-1")
+	returned := g.awaitWin()
+	if returned.name != "broker-1" {
+		t.Fatalf("%s won, want broker-1 back", returned.name)
+	}
+	if waited := returned.at.Sub(back); waited < readyFor {
+		t.Errorf("broker 1 got the key back %v after it was listed, before the readiness time %v", waited, readyFor)
+	}
+	if lost := g.awaitLoss("broker-2"); !errors.Is(lost.cause, election.ErrHandedOver) {
+		t.Errorf("broker 2 stood down with cause %v, want ErrHandedOver", lost.cause)
+	}
+}
+
+// TestAFlappingPreferredNodeMovesTheWorkOncePerWindow hands the key to a
+// preferred node, stops it, and starts it again at once: the leader does
+// not hand the key over again until five readiness times after its last
+// handover by preference.
+func TestAFlappingPreferredNodeMovesTheWorkOncePerWindow(t *testing.T) {
+	t.Parallel()
+	const readyFor = time.Second
+	s, admin := serverWithBucket(t, "FLAP")
+	b := openBucket(t, admin)
+	g := newGroup(t, "k")
+	g.add("base", connection(t, s, "FLAP"), election.WithPreferHigher(readyFor))
+	if first := g.awaitWin(); first.name != "base" {
+		t.Fatalf("%s won, want base, alone", first.name)
+	}
+	preferred := func() *election.Election {
+		return g.add("preferred", connection(t, s, "FLAP"), election.WithPriority(2), election.WithPreferHigher(readyFor))
+	}
+	p := preferred()
+	if next := g.awaitWin(); next.name != "preferred" {
+		t.Fatalf("%s won, want preferred", next.name)
+	}
+	moved := g.awaitLoss("base").at
+
+	p.Stop()
+	if next := g.awaitWin(); next.name != "base" {
+		t.Fatalf("%s won after preferred stopped, want base", next.name)
+	}
+	preferred()
+	listed(t, b, "preferred")
+	again := g.awaitWin()
+	if again.name != "preferred" {
+		t.Fatalf("%s won, want preferred again", again.name)
+	}
+	if since := again.at.Sub(moved); since < 5*readyFor {
+		t.Errorf("the key moved to the preferred node again %v after the last move, within the window %v", since, 5*readyFor)
+	}
+}
