@@ -248,6 +248,12 @@ func (e *Election) Stop() {
 	}
 }
 
+// Key returns the election key.
+func (e *Election) Key() string { return e.key }
+
+// Name returns the candidate's name.
+func (e *Election) Name() string { return e.name }
+
 // IsLeader reports whether this node leads: it announced leadership and its
 // validity deadline has not passed. It turns false the moment that deadline
 // passes, even if the process was paused through it.

@@ -2,6 +2,7 @@ package promelection
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/kvelect/election"
@@ -31,6 +32,10 @@ type Collector struct {
 	renewFailures    *prometheus.CounterVec
 	campaignInterval *prometheus.GaugeVec
 	acquire          *prometheus.HistogramVec
+	unhealthy        *prometheus.Desc
+
+	mu      sync.Mutex
+	watched map[*election.Election]struct{} // whose health is read at each scrape
 }
 
 var (
@@ -90,6 +95,10 @@ func NewCollector(opts ...Option) (*Collector, error) {
 		acquire: histogram("acquire_seconds",
 			"Time campaigned before each leadership: since the election started or the previous leadership ended.",
 			o.acquireBuckets),
+		unhealthy: prometheus.NewDesc("kvelect_election_unhealthy",
+			"1 while the election fails CheckHealth(0): it still counts itself leader past its validity deadline; else 0.",
+			labels, nil),
+		watched: map[*election.Election]struct{}{},
 	}, nil
 }
 
@@ -111,6 +120,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.collectors() {
 		m.Describe(ch)
 	}
+	ch <- c.unhealthy
 }
 
 // Collect sends the current value of every series to ch; it implements
@@ -118,6 +128,28 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.collectors() {
 		m.Collect(ch)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for e := range c.watched {
+		unhealthy := 0.0
+		if e.CheckHealth(0) != nil {
+			unhealthy = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.unhealthy, prometheus.GaugeValue, unhealthy, e.Key(), e.Name())
+	}
+}
+
+// WatchHealth exports kvelect_election_unhealthy for each of elections: at
+// every scrape, 1 if its CheckHealth(0) fails (it still counts itself leader
+// past its validity deadline: its campaign goroutine is stuck, or the
+// process was paused), else 0. Forget stops watching an election's key and
+// name.
+func (c *Collector) WatchHealth(elections ...*election.Election) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range elections {
+		c.watched[e] = struct{}{}
 	}
 }
 
@@ -130,15 +162,26 @@ func (c *Collector) Forget(key, name string) {
 	for _, m := range c.collectors() {
 		m.DeletePartialMatch(labels)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for e := range c.watched {
+		if e.Key() == key && e.Name() == name {
+			delete(c.watched, e)
+		}
+	}
 }
 
 // Campaigning records the campaign interval and sets is_leader to 0; it
-// creates the counters at 0 so that their first increase is seen.
+// creates every counter and histogram at 0, so that an alert on their
+// increase sees the first event.
 func (c *Collector) Campaigning(key, name string, interval time.Duration) {
 	c.campaignInterval.WithLabelValues(key, name).Set(interval.Seconds())
 	c.isLeader.WithLabelValues(key, name).Set(0)
 	c.won.WithLabelValues(key, name)
 	c.renewFailures.WithLabelValues(key, name)
+	c.tenure.WithLabelValues(key, name)
+	c.renewLatency.WithLabelValues(key, name)
+	c.acquire.WithLabelValues(key, name)
 	for _, cause := range []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeHandedOver, causeOther} {
 		c.lost.WithLabelValues(key, name, cause)
 	}

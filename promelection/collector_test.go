@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -330,3 +331,62 @@ func value(t *testing.T, reg prometheus.Gatherer, metric, key, name string, caus
 
 // waitTimeout bounds the tests' waits for a condition no event announces.
 const waitTimeout = 10 * time.Second
+
+// TestEverySeriesExistsAtZeroFromTheStart checks, for a candidate that has
+// never led, that every series an alert may use exists, at zero.
+func TestEverySeriesExistsAtZeroFromTheStart(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ZERO", TTL: 2 * time.Second})
+	c, reg := newCollector(t)
+	won := make(chan struct{}, 1)
+	start(t, "a", kv, c, election.OnWon(func() { won <- struct{}{} }))
+	<-won
+	start(t, "b", kv, c)
+	testenv.Eventually(t, "b to campaign", waitTimeout, func() bool { return exists(t, reg, "is_leader", "svc", "b") })
+	for _, metric := range []string{"is_leader", "won_total", "tenure_seconds", "renew_latency_seconds", "renew_failures_total", "acquire_seconds"} {
+		if v := value(t, reg, metric, "svc", "b"); v != 0 {
+			t.Errorf("%s{b} = %v before b ever led, want a series at 0", metric, v)
+		}
+	}
+	for _, cause := range []string{"revision_gone", "renew_deadline", "stopped", "handed_over", "other"} {
+		if v := value(t, reg, "lost_total", "svc", "b", cause); v != 0 {
+			t.Errorf("lost_total{b,%s} = %v before b ever led, want a series at 0", cause, v)
+		}
+	}
+	if v := value(t, reg, "campaign_interval_seconds", "svc", "b"); v != 1 {
+		t.Errorf("campaign_interval_seconds{b} = %v, want 1", v)
+	}
+}
+
+// TestWatchHealthExportsAStuckLeader stalls a leader's renewal: its
+// unhealthy gauge turns 1 past the validity deadline, and 0 once it is let
+// go.
+func TestWatchHealthExportsAStuckLeader(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "STUCK", TTL: 2 * time.Second})
+	c, reg := newCollector(t)
+	stuck, release := make(chan struct{}), make(chan struct{})
+	var stall sync.Once
+	e := start(t, "a", kv, c, election.OnCampaign(func(s election.State) {
+		if s == election.LeaderState {
+			stall.Do(func() {
+				close(stuck)
+				<-release
+			})
+		}
+	}))
+	c.WatchHealth(e)
+	if v := value(t, reg, "unhealthy", "svc", "a"); v != 0 {
+		t.Errorf("unhealthy{a} = %v at the start, want 0", v)
+	}
+	<-stuck
+	testenv.Eventually(t, "unhealthy{a} = 1 while its renewal is stuck", waitTimeout, func() bool { return value(t, reg, "unhealthy", "svc", "a") == 1 })
+	close(release)
+	testenv.Eventually(t, "unhealthy{a} = 0 once let go", waitTimeout, func() bool { return value(t, reg, "unhealthy", "svc", "a") == 0 })
+	c.Forget("svc", "a")
+	if exists(t, reg, "unhealthy", "svc", "a") {
+		t.Error("unhealthy{a} still exported after Forget")
+	}
+}

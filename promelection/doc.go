@@ -26,15 +26,19 @@
 //	kvelect_election_renew_failures_total      counter    renewals not acknowledged
 //	kvelect_election_campaign_interval_seconds gauge      how often the leader renews
 //	kvelect_election_acquire_seconds           histogram  campaign time before each leadership
+//	kvelect_election_unhealthy                 gauge      1 while CheckHealth fails (elections given to WatchHealth)
 //
 // The cause of a lost leadership is revision_gone (another client wrote,
 // deleted or purged the key, or it expired: election.ErrRevisionGone),
 // renew_deadline (the leader could not renew in time and stood down:
 // election.ErrRenewDeadline), stopped (the election was stopped:
 // election.ErrStopped), handed_over (it resigned or transferred leadership
-// on request: election.ErrHandedOver), or other. Counters start at 0 for every cause when an
-// election begins to campaign, so that rates and increases see the first
-// event.
+// on request: election.ErrHandedOver), or other. Every counter and histogram,
+// and lost_total for every cause, starts at 0 when an election begins to
+// campaign, so that rates, increases and alerts on them see the first event.
+//
+// The alert rules and the Grafana dashboard in the repository's deploy/
+// directory use these series; docs/alerts.md explains each alert.
 //
 // When an election stops, its is_leader stays at 0 rather than vanishing, so
 // that an alert on sum by (key) (kvelect_election_is_leader) == 0 still fires

@@ -58,6 +58,7 @@ func listenMetrics(addr string) (*metricsServer, error) {
 
 // serve serves the metrics and the health of e until close.
 func (m *metricsServer) serve(e *election.Election, tolerance time.Duration) {
+	m.collector.WatchHealth(e)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	mux.Handle("GET /healthz", election.HealthHandler(tolerance, e))
