@@ -145,4 +145,3 @@ func TestDeployedRulesAndDashboardUseExportedSeries(t *testing.T) {
 		}
 	}
 }
-
