@@ -24,6 +24,7 @@ type campaigner struct {
 	work      func(context.Context) // Once's work, run after OnWon when this node leads
 	workDone  atomic.Bool           // Once's work returned while this node led: the release marks the key done
 	pref      preference            // with WithPreferHigher: the higher candidates seen while leading
+	recorder  *recorder             // with WithHistory: sends the wins and stand-downs
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -36,6 +37,7 @@ type tenure struct {
 	confirm    bool        // announce only after a renewal sent at or after announceAt was acknowledged
 	lead       *leadership // nil until leadership is announced, and again after stand-down
 	announced  bool        // leadership was announced in this tenure
+	after      string      // how the key became free before the claim, for the history
 }
 
 // leadership is an announced tenure: the context handed to OnWon, and the
@@ -97,7 +99,7 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 	for {
 		view := c.hub.view(c.key)
 		if c.canClaim(&view, tried, triedAny) {
-			if t := c.claim(ctx, view.expected(), c.proven(view.classify())); t != nil {
+			if t := c.claim(ctx, view.latest, c.proven(view.classify())); t != nil {
 				return t, true
 			}
 			if ctx.Err() != nil {
@@ -119,7 +121,7 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 			// No news for a while: the latest entry may have aged out, which
 			// leaves no news. Claim over no entry; that fails while any
 			// entry is there.
-			if t := c.claim(ctx, 0, c.proven(predecessorNone)); t != nil {
+			if t := c.claim(ctx, nil, c.proven(predecessorNone)); t != nil {
 				return t, true
 			}
 			if ctx.Err() != nil {
@@ -222,11 +224,15 @@ func (c *campaigner) proven(p predecessor) predecessor {
 	return p
 }
 
-// claim writes this node's name over the key if its last revision is still
-// expected (0: no entry at all). A winner announces at once when pred proves
+// claim writes this node's name over the key if its last entry is still
+// over (nil: no entry at all). A winner announces at once when pred proves
 // the previous holder has stood down, else one TTL after the claim was
 // acknowledged.
-func (c *campaigner) claim(ctx context.Context, expected uint64, pred predecessor) *tenure {
+func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pred predecessor) *tenure {
+	expected := uint64(0)
+	if over != nil {
+		expected = over.Revision()
+	}
 	c.notifyCampaign()
 	sent := time.Now()
 	// Stop does not cancel a write in flight: the server may apply it, and
@@ -248,7 +254,7 @@ func (c *campaigner) claim(ctx context.Context, expected uint64, pred predecesso
 		delay = c.timing.announceDelay
 	}
 	c.log.Info("won the key", "revision", rev, "after", pred.String(), "announce_delay", delay)
-	return &tenure{token: rev, revision: rev, lastSent: sent, announceAt: time.Now().Add(delay), confirm: delay > 0}
+	return &tenure{token: rev, revision: rev, lastSent: sent, announceAt: time.Now().Add(delay), confirm: delay > 0, after: freedBy(over)}
 }
 
 // hold keeps the key for one tenure: it renews every interval, announces
@@ -361,6 +367,7 @@ func (c *campaigner) announce(ctx context.Context, t *tenure) {
 
 	c.log.Info("leading", "revision", t.token)
 	c.opts.metrics.Leading(c.key, c.name, t.lead.since.Sub(c.since))
+	c.note(HistoryEvent{Kind: EventWon, Token: t.token, After: t.after})
 	t.announced = true
 	if c.opts.onWon != nil {
 		c.callbacks.push(func() { c.opts.onWon(leadCtx) })
@@ -411,6 +418,7 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 	t.lead.cancel()
 	c.since = time.Now()
 	c.opts.metrics.Lost(c.key, c.name, cause, c.since.Sub(t.lead.since))
+	c.note(HistoryEvent{Kind: EventStoodDown, Token: t.token, Cause: cause.Error()})
 	t.lead = nil
 	c.log.Info("stood down", "revision", t.revision, "cause", cause)
 	if c.opts.onLost != nil {

@@ -211,7 +211,9 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 			c.present(presenceCtx)
 		}
 	}()
+	c.startRecorder()
 	body(ctx, c)
+	c.stopRecorder()
 	endPresence() // after the campaign: a candidate shows until it has released the key
 	<-presenceDone
 	stopHub()

@@ -137,7 +137,7 @@ func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(con
 			case !view.seenAt.Add(c.timing.ttl).After(now):
 				// Silent for a TTL: the holder's key may have aged out,
 				// which leaves no news. Claim over no entry.
-				if t := c.claim(ctx, 0, c.proven(predecessorNone)); t != nil {
+				if t := c.claim(ctx, nil, c.proven(predecessorNone)); t != nil {
 					return c.runOnce(ctx, t, work)
 				}
 				next = now.Add(firstRetry)
@@ -154,7 +154,7 @@ func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(con
 		default:
 			at := c.claimableAt(&view)
 			if !at.After(now) {
-				if t := c.claim(ctx, view.expected(), c.proven(view.classify())); t != nil {
+				if t := c.claim(ctx, view.latest, c.proven(view.classify())); t != nil {
 					return c.runOnce(ctx, t, work)
 				}
 				lost, tried = true, view.expected()

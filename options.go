@@ -24,6 +24,7 @@ type options struct {
 	prioritySet   bool
 	preferHigher  bool
 	readyFor      time.Duration
+	history       *History
 }
 
 // WonCallback is a callback OnWon accepts: the seed library's func(), or

@@ -31,12 +31,14 @@ func bucketContext() (context.Context, context.CancelFunc) {
 }
 
 const bucketAbout = `Usage:
-  election bucket create [--bucket B] [--ttl 10s] [--replicas 1] [--storage file|memory]
+  election bucket create [--bucket B] [--ttl 10s] [--replicas 1] [--storage file|memory] [--history 7d]
   election bucket check [--bucket B]
 
 create makes an election bucket with the given settings. If the bucket
 exists it is left as it is (a TTL must not change under running elections)
-and checked instead.
+and checked instead. With --history, it also makes the stream that keeps the
+bucket's leadership history (KVELECT_HISTORY_B), or leaves an existing one
+as it is; election run --history records in it, election history reads it.
 
 check says whether elections can run on an existing bucket. It prints the
 bucket's settings, a "warning:" line for each setting that is safe but costs
@@ -81,6 +83,8 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Sprintf("`DURATION` a key lives after its last write, the longest a crashed leader blocks its election: %v to %v", election.MinTTL, election.MaxTTL))
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "`N` servers store the bucket: 1, 3 or 5")
 	fs.StringVar(&storage, "storage", "file", "`TYPE` of storage: file or memory")
+	var retention time.Duration
+	fs.Var(retentionFlag{&retention}, "history", "also keep a leadership history for `DURATION`, such as 7d (see election history); default none")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -131,6 +135,13 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "bucket %s exists; left as it is\n", cfg.Bucket)
 	} else {
 		fmt.Fprintf(stdout, "created bucket %s\n", cfg.Bucket)
+	}
+	if retention > 0 {
+		h, err := election.CreateHistory(ctx, js, cfg.Bucket, retention)
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Bucket, h.Retention())
 	}
 	return report(ctx, stdout, stderr, fs.path, kv)
 }

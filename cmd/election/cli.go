@@ -24,6 +24,7 @@ var commands = []command{
 	{"status", "print who leads each key, or watch one key's leader", statusMain},
 	{"resign", "ask a key's leader to stand down for another candidate", resignMain},
 	{"transfer", "ask a key's leader to hand it to a named candidate", transferMain},
+	{"history", "print who led each key, when, and why it changed", historyMain},
 	{"bucket", "create or check an election bucket", bucketMain},
 	{"permissions", "print the least NATS permissions of a role", permissionsMain},
 }

@@ -102,6 +102,7 @@ type runConfig struct {
 	logFormat string
 	metrics   string // the address to serve metrics and health on, or ""
 	tolerance time.Duration
+	history   bool          // record wins and stand-downs in the bucket's history
 	priority  int           // election.WithPriority
 	prefer    bool          // election.WithPreferHigher
 	readyFor  time.Duration // with prefer: how long a higher candidate must be listed
@@ -124,6 +125,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	fs.StringVar(&cfg.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
 	fs.DurationVar(&cfg.tolerance, "health-tolerance", time.Second, "`DURATION` past its renewal deadline a leader may be before /healthz fails")
+	fs.BoolVar(&cfg.history, "history", false, "record each win and stand-down in the bucket's leadership history (election bucket create --history)")
 	fs.IntVar(&cfg.priority, "priority", election.DefaultPriority, "this candidate's `N`: a free key goes to the highest live priority first; 0 never leads")
 	fs.BoolVar(&cfg.prefer, "prefer-higher", false, "hand the key to a live candidate of higher priority once it is ready (see --ready-for)")
 	fs.DurationVar(&cfg.readyFor, "ready-for", 0, "with --prefer-higher, how long a higher candidate must be listed before it gets the key (`DURATION`; 0: two TTLs)")
@@ -265,6 +267,12 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	for _, w := range warnings {
 		clog.Warn("bucket: " + w)
 	}
+	var history *election.History
+	if cfg.history {
+		if history, err = election.OpenHistory(ctx, js, cfg.bucket); err != nil {
+			return 0, deniedOr(ctx, err)
+		}
+	}
 	campaigning.Store(true)
 
 	sup := newSupervisor(cfg, clog, func() { endElection(nil) })
@@ -276,6 +284,9 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		}),
 	}
 	opts = append(opts, election.WithPriority(cfg.priority))
+	if history != nil {
+		opts = append(opts, election.WithHistory(history))
+	}
 	if cfg.prefer {
 		opts = append(opts, election.WithPreferHigher(cfg.readyFor))
 	}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvelect/election"
+)
+
+const historyAbout = `Usage:
+  election history [--bucket B] [--key K] [--since DURATION] [--json]
+
+Prints the leadership history of the bucket B, oldest first: each win, with
+how the key became free ("no key": never held or aged out; "released by N";
+"handed over to N"; "deleted"; "purged"), and each stand-down, with its
+cause. Elections record it when they run with --history (election run) or
+WithHistory (the library), in the stream the bucket's history lives in:
+create it with election bucket create --history 7d. A leader that crashed
+did not record its end: the next win says how the key became free.
+
+--since 1h prints the last hour only; --json prints one object per line:
+  {"key":"K","name":"N","kind":"won","token":7,"after":"released by M","at":"2026-...Z"}
+
+Exit status: 0; 1 if the server, the bucket or its history failed; 2 for bad
+flags.
+`
+
+// historyMain runs "election history".
+func historyMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("election history", historyAbout)
+	var conn connFlags
+	conn.add(fs)
+	var bucket, key string
+	var since time.Duration
+	var asJSON bool
+	fs.bucketVar(&bucket, "the election bucket's `NAME`")
+	fs.StringVar(&key, "key", "", "only this election `KEY`; default every key")
+	fs.DurationVar(&since, "since", 0, "only the last `DURATION`; default all the history keeps")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+	case since < 0:
+		return fs.usageError(stderr, "--since %v: want a duration of 0 (all) or more", since)
+	}
+	if err := checkKeyFlag(key); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, bucketTimeout)
+	defer cancel()
+	ctx, stopWatching := conn.watchDenials(ctx, roleObserver)
+	defer stopWatching()
+	nc, js, err := conn.connect("election history")
+	if err != nil {
+		return fail(stderr, fs.path, deniedOr(ctx, err))
+	}
+	defer nc.Close()
+	h, err := election.OpenHistory(ctx, js, bucket)
+	if err != nil {
+		return fail(stderr, fs.path, deniedOr(ctx, err))
+	}
+	var from time.Time
+	if since > 0 {
+		from = time.Now().Add(-since)
+	}
+	events, err := h.Events(ctx, key, from)
+	if err != nil {
+		return fail(stderr, fs.path, deniedOr(ctx, err))
+	}
+	printHistory(stdout, events, asJSON)
+	return exitOK
+}
+
+// historyJSON is one event as --json prints it.
+type historyJSON struct {
+	election.HistoryEvent
+	At time.Time `json:"at"`
+}
+
+func printHistory(w io.Writer, events []election.HistoryEvent, asJSON bool) {
+	if asJSON {
+		p := leaderPrinter{w: w, json: true}
+		for _, ev := range events {
+			p.line(historyJSON{ev, ev.At.UTC()})
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tKEY\tEVENT\tNAME\tTOKEN\tDETAIL")
+	for _, ev := range events {
+		detail := ev.After
+		if ev.Kind == election.EventStoodDown {
+			detail = strings.TrimPrefix(ev.Cause, "election: ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.At.Local().Format("2006-01-02 15:04:05.000"),
+			ev.Key, strings.ReplaceAll(ev.Kind, "_", " "), ev.Name, strconv.FormatUint(ev.Token, 10), detail)
+	}
+	tw.Flush()
+}
+
+// retentionFlag is --history: a duration, with d for days as in 7d.
+type retentionFlag struct{ d *time.Duration }
+
+func (r retentionFlag) String() string {
+	if r.d == nil || *r.d == 0 {
+		return ""
+	}
+	return r.d.String()
+}
+
+func (r retentionFlag) Set(value string) error {
+	d, err := parseRetention(value)
+	if err != nil {
+		return err
+	}
+	*r.d = d
+	return nil
+}
+
+// parseRetention reads a retention such as 7d, 36h or 90m: a minute or more.
+func parseRetention(value string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(value, "d"); ok {
+		var n int
+		n, err = strconv.Atoi(days)
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(value)
+	}
+	if err != nil || d < time.Minute {
+		return 0, fmt.Errorf("want a duration of a minute or more, such as 7d, 36h or 90m")
+	}
+	return d, nil
+}

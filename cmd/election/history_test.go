@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestHistoryRecordsRunAndPrintsIt(t *testing.T) {
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	_, js := testenv.Connect(t, url)
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
+
+	code, stdout, stderr := runCLI(t, "history", "-s", url, "--bucket", "E")
+	wantOneLineError(t, code, exitError, stdout, stderr, "no leadership history", "election bucket create --bucket E --history 7d")
+	code, stdout, stderr = runCLI(t, "run", "-s", url, "--bucket", "E", "--key", "job", "--once", "--history", "--", "true")
+	wantOneLineError(t, code, exitError, "", lastLine(stderr), "no leadership history")
+	_ = stdout
+
+	code, stdout, stderr = runCLI(t, "bucket", "create", "-s", url, "--bucket", "E", "--history", "7d")
+	if code != 0 || !strings.Contains(stdout, "history of bucket E: kept 168h0m0s\n") {
+		t.Fatalf("bucket create --history 7d: exit %d, %s%s", code, stdout, stderr)
+	}
+	for range 2 {
+		if code, _, stderr := runCLI(t, "run", "-s", url, "--bucket", "E", "--key", "job", "--name", "host-a", "--history", "--", "true"); code != 0 {
+			t.Fatalf("run --history: exit %d:\n%s", code, stderr)
+		}
+	}
+
+	code, stdout, stderr = runCLI(t, "history", "-s", url, "--bucket", "E", "--key", "job")
+	if code != 0 {
+		t.Fatalf("history: exit %d, %s", code, stderr)
+	}
+	wantLines(t, stdout,
+		`^TIME +KEY +EVENT +NAME +TOKEN +DETAIL$`,
+		`^\S+ \S+ +job +won +host-a +\d+ +no key$`,
+		`^\S+ \S+ +job +stood down +host-a +\d+ +stopped$`,
+		`^\S+ \S+ +job +won +host-a +\d+ +released by host-a$`,
+		`^\S+ \S+ +job +stood down +host-a +\d+ +stopped$`)
+
+	code, stdout, _ = runCLI(t, "history", "-s", url, "--bucket", "E", "--json", "--since", "1h")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var first struct {
+		Key, Name, Kind, After string
+		Token                  uint64
+		At                     time.Time
+	}
+	if code != 0 || len(lines) != 4 || json.Unmarshal([]byte(lines[0]), &first) != nil ||
+		first.Key != "job" || first.Kind != "won" || first.After != "no key" || first.Token == 0 || first.At.IsZero() {
+		t.Errorf("history --json: exit %d, %q; want 4 lines, the first a win after no key", code, stdout)
+	}
+
+	for says, args := range map[string][]string{
+		`--since -1s: want a duration of 0`:   {"history", "--since", "-1s"},
+		"want a duration of a minute or more": {"bucket", "create", "--history", "30s"},
+		`invalid key "a b"`:                   {"history", "--key", "a b"},
+	} {
+		code, stdout, stderr := runCLI(t, append(args, "-s", url)...)
+		wantOneLineError(t, code, exitUsage, stdout, stderr, says)
+	}
+}
+
+// lastLine returns the last line of a log, with its newline.
+func lastLine(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	return lines[len(lines)-1] + "\n"
+}
