@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/kvelect/election"
 )
 
 // term is one announced leadership of one worker.
@@ -30,6 +33,9 @@ type history struct {
 	workers map[string][]Event
 	audit   []Event
 	fence   []Event
+	// leadership is what the bucket's leadership history recorded; nil for
+	// a run without one.
+	leadership []Event
 }
 
 func loadHistory(dir string) (*history, error) {
@@ -42,6 +48,9 @@ func loadHistory(dir string) (*history, error) {
 		return nil, err
 	}
 	if h.fence, err = readHistory(filepath.Join(dir, "fence.jsonl")); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	if h.leadership, err = readHistory(filepath.Join(dir, "leadership.jsonl")); err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "worker-*.jsonl"))
@@ -132,6 +141,7 @@ func check(cfg config, dir string) (*report, error) {
 
 	checkTokens(rep, terms, hist.audit)
 	checkFence(rep, hist)
+	checkLeadership(rep, hist, deaths)
 	checkScenarios(rep, hist.harness, terms)
 	checkRoundTrips(rep, hist)
 
@@ -348,6 +358,69 @@ func checkFence(rep *report, hist *history) {
 			if b.Token > a.Token && b.T < a.Sent {
 				rep.UnfencedOverlaps++
 				break
+			}
+		}
+	}
+}
+
+// recordGrace is how long after its win a killed worker may have had no
+// time to send the win's record: it is sent in the background.
+const recordGrace = int64(time.Second)
+
+// checkLeadership compares the bucket's leadership history with the
+// workers' own records: every win recorded once, except one whose worker
+// was killed within recordGrace of it; no win or stand-down recorded twice;
+// nothing recorded that no worker did.
+func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
+	if hist.leadership == nil {
+		return
+	}
+	type leadership struct {
+		worker string
+		token  uint64
+	}
+	recorded := map[string]map[leadership]int{}
+	for _, ev := range hist.leadership {
+		switch {
+		case ev.Kind == "leadership-error":
+			rep.Problems = append(rep.Problems, "reading the leadership history: "+ev.Err)
+			rep.HistoryUnread = true
+		case strings.HasPrefix(ev.Kind, "recorded-"):
+			kind := strings.TrimPrefix(ev.Kind, "recorded-")
+			if recorded[kind] == nil {
+				recorded[kind] = map[leadership]int{}
+			}
+			recorded[kind][leadership{ev.Target, ev.Token}]++
+		}
+	}
+	wins, lost := map[leadership]int64{}, map[leadership]bool{}
+	for name, events := range hist.workers {
+		for _, ev := range events {
+			switch ev.Kind {
+			case "won":
+				wins[leadership{name, ev.Token}] = ev.T
+			case "lost":
+				lost[leadership{name, ev.Token}] = true
+			}
+		}
+	}
+	for l, at := range wins {
+		switch {
+		case recorded[election.EventWon][l] > 0:
+			rep.HistoryWins++
+		case deaths[l.worker] != 0 && deaths[l.worker]-at < recordGrace:
+			rep.HistoryExcused++
+		default:
+			rep.HistoryMissing++
+			rep.Problems = append(rep.Problems, fmt.Sprintf("the leadership history lacks the win of %s with token %d", l.worker, l.token))
+		}
+	}
+	for kind, counts := range recorded {
+		for l, n := range counts {
+			rep.HistoryDuplicated += n - 1
+			if kind == election.EventWon && wins[l] == 0 || kind == election.EventStoodDown && !lost[l] {
+				rep.HistoryUnknown++
+				rep.Problems = append(rep.Problems, fmt.Sprintf("the leadership history records %s %s with token %d, which no worker did", l.worker, kind, l.token))
 			}
 		}
 	}

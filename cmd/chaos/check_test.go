@@ -182,3 +182,34 @@ func TestCheckMeasuresRoundTripsOutsideFaults(t *testing.T) {
 		t.Errorf("round trips %+v, want %+v", rep.RoundTrip, want)
 	}
 }
+
+// TestCheckLeadershipComparesTheHistoryWithTheWorkers feeds the history
+// check one run of two workers: a's win recorded, b's win missing, a's
+// stand-down recorded twice, and a win nobody made.
+func TestCheckLeadershipComparesTheHistoryWithTheWorkers(t *testing.T) {
+	hist := &history{
+		workers: map[string][]Event{
+			"a": {{T: sec, Kind: "won", Token: 2}, {T: 3 * sec, Kind: "lost", Token: 2}},
+			"b": {{T: 4 * sec, Kind: "won", Token: 6}},
+			"c": {{T: 8 * sec, Kind: "won", Token: 9}},
+		},
+		leadership: []Event{
+			{Kind: "recorded-won", Target: "a", Token: 2},
+			{Kind: "recorded-stood_down", Target: "a", Token: 2},
+			{Kind: "recorded-stood_down", Target: "a", Token: 2},
+			{Kind: "recorded-won", Target: "z", Token: 7},
+		},
+	}
+	rep := &report{}
+	checkLeadership(rep, hist, map[string]int64{"c": 8*sec + sec/2}) // c was killed half a second after its win
+	if rep.HistoryWins != 1 || rep.HistoryMissing != 1 || rep.HistoryExcused != 1 || rep.HistoryDuplicated != 1 || rep.HistoryUnknown != 1 || rep.historyOK() {
+		t.Errorf("recorded %d, missing %d, excused %d, duplicated %d, unknown %d, ok %v; want 1, 1, 1, 1, 1 and not ok",
+			rep.HistoryWins, rep.HistoryMissing, rep.HistoryExcused, rep.HistoryDuplicated, rep.HistoryUnknown, rep.historyOK())
+	}
+
+	rep = &report{}
+	hist.leadership = []Event{{Kind: "recorded-won", Target: "a", Token: 2}, {Kind: "recorded-won", Target: "b", Token: 6}, {Kind: "recorded-won", Target: "c", Token: 9}}
+	if checkLeadership(rep, hist, nil); !rep.historyOK() || rep.HistoryWins != 3 {
+		t.Errorf("a complete history: %d wins recorded, ok %v; want 3 and ok", rep.HistoryWins, rep.historyOK())
+	}
+}

@@ -205,6 +205,9 @@ func (h *harness) setup(ctx context.Context) error {
 			return err
 		}
 		h.kv = kv
+		if _, err := election.CreateHistory(ctx, h.js, bucketName, time.Hour); err != nil {
+			return err
+		}
 		_, err = h.js.CreateStream(ctx, jetstream.StreamConfig{
 			Name: fenceStream, Subjects: []string{fenceSubject}, Replicas: replicas,
 		})
@@ -300,6 +303,34 @@ func (h *harness) dumpFence() {
 	}
 	for _, r := range records {
 		out.record(r)
+	}
+}
+
+// dumpLeadership writes what the bucket's leadership history recorded, in
+// order, to leadership.jsonl, for the checker to compare with the workers'
+// own records. Reading is retried, as for the fence.
+func (h *harness) dumpLeadership() {
+	f, err := os.Create(filepath.Join(h.dir, "leadership.jsonl"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	out := newRecorder(f, "leadership")
+	var events []election.HistoryEvent
+	err = retry(context.Background(), 30*time.Second, func(ctx context.Context) error {
+		history, err := election.OpenHistory(ctx, h.js, bucketName)
+		if err != nil {
+			return err
+		}
+		events, err = history.Events(ctx, "", time.Time{})
+		return err
+	})
+	if err != nil {
+		out.record(Event{Kind: "leadership-error", Err: err.Error()})
+		return
+	}
+	for _, ev := range events {
+		out.record(Event{Kind: "recorded-" + ev.Kind, Target: ev.Name, Token: ev.Token, Cause: ev.After + ev.Cause})
 	}
 }
 
@@ -556,6 +587,7 @@ func (h *harness) shutdown() {
 	}
 	if h.admin != nil {
 		h.dumpFence()
+		h.dumpLeadership()
 		h.audit.Stop()
 		h.admin.Close()
 	}

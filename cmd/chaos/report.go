@@ -44,6 +44,13 @@ type report struct {
 
 	QuorumLossLeaders int `json:"leaders_during_quorum_loss"`
 
+	HistoryWins       int  `json:"history_wins_recorded"`
+	HistoryMissing    int  `json:"history_wins_missing"`
+	HistoryExcused    int  `json:"history_wins_excused"` // killed within recordGrace of the win
+	HistoryDuplicated int  `json:"history_duplicated"`
+	HistoryUnknown    int  `json:"history_unknown"`
+	HistoryUnread     bool `json:"history_unread"`
+
 	RoundTrip stats `json:"kv_round_trip_ms"` // KV calls outside fault windows
 
 	ColdStartMS  float64           `json:"cold_start_ms"`
@@ -108,7 +115,13 @@ func round(v float64) float64 { return math.Round(v*10) / 10 }
 func (r *report) ok() bool {
 	return r.SplitBrainMS == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
 		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0 &&
-		r.QuorumLossLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread
+		r.QuorumLossLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread && r.historyOK()
+}
+
+// historyOK reports whether the leadership history matched the workers'
+// records.
+func (r *report) historyOK() bool {
+	return r.HistoryMissing == 0 && r.HistoryDuplicated == 0 && r.HistoryUnknown == 0 && !r.HistoryUnread
 }
 
 // print writes the readable table, and with -json the summary as the last line.
@@ -148,6 +161,10 @@ func (r *report) print(w io.Writer, cfg config) {
 		r.ActsAccepted, r.StaleTokensAccepted, verdict(r.StaleTokensAccepted == 0 && !r.FenceUnread), r.UnfencedOverlaps)
 	if r.Cluster {
 		fmt.Fprintf(w, "leaders announced during quorum loss: %d  %s\n", r.QuorumLossLeaders, verdict(r.QuorumLossLeaders == 0))
+	}
+	if r.hist != nil && r.hist.leadership != nil {
+		fmt.Fprintf(w, "leadership history: %d wins recorded, %d missing (%d more killed within 1 s of winning), %d duplicated, %d unknown  %s\n",
+			r.HistoryWins, r.HistoryMissing, r.HistoryExcused, r.HistoryDuplicated, r.HistoryUnknown, verdict(r.historyOK()))
 	}
 	fmt.Fprintf(w, "workers crashed or hung: %d  %s\n", len(r.Crashed), verdict(len(r.Crashed) == 0))
 	for _, c := range r.Crashed {

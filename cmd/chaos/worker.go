@@ -63,6 +63,10 @@ func runWorker(args []string) error {
 	if err != nil {
 		return fmt.Errorf("binding bucket %s: %w", *bucket, err)
 	}
+	history, err := election.OpenHistory(ctx, js, *bucket)
+	if err != nil {
+		return err
+	}
 	fence, err := js.Stream(ctx, fenceStream)
 	if err != nil {
 		return fmt.Errorf("binding stream %s: %w", fenceStream, err)
@@ -81,7 +85,7 @@ func runWorker(args []string) error {
 	if *unsafeTTL {
 		opts = append(opts, election.WithUnsafeShortTTL())
 	}
-	opts = append(opts, election.WithPriority(*priority))
+	opts = append(opts, election.WithPriority(*priority), election.WithHistory(history))
 	if *preferHigher > 0 {
 		opts = append(opts, election.WithPreferHigher(*preferHigher))
 	}
