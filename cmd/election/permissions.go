@@ -12,7 +12,7 @@ import (
 )
 
 const permissionsAbout = `Usage:
-  election permissions --role ROLE [--bucket B] [--format server|nsc] [--js-domain D] [--inbox-prefix P]
+  election permissions --role ROLE [--bucket B] [--history] [--format server|nsc] [--js-domain D] [--inbox-prefix P]
 
 Prints the least NATS permissions a user needs for ROLE on the bucket B:
   candidate  campaign for keys: election run, and the library's elections
@@ -20,7 +20,10 @@ Prints the least NATS permissions a user needs for ROLE on the bucket B:
   admin      election bucket create|check, resign and transfer
 as a permissions block for a user in the server's configuration (server),
 or as the flags of nsc edit user (nsc). A user with several roles needs
-the union of their blocks.
+the union of their blocks. --history adds what the role needs of the
+bucket's leadership history: candidates record in it (run --history),
+observers read it (election history), admins create it (bucket create
+--history).
 
 Give the same --js-domain and --inbox-prefix as the commands will use: the
 JetStream API subjects carry the domain, and replies arrive on the inbox
@@ -44,8 +47,42 @@ type permissionSet struct {
 
 // rolePermissions returns the least permissions role needs on bucket, with
 // the JetStream API in domain (empty: the local API) and replies under
-// inbox (empty: _INBOX).
-func rolePermissions(role, bucket, domain, inbox string) (permissionSet, error) {
+// inbox (empty: _INBOX), and with history those its leadership history
+// needs too.
+func rolePermissions(role, bucket, domain, inbox string, history bool) (permissionSet, error) {
+	p, err := basePermissions(role, bucket, domain, inbox)
+	if err == nil && history {
+		p.pubAllow = append(p.pubAllow, historyPermissions(role, bucket, domain)...)
+	}
+	return p, err
+}
+
+// historyPermissions are what role needs, beyond its base permissions, to
+// use the leadership history of bucket: candidates record in it (run
+// --history), observers read it (election history), admins create it
+// (bucket create --history).
+func historyPermissions(role, bucket, domain string) []string {
+	api := "$JS.API"
+	if domain != "" {
+		api = "$JS." + domain + ".API"
+	}
+	stream := "KVELECT_HISTORY_" + bucket
+	info := api + ".STREAM.INFO." + stream
+	switch role {
+	case roleCandidate:
+		return []string{info, "kvelect.history." + bucket + ".>"}
+	case roleObserver:
+		return []string{info,
+			api + ".CONSUMER.CREATE." + stream + ".>", api + ".CONSUMER.INFO." + stream + ".>",
+			api + ".CONSUMER.MSG.NEXT." + stream + ".>", api + ".CONSUMER.DELETE." + stream + ".>"}
+	case roleAdmin:
+		return []string{api + ".STREAM.CREATE." + stream, info}
+	}
+	return nil
+}
+
+// basePermissions are what role needs on bucket without its history.
+func basePermissions(role, bucket, domain, inbox string) (permissionSet, error) {
 	api := "$JS.API"
 	if domain != "" {
 		api = "$JS." + domain + ".API"
@@ -119,11 +156,13 @@ func (p permissionSet) nscFlags() string {
 func permissionsMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("election permissions", permissionsAbout)
 	var role, bucket, format, domain, inbox string
+	var history bool
 	fs.StringVar(&role, "role", "", "the `ROLE`: candidate, observer or admin (required)")
 	fs.bucketVar(&bucket, "the election bucket's `NAME`")
 	fs.StringVar(&format, "format", "server", "`FORMAT`: server (a configuration block) or nsc (nsc edit user flags)")
 	fs.StringVar(&domain, "js-domain", "", "the JetStream `DOMAIN` the commands will use")
 	fs.StringVar(&inbox, "inbox-prefix", "", "the inbox `PREFIX` the commands will use (default _INBOX)")
+	fs.BoolVar(&history, "history", false, "include the leadership history's subjects (run --history, election history, bucket create --history)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -137,7 +176,7 @@ func permissionsMain(args []string, stdout, stderr io.Writer) int {
 	if err := check.checkSubjects(); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
-	p, err := rolePermissions(role, bucket, domain, inbox)
+	p, err := rolePermissions(role, bucket, domain, inbox, history)
 	if err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -214,7 +215,7 @@ func TestEachRoleWorksWithExactlyItsPermissions(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		perms, err := rolePermissions(role, defaultBucket, "", "")
+		perms, err := rolePermissions(role, defaultBucket, "", "", false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +238,7 @@ func TestEachRoleWorksWithExactlyItsPermissions(t *testing.T) {
 // logger at each attempt, as JSON, and never the client's raw error.
 func TestRunLogsADeniedPermissionAtEachAttempt(t *testing.T) {
 	bin := buildElection(t)
-	perms, err := rolePermissions(roleObserver, "E2E", "", "")
+	perms, err := rolePermissions(roleObserver, "E2E", "", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,4 +293,88 @@ func droppingEach(p permissionSet) []droppedPermission {
 		}
 	}
 	return out
+}
+
+// historyExercises do, as roleUser, what each role does with the bucket's
+// leadership history.
+var historyExercises = map[string]func(t *testing.T, user, root string) error{
+	roleCandidate: func(t *testing.T, user, root string) error {
+		js := rootBucket(t, root)
+		if _, err := election.CreateHistory(context.Background(), js, "ELECTIONS", 0); err != nil {
+			t.Fatal(err)
+		}
+		return expect(user, exitOK, "", "run", "--key", "job", "--once", "--history", "--", "true")
+	},
+	roleObserver: func(t *testing.T, user, root string) error {
+		js := rootBucket(t, root)
+		if _, err := election.CreateHistory(context.Background(), js, "ELECTIONS", 0); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		if code := dispatch([]string{"run", "-s", root, "--key", "job", "--once", "--history", "--", "true"}, &out, &errOut); code != 0 {
+			t.Fatalf("run as root: exit %d: %s", code, errOut.String())
+		}
+		return firstError(
+			func() error { return expect(user, exitOK, "won", "history") },
+			func() error { // the command removes the consumer it read with
+				stream, err := js.Stream(context.Background(), "KVELECT_HISTORY_ELECTIONS")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := stream.CachedInfo().State.Consumers; n != 0 {
+					return fmt.Errorf("%d consumers left on the history stream after election history, want 0", n)
+				}
+				return nil
+			},
+		)
+	},
+	roleAdmin: func(t *testing.T, user, root string) error {
+		return firstError(
+			func() error {
+				return expect(user, exitOK, "history of bucket ELECTIONS", "bucket", "create", "--history", "7d")
+			},
+			// Asked again with another retention, it opens the one there.
+			func() error { return expect(user, exitOK, "kept 168h0m0s", "bucket", "create", "--history", "30d") },
+		)
+	},
+}
+
+// TestEachRoleUsesTheHistoryWithItsHistoryPermissions gives a user the block
+// election permissions --history prints for each role, runs what the role
+// does with the history, then drops each of the history's lines in turn.
+func TestEachRoleUsesTheHistoryWithItsHistoryPermissions(t *testing.T) {
+	printed := map[string]string{}
+	for _, role := range []string{roleCandidate, roleObserver, roleAdmin} {
+		code, block, stderr := runCLI(t, "permissions", "--role", role, "--history")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		printed[role] = block
+	}
+	for role, block := range printed {
+		t.Run(role, func(t *testing.T) {
+			t.Parallel()
+			user, root := roleServer(t, block)
+			if err := historyExercises[role](t, user, root); err != nil {
+				t.Fatal(err)
+			}
+		})
+		base, err := rolePermissions(role, defaultBucket, "", "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, subject := range historyPermissions(role, defaultBucket, "") {
+			t.Run(role+" without "+subject, func(t *testing.T) {
+				t.Parallel()
+				p := base
+				p.pubAllow = append(slices.Clone(base.pubAllow), slices.DeleteFunc(historyPermissions(role, defaultBucket, ""), func(s string) bool { return s == subject })...)
+				user, root := roleServer(t, p.serverBlock())
+				if err := historyExercises[role](t, user, root); err == nil {
+					t.Errorf("the %s role uses the history without %s: it is not needed", role, subject)
+				} else {
+					t.Logf("as expected: %v", err)
+				}
+			})
+		}
+	}
 }
