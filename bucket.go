@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -97,6 +98,9 @@ func (b *Bucket) Close() {
 	b.cancel()
 	<-b.done
 }
+
+// TTL returns the bucket's TTL: how long a key lives after its last write.
+func (b *Bucket) TTL() time.Duration { return b.info.ttl }
 
 // forget drops a stopped election.
 func (b *Bucket) forget(e *Election) {

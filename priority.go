@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Priorities decide who claims a free key first and, with WithPreferHigher,
@@ -77,11 +80,17 @@ func priorityWait(ttl time.Duration) time.Duration {
 
 // priorityDelay is how long this node lets higher priorities claim first:
 // priorityWait for each distinct priority above its own among the key's
-// live candidates.
+// live candidates, but for the one whose release is the key's latest entry:
+// it stopped or resigned, and its record may outlive its release by a
+// moment.
 func (c *campaigner) priorityDelay() time.Duration {
+	released := ""
+	if e := c.hub.view(c.key).latest; e != nil && e.Operation() == jetstream.KeyValuePut {
+		released, _ = strings.CutPrefix(string(e.Value()), releasePrefix)
+	}
 	var higher []int
 	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
-		if other.Name != c.name && other.Priority > c.opts.priority && !slices.Contains(higher, other.Priority) {
+		if other.Name != c.name && other.Name != released && other.Priority > c.opts.priority && !slices.Contains(higher, other.Priority) {
 			higher = append(higher, other.Priority)
 		}
 	}

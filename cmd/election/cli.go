@@ -25,6 +25,7 @@ var commands = []command{
 	{"resign", "ask a key's leader to stand down for another candidate", resignMain},
 	{"transfer", "ask a key's leader to hand it to a named candidate", transferMain},
 	{"history", "print who led each key, when, and why it changed", historyMain},
+	{"dashboard", "serve a live web page of the bucket's leaders and history", dashboardMain},
 	{"bucket", "create or check an election bucket", bucketMain},
 	{"permissions", "print the least NATS permissions of a role", permissionsMain},
 }

@@ -1,0 +1,405 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+const dashboardAbout = `Usage:
+  election dashboard --listen ADDR [--bucket B]
+
+Serves a web page on ADDR (HOST:PORT) that shows, for every key of the
+bucket B: its leader, fencing token, since when it leads, the age of its
+latest renewal, its candidates and whether it is healthy; a timeline of each
+key's holders, from the leadership history (election bucket create
+--history); and the latest changes. It updates live, without reloading,
+and stays usable with 10,000 keys (search and pages). It only reads: nothing
+on it changes an election. Everything it serves is built in; it fetches
+nothing from the internet.
+
+The page's data is also JSON, for scripts:
+  GET /api/keys?search=S&offset=0&limit=100   the keys, sorted, with paging
+  GET /api/history?key=K                      the key's history (404 without one)
+  GET /api/changes                            server-sent events, one per change
+
+Exit status: 0 after SIGINT or SIGTERM; 1 if the server, the bucket or the
+address failed; 2 for bad flags.
+`
+
+//go:embed dashboard
+var dashboardAssets embed.FS
+
+// dashboardPoll is how often the dashboard compares the bucket's leaders
+// with what it last sent: a change reaches the page within it (plus the
+// watcher's delivery, a millisecond).
+const dashboardPoll = 100 * time.Millisecond
+
+// dashboardMain runs "election dashboard".
+func dashboardMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("election dashboard", dashboardAbout)
+	var conn connFlags
+	conn.add(fs)
+	var bucket, listen string
+	fs.bucketVar(&bucket, "the election bucket's `NAME`")
+	fs.StringVar(&listen, "listen", "", "serve the page on `ADDR`, HOST:PORT (required), such as 127.0.0.1:8080")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+	case listen == "":
+		return fs.usageError(stderr, "--listen is required: the HOST:PORT to serve the page on")
+	}
+	if _, _, err := net.SplitHostPort(listen); err != nil {
+		return fs.usageError(stderr, "--listen %q: want HOST:PORT, such as 127.0.0.1:8080 or :8080", listen)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	setupCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
+	defer cancel()
+	setupCtx, stopWatching := conn.watchDenials(setupCtx, roleObserver)
+	defer stopWatching()
+	nc, js, err := conn.connect("election dashboard")
+	if err != nil {
+		return fail(stderr, fs.path, deniedOr(setupCtx, err))
+	}
+	defer nc.Close()
+	kv, err := openBucket(setupCtx, js, bucket)
+	if err != nil {
+		return fail(stderr, fs.path, deniedOr(setupCtx, err))
+	}
+	b, err := election.OpenBucket(setupCtx, kv)
+	if err != nil {
+		return fail(stderr, fs.path, deniedOr(setupCtx, err))
+	}
+	defer b.Close()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fail(stderr, fs.path, fmt.Errorf("--listen: %w", err))
+	}
+	d := newDashboard(b, js, bucket)
+	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	go d.follow(ctx)
+
+	log := logrus.New()
+	log.SetOutput(stderr)
+	log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s", bucket)
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fail(stderr, fs.path, err)
+	}
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancelShutdown()
+	d.close()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	return exitOK
+}
+
+// dashboard serves the page and its data for one bucket.
+type dashboard struct {
+	bucket *election.Bucket
+	js     jetstream.JetStream
+	name   string
+
+	mu       sync.Mutex
+	leaders  map[string]election.Leader // as last compared
+	changes  []keyChange                // the latest, newest last
+	watchers map[chan keyChange]struct{}
+	closed   bool
+}
+
+// keyChange is a change of a key's leader, as the page shows it.
+type keyChange struct {
+	At     time.Time `json:"at"`
+	Key    string    `json:"key"`
+	Leader string    `json:"leader"` // "" when nobody holds the key
+	Token  uint64    `json:"token,omitempty"`
+}
+
+// recentChanges bounds the changes the page lists.
+const recentChanges = 200
+
+func newDashboard(b *election.Bucket, js jetstream.JetStream, name string) *dashboard {
+	return &dashboard{bucket: b, js: js, name: name, leaders: map[string]election.Leader{}, watchers: map[chan keyChange]struct{}{}}
+}
+
+func (d *dashboard) handler() http.Handler {
+	mux := http.NewServeMux()
+	assets, _ := fs.Sub(dashboardAssets, "dashboard") // the directory is embedded: cannot fail
+	mux.Handle("GET /", http.FileServerFS(assets))
+	mux.HandleFunc("GET /api/keys", d.serveKeys)
+	mux.HandleFunc("GET /api/history", d.serveHistory)
+	mux.HandleFunc("GET /api/changes", d.serveChanges)
+	return mux
+}
+
+// keyRow is one key as the page lists it.
+type keyRow struct {
+	Key        string     `json:"key"`
+	Leader     string     `json:"leader"`
+	Token      uint64     `json:"token,omitempty"`
+	Since      *time.Time `json:"since,omitempty"`       // when the dashboard first saw this leader
+	RenewedAgo *float64   `json:"renewed_ago,omitempty"` // seconds since the leader's latest write, by the server's clock
+	Candidates []string   `json:"candidates"`
+	Healthy    bool       `json:"healthy"` // a leader that renewed within the TTL, or nobody to expect
+}
+
+// keysPage is a page of keys.
+type keysPage struct {
+	Bucket  string      `json:"bucket"`
+	Total   int         `json:"total"`
+	Offset  int         `json:"offset"`
+	Keys    []keyRow    `json:"keys"`
+	Changes []keyChange `json:"changes"`
+}
+
+// maxPage bounds the keys of one page.
+const maxPage = 1000
+
+func (d *dashboard) serveKeys(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	offset, err1 := atoiOr(q.Get("offset"), 0)
+	limit, err2 := atoiOr(q.Get("limit"), 100)
+	if err := errors.Join(err1, err2); err != nil || offset < 0 || limit < 1 || limit > maxPage {
+		http.Error(w, fmt.Sprintf("offset must be 0 or more and limit 1 to %d", maxPage), http.StatusBadRequest)
+		return
+	}
+	rows, err := d.rows(r.Context(), strings.ToLower(q.Get("search")))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	page := keysPage{Bucket: d.name, Total: len(rows), Offset: offset, Keys: rows[min(offset, len(rows)):min(offset+limit, len(rows))]}
+	d.mu.Lock()
+	page.Changes = slices.Clone(d.changes)
+	d.mu.Unlock()
+	writeJSON(w, page)
+}
+
+func atoiOr(s string, fallback int) (int, error) {
+	if s == "" {
+		return fallback, nil
+	}
+	return strconv.Atoi(s)
+}
+
+// rows returns every key with a leader or a candidate whose name contains
+// search, sorted.
+func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
+	leaders, err := d.bucket.Leaders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	candidates, err := d.bucket.AllCandidates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]keyRow{}
+	now := time.Now()
+	d.mu.Lock()
+	for _, l := range leaders {
+		row := keyRow{Key: l.Key, Leader: l.Name, Token: l.Revision}
+		ago := max(now.Sub(l.Written), 0).Seconds()
+		row.RenewedAgo = &ago
+		if seen, ok := d.leaders[l.Key]; ok && seen.Name == l.Name {
+			since := seen.Written
+			row.Since = &since
+		}
+		byKey[l.Key] = row
+	}
+	d.mu.Unlock()
+	for key, cs := range candidates {
+		row := byKey[key]
+		row.Key = key
+		byKey[key] = row
+		for _, c := range cs {
+			row.Candidates = append(row.Candidates, c.Name)
+		}
+		byKey[key] = row
+	}
+	ttl := d.ttl()
+	rows := make([]keyRow, 0, len(byKey))
+	for _, row := range byKey {
+		if search != "" && !strings.Contains(strings.ToLower(row.Key), search) {
+			continue
+		}
+		if row.Candidates == nil {
+			row.Candidates = []string{}
+		}
+		row.Healthy = row.Leader == "" && len(row.Candidates) == 0 || row.RenewedAgo != nil && *row.RenewedAgo < ttl.Seconds()
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b keyRow) int { return cmp.Compare(a.Key, b.Key) })
+	return rows, nil
+}
+
+// ttl is the bucket's TTL, for the health of a key.
+func (d *dashboard) ttl() time.Duration {
+	return d.bucket.TTL()
+}
+
+func (d *dashboard) serveHistory(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("key")
+	if err := election.CheckKey(key); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h, err := election.OpenHistory(r.Context(), d.js, d.name)
+	if errors.Is(err, election.ErrNoHistory) {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	var events []election.HistoryEvent
+	if err == nil {
+		events, err = h.Events(r.Context(), key, time.Time{})
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	out := make([]historyJSON, len(events))
+	for i, ev := range events {
+		out[i] = historyJSON{ev, ev.At.UTC()}
+	}
+	writeJSON(w, out)
+}
+
+// serveChanges streams each change of leader as a server-sent event.
+func (d *dashboard) serveChanges(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	changes := make(chan keyChange, 256)
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		http.Error(w, "the dashboard is stopping", http.StatusServiceUnavailable)
+		return
+	}
+	d.watchers[changes] = struct{}{}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.watchers, changes)
+		d.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	fmt.Fprint(w, ": connected\n\n")
+	flusher.Flush()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case c, ok := <-changes:
+			if !ok {
+				return
+			}
+			data, _ := json.Marshal(c) // a plain struct: cannot fail
+			fmt.Fprintf(w, "data: %s\n\n", data)
+			flusher.Flush()
+		}
+	}
+}
+
+// follow compares the bucket's leaders every dashboardPoll with what it
+// last saw, and sends each change to the pages, until ctx is done.
+func (d *dashboard) follow(ctx context.Context) {
+	tick := time.NewTicker(dashboardPoll)
+	defer tick.Stop()
+	for {
+		leaders, err := d.bucket.Leaders(ctx)
+		if err == nil {
+			d.compare(leaders, time.Now())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// compare records the changes between leaders and the leaders last seen.
+func (d *dashboard) compare(leaders []election.Leader, now time.Time) {
+	current := make(map[string]election.Leader, len(leaders))
+	for _, l := range leaders {
+		current[l.Key] = l
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var changes []keyChange
+	for key, l := range current {
+		if old, ok := d.leaders[key]; !ok || old.Name != l.Name {
+			changes = append(changes, keyChange{At: now, Key: key, Leader: l.Name, Token: l.Revision})
+			l.Written = now // since when this dashboard has seen this leader
+		} else {
+			l.Written = old.Written
+		}
+		d.leaders[key] = l
+	}
+	for key := range d.leaders {
+		if _, ok := current[key]; !ok {
+			changes = append(changes, keyChange{At: now, Key: key})
+			delete(d.leaders, key)
+		}
+	}
+	slices.SortFunc(changes, func(a, b keyChange) int { return cmp.Compare(a.Key, b.Key) })
+	d.changes = append(d.changes, changes...)
+	if len(d.changes) > recentChanges {
+		d.changes = slices.Clone(d.changes[len(d.changes)-recentChanges:])
+	}
+	for watcher := range d.watchers {
+		for _, c := range changes {
+			select {
+			case watcher <- c:
+			default: // a page that does not keep up reloads its list
+			}
+		}
+	}
+}
+
+// close ends every page's stream of changes.
+func (d *dashboard) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	for watcher := range d.watchers {
+		close(watcher)
+		delete(d.watchers, watcher)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
