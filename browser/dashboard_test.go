@@ -1,0 +1,224 @@
+package browser
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/embedded"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// timeout bounds every wait of the test; it is not a speed requirement.
+const timeout = time.Minute
+
+// chromium finds the browser: $CHROMIUM, or chromium on the PATH.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if path := os.Getenv("CHROMIUM"); path != "" {
+		return path
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	t.Fatal("no Chromium: install it (apt-get install chromium) or set CHROMIUM to a Chrome or Chromium binary")
+	return ""
+}
+
+// candidate runs an election for key until the test ends, on a connection
+// of its own, as another process would.
+func candidate(t *testing.T, url, bucket, key, name string) *election.Election {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	history, err := election.OpenHistory(context.Background(), js, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := election.NewElection(name, key, kv, election.WithoutSplay(), election.WithHistory(history))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); e.Start(context.Background()) }()
+	t.Cleanup(func() {
+		e.Stop()
+		<-done
+		nc.Close()
+	})
+	return e
+}
+
+func awaitLeader(t *testing.T, elections ...*election.Election) *election.Election {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, e := range elections {
+			if e.IsLeader() {
+				return e
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no leader")
+	return nil
+}
+
+// TestDashboardInAHeadlessBrowser loads the dashboard in Chromium: it lists
+// the keys with their leaders, shows a transfer without a reload, and draws
+// a key's holders on its timeline.
+func TestDashboardInAHeadlessBrowser(t *testing.T) {
+	browserPath := chromium(t)
+	bin := filepath.Join(t.TempDir(), "election")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/election")
+	build.Dir = ".." // in the library's module, with its dependencies
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	s, err := embedded.Server(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { embedded.Shutdown(s) })
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "DASH", TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := election.CreateHistory(ctx, js, "DASH", 0); err != nil {
+		t.Fatal(err)
+	}
+	a, b := candidate(t, s.ClientURL(), "DASH", "scheduler", "node-a"), candidate(t, s.ClientURL(), "DASH", "scheduler", "node-b")
+	candidate(t, s.ClientURL(), "DASH", "compactor", "node-c")
+	first := awaitLeader(t, a, b)
+	other := a
+	if first == a {
+		other = b
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dash := exec.Command(bin, "dashboard", "--listen", addr, "-s", s.ClientURL(), "--bucket", "DASH")
+	dash.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
+	var logged strings.Builder
+	dash.Stderr = &logged
+	if err := dash.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dash.Process.Signal(os.Interrupt)
+		dash.Wait()
+	})
+	page := "http://" + addr + "/"
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		if res, err := http.Get(page); err == nil {
+			res.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dashboard did not serve %s:\n%s", page, logged.String())
+		}
+	}
+
+	allocCtx, cancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browserPath), chromedp.NoSandbox, chromedp.WindowSize(1280, 800))...)
+	defer cancel()
+	browserCtx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	if err := chromedp.Do(browserCtx, chromedp.Navigate(page)); err != nil { // the first call starts the browser: no timeout on it
+		t.Fatalf("loading the page: %v", err)
+	}
+	waitCtx, cancel := context.WithTimeout(browserCtx, timeout)
+	defer cancel()
+
+	row := func(key string) string { return fmt.Sprintf(`#keys tbody tr[data-key=%q]`, key) }
+	leaderCell := func(key string) string { return row(key) + " td:nth-child(2)" }
+	if err := chromedp.Do(waitCtx, chromedp.WaitVisible(row("scheduler")), chromedp.WaitVisible(row("compactor"))); err != nil {
+		t.Fatalf("the page did not list the keys: %v\n%s", err, logged.String())
+	}
+	leader, err := chromedp.Run(waitCtx, chromedp.Text(leaderCell("scheduler")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rangeText, err := chromedp.Run(waitCtx, chromedp.Text("#range"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(leader) != first.Name() || strings.TrimSpace(rangeText) != "1–2 of 2" {
+		t.Errorf("the page shows %q leading the scheduler, keys %q; want %s, 1–2 of 2", leader, rangeText, first.Name())
+	}
+	if _, err := chromedp.Run(waitCtx, chromedp.Evaluate[bool](`window.notReloaded = true`)); err != nil {
+		t.Fatal(err)
+	}
+
+	bucket, err := election.OpenBucket(ctx, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	if _, err := bucket.Transfer(ctx, "scheduler", other.Name()); err != nil {
+		t.Fatal(err)
+	}
+	shown := fmt.Sprintf(`document.querySelector(%q).textContent === %q`, leaderCell("scheduler"), other.Name())
+	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](shown)); err != nil {
+		t.Fatalf("the page did not show the transfer to %s: %v", other.Name(), err)
+	}
+	// The list of changes grows only from the stream of changes.
+	streamed := fmt.Sprintf(`[...document.querySelectorAll("#changes li")].some((li) => li.textContent.includes(%q))`, "scheduler: "+other.Name())
+	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](streamed)); err != nil {
+		t.Errorf("the transfer did not arrive in the list of changes: %v", err)
+	}
+	if still, err := chromedp.Run(waitCtx, chromedp.Evaluate[bool](`window.notReloaded === true`)); err != nil || !still {
+		t.Errorf("the page reloaded to show the transfer (%v)", err)
+	}
+
+	if err := chromedp.Do(waitCtx, chromedp.Click(row("scheduler"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](`document.querySelectorAll("#timeline rect.held").length >= 2`)); err != nil {
+		t.Fatalf("the timeline did not draw the two holders: %v", err)
+	}
+	holders, err := chromedp.Run(waitCtx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline rect.held").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file := os.Getenv("KVELECT_SCREENSHOT"); file != "" {
+		png, err := chromedp.Run(waitCtx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("the page lists 2 keys, showed the transfer live, and drew %d leaderships", holders)
+}
