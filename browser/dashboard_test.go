@@ -185,13 +185,15 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bucket.Close()
-	if _, err := bucket.Transfer(ctx, "scheduler", other.Name()); err != nil {
+	won, err := bucket.Transfer(ctx, "scheduler", other.Name())
+	if err != nil {
 		t.Fatal(err)
 	}
 	shown := fmt.Sprintf(`document.querySelector(%q).textContent === %q`, leaderCell("scheduler"), other.Name())
-	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](shown)); err != nil {
+	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](shown, chromedp.WithPollingInterval(5*time.Millisecond))); err != nil {
 		t.Fatalf("the page did not show the transfer to %s: %v", other.Name(), err)
 	}
+	t.Logf("the page showed the new leader %v after its claim reached the server", time.Since(won.Written).Round(time.Millisecond))
 	// The list of changes grows only from the stream of changes.
 	streamed := fmt.Sprintf(`[...document.querySelectorAll("#changes li")].some((li) => li.textContent.includes(%q))`, "scheduler: "+other.Name())
 	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](streamed)); err != nil {
