@@ -129,10 +129,22 @@ type dashboard struct {
 	name   string
 
 	mu       sync.Mutex
-	leaders  map[string]election.Leader // as last compared
-	changes  []keyChange                // the latest, newest last
+	leaders  map[string]seenLeader // as last compared
+	compared bool                  // the first comparison is done
+	changes  []keyChange           // the latest, newest last
 	watchers map[chan keyChange]struct{}
 	closed   bool
+}
+
+// seenLeader is a key's leader as the dashboard has followed it.
+type seenLeader struct {
+	name  string
+	since time.Time // when the dashboard first saw it lead
+	// token is the revision the dashboard first saw it hold the key at: its
+	// claim, the fencing token, when the dashboard saw the change (a
+	// renewal replaces the claim only most of a TTL later); 0 for a leader
+	// that already led when the dashboard started.
+	token uint64
 }
 
 // keyChange is a change of a key's leader, as the page shows it.
@@ -147,7 +159,7 @@ type keyChange struct {
 const recentChanges = 200
 
 func newDashboard(b *election.Bucket, js jetstream.JetStream, name string) *dashboard {
-	return &dashboard{bucket: b, js: js, name: name, leaders: map[string]election.Leader{}, watchers: map[chan keyChange]struct{}{}}
+	return &dashboard{bucket: b, js: js, name: name, leaders: map[string]seenLeader{}, watchers: map[chan keyChange]struct{}{}}
 }
 
 func (d *dashboard) handler() http.Handler {
@@ -164,7 +176,7 @@ func (d *dashboard) handler() http.Handler {
 type keyRow struct {
 	Key        string     `json:"key"`
 	Leader     string     `json:"leader"`
-	Token      uint64     `json:"token,omitempty"`
+	Token      uint64     `json:"token,omitempty"`       // the fencing token, if the dashboard saw the claim
 	Since      *time.Time `json:"since,omitempty"`       // when the dashboard first saw this leader
 	RenewedAgo *float64   `json:"renewed_ago,omitempty"` // seconds since the leader's latest write, by the server's clock
 	Candidates []string   `json:"candidates"`
@@ -225,12 +237,11 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 	now := time.Now()
 	d.mu.Lock()
 	for _, l := range leaders {
-		row := keyRow{Key: l.Key, Leader: l.Name, Token: l.Revision}
+		row := keyRow{Key: l.Key, Leader: l.Name}
 		ago := max(now.Sub(l.Written), 0).Seconds()
 		row.RenewedAgo = &ago
-		if seen, ok := d.leaders[l.Key]; ok && seen.Name == l.Name {
-			since := seen.Written
-			row.Since = &since
+		if seen, ok := d.leaders[l.Key]; ok && seen.name == l.Name {
+			row.Token, row.Since = seen.token, &seen.since
 		}
 		byKey[l.Key] = row
 	}
@@ -238,7 +249,6 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 	for key, cs := range candidates {
 		row := byKey[key]
 		row.Key = key
-		byKey[key] = row
 		for _, c := range cs {
 			row.Candidates = append(row.Candidates, c.Name)
 		}
@@ -359,14 +369,17 @@ func (d *dashboard) compare(leaders []election.Leader, now time.Time) {
 	defer d.mu.Unlock()
 	var changes []keyChange
 	for key, l := range current {
-		if old, ok := d.leaders[key]; !ok || old.Name != l.Name {
-			changes = append(changes, keyChange{At: now, Key: key, Leader: l.Name, Token: l.Revision})
-			l.Written = now // since when this dashboard has seen this leader
-		} else {
-			l.Written = old.Written
+		if old, ok := d.leaders[key]; ok && old.name == l.Name {
+			continue
 		}
-		d.leaders[key] = l
+		seen := seenLeader{name: l.Name, since: now}
+		if d.compared {
+			seen.token = l.Revision
+		}
+		d.leaders[key] = seen
+		changes = append(changes, keyChange{At: now, Key: key, Leader: l.Name, Token: seen.token})
 	}
+	d.compared = true
 	for key := range d.leaders {
 		if _, ok := current[key]; !ok {
 			changes = append(changes, keyChange{At: now, Key: key})

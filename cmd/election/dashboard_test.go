@@ -81,8 +81,8 @@ func TestDashboardListsKeysAndFollowsChanges(t *testing.T) {
 		getJSON(t, srv.URL+"/api/keys", &page)
 		return page, page.Total == 2 && len(page.Keys) == 2 && len(page.Keys[1].Candidates) == 2
 	})
-	if k := page.Keys[1]; k.Key != "job" || k.Leader != first || k.Token == 0 || !k.Healthy || k.RenewedAgo == nil {
-		t.Errorf("job's row %+v: want its leader %s, a token, a renewal age and healthy", k, first)
+	if k := page.Keys[1]; k.Key != "job" || k.Leader != first || k.Token != 0 || !k.Healthy || k.RenewedAgo == nil {
+		t.Errorf("job's row %+v: want its leader %s, no token (it led before the dashboard started), a renewal age and healthy", k, first)
 	}
 	var found keysPage
 	if getJSON(t, srv.URL+"/api/keys?search=CR&limit=1", &found); found.Total != 1 || found.Keys[0].Key != "cron" {
@@ -130,10 +130,17 @@ func TestDashboardListsKeysAndFollowsChanges(t *testing.T) {
 		var c keyChange
 		if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &c) == nil && c.Key == "job" && c.Leader == to {
 			t.Logf("the page heard of the transfer %v after the new leader's claim reached the server", time.Since(won.Written).Round(time.Millisecond))
+			if c.Token != won.Revision {
+				t.Errorf("the change says token %d, want the claim's revision %d", c.Token, won.Revision)
+			}
 			break
 		}
 	}
 
+	getJSON(t, srv.URL+"/api/keys?search=job", &found)
+	if k := found.Keys[0]; k.Leader != to || k.Token != won.Revision || k.Since == nil {
+		t.Errorf("job's row after the transfer %+v: want %s with token %d and a since", k, to, won.Revision)
+	}
 	var history []struct{ Kind, Name string }
 	if code := getJSON(t, srv.URL+"/api/history?key=job", &history); code != http.StatusOK {
 		t.Fatalf("/api/history?key=job: %d", code)
