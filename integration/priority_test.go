@@ -137,6 +137,9 @@ func TestTheLowestBrokerIDLeads(t *testing.T) {
 	for leader.name != "broker-1" { // one that won before broker 1 was listed hands over
 		leader = g.awaitWin()
 	}
+	// A candidate sees the records written before its own when it first
+	// claims; wait until every broker sees every other.
+	listed(t, b, "broker-1", "broker-2", "broker-3")
 
 	brokers[0].Stop()
 	if next := g.awaitWin(); next.name != "broker-2" {
