@@ -115,6 +115,9 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 	if err := o.checkPriority(info.ttl); err != nil {
 		return nil, err
 	}
+	if err := o.checkMetadata(); err != nil {
+		return nil, err
+	}
 	t := newTiming(info.ttl, interval)
 	t.absenceProvesExpiry = info.absenceProvesExpiry
 

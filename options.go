@@ -25,6 +25,7 @@ type options struct {
 	preferHigher  bool
 	readyFor      time.Duration
 	history       *History
+	metadata      map[string]string
 }
 
 // WonCallback is a callback OnWon accepts: the seed library's func(), or

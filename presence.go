@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,13 +36,16 @@ type Candidate struct {
 	Priority int // see WithPriority
 	// Since is when the candidate began campaigning, by its own clock.
 	Since time.Time
+	// Metadata is what the candidate published with WithMetadata.
+	Metadata map[string]string
 }
 
 // candidateRecord is the value of a candidate's record.
 type candidateRecord struct {
-	Name     string    `json:"name"`
-	Priority int       `json:"priority"`
-	Since    time.Time `json:"since"`
+	Name     string            `json:"name"`
+	Priority int               `json:"priority"`
+	Since    time.Time         `json:"since"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 func candidateKey(key, name string) string {
@@ -59,7 +63,7 @@ func candidateOf(entry jetstream.KeyValueEntry) (Candidate, bool) {
 	if json.Unmarshal(entry.Value(), &r) != nil || r.Name == "" {
 		return Candidate{}, false
 	}
-	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since}, true
+	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata}, true
 }
 
 // electionKeyOf returns the election key of a candidate record's key.
@@ -117,6 +121,44 @@ func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
 	return out
 }
 
+// maxMetadata bounds the size of a candidate's metadata, keys and values
+// together: the record is rewritten every third of a TTL.
+const maxMetadata = 4096
+
+// ErrInvalidMetadata means metadata larger than 4 KiB, or with an empty
+// key, or given WithoutPresence (it travels in the candidate record).
+var ErrInvalidMetadata = errors.New("election: invalid metadata")
+
+// WithMetadata publishes metadata with the candidate's record, for every
+// process to read with Bucket.Candidates: a node's labels, capacity,
+// version, what it can run. At most 4 KiB, keys and values together; the
+// map is copied.
+func WithMetadata(metadata map[string]string) Option {
+	copied := make(map[string]string, len(metadata))
+	for k, v := range metadata {
+		copied[k] = v
+	}
+	return func(o *options) { o.metadata = copied }
+}
+
+// checkMetadata validates the metadata option.
+func (o *options) checkMetadata() error {
+	size := 0
+	for k, v := range o.metadata {
+		if k == "" {
+			return fmt.Errorf("%w: an empty key", ErrInvalidMetadata)
+		}
+		size += len(k) + len(v)
+	}
+	switch {
+	case size > maxMetadata:
+		return fmt.Errorf("%w: %d bytes, want at most %d", ErrInvalidMetadata, size, maxMetadata)
+	case len(o.metadata) > 0 && o.noPresence:
+		return fmt.Errorf("%w: metadata travels in the candidate record, which WithoutPresence turns off", ErrInvalidMetadata)
+	}
+	return nil
+}
+
 // Candidates returns the live candidates of key: the elections for it that
 // run (in any process), once the bucket's watcher has read the bucket (ctx
 // bounds that wait). A candidate that stopped is gone at once; one that
@@ -149,7 +191,7 @@ func (b *Bucket) AllCandidates(ctx context.Context) (map[string][]Candidate, err
 // next refresh: the record informs others, and the election does not depend
 // on it.
 func (c *campaigner) present(ctx context.Context) {
-	value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: time.Now().UTC()})
+	value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: time.Now().UTC(), Metadata: c.opts.metadata})
 	if err != nil {
 		c.log.Error("encoding the candidate record", "error", err)
 		return

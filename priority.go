@@ -146,8 +146,8 @@ func (c *campaigner) preferred(now time.Time) (Candidate, bool) {
 
 // awaitOwnRecord waits until the watcher has delivered this node's own
 // candidate record, at most a KV call's timeout: every record written
-// before it is then known too, so that a candidate starting beside a higher
-// one sees it before it claims.
+// before it is then known too, so that a candidate that starts after a
+// higher one sees it before it claims.
 func (c *campaigner) awaitOwnRecord(ctx context.Context) {
 	own := c.hub.subscribe(candidateKey(c.key, c.name))
 	defer c.hub.unsubscribe(own)

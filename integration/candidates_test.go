@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,5 +107,33 @@ func TestWithoutPresenceKeepsACandidateUnlisted(t *testing.T) {
 	}
 	if _, err := b.Transfer(context.Background(), "k", "hidden-0"); !errors.Is(err, election.ErrNotCandidate) {
 		t.Errorf("Transfer to the unlisted candidate: %v, want ErrNotCandidate", err)
+	}
+}
+
+// TestMetadataTravelsWithTheCandidate publishes a node's metadata with its
+// candidacy: every process reads it back.
+func TestMetadataTravelsWithTheCandidate(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWithBucket(t, "METADATA")
+	b := openBucket(t, admin)
+	meta := map[string]string{"zone": "eu-west-1a", "capacity": "4", "version": "1.2.3"}
+	startGroup(t, "node", "k", handles(t, s.ClientURL(), "METADATA", 1), election.WithMetadata(meta))
+	meta["zone"] = "changed after the option was made"
+	candidates := testenv.Poll(t, "the candidate listed", awaitTimeout, func() ([]election.Candidate, bool) {
+		candidates, err := b.Candidates(context.Background(), "k")
+		return candidates, err == nil && len(candidates) == 1
+	})
+	if got := candidates[0].Metadata; got["zone"] != "eu-west-1a" || got["capacity"] != "4" || got["version"] != "1.2.3" || len(got) != 3 {
+		t.Errorf("metadata %v, want the three given", got)
+	}
+
+	for name, opts := range map[string][]election.Option{
+		"too large":        {election.WithMetadata(map[string]string{"blob": strings.Repeat("x", 5000)})},
+		"an empty key":     {election.WithMetadata(map[string]string{"": "x"})},
+		"without a record": {election.WithMetadata(map[string]string{"zone": "a"}), election.WithoutPresence()},
+	} {
+		if _, err := election.NewElection("a", "k", admin, opts...); !errors.Is(err, election.ErrInvalidMetadata) {
+			t.Errorf("%s: %v, want ErrInvalidMetadata", name, err)
+		}
 	}
 }
