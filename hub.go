@@ -32,6 +32,7 @@ type hub struct {
 	views     map[string]*keyView             // by key: every key seen or subscribed to
 	records   map[string]map[string]struct{}  // candidate records' keys, by election key
 	subs      map[string]map[*hubSub]struct{} // by key
+	prefixes  map[*prefixSub]struct{}         // subscribers to every key under a prefix
 	ready     bool                            // the first watcher delivered its initial state
 	readyCh   chan struct{}                   // closed when ready turns true
 	lastMsg   time.Time                       // when the watcher last delivered anything
@@ -68,6 +69,7 @@ func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.L
 		log:       log,
 		views:     make(map[string]*keyView),
 		records:   make(map[string]map[string]struct{}),
+		prefixes:  make(map[*prefixSub]struct{}),
 		subs:      make(map[string]map[*hubSub]struct{}),
 		intervals: make(map[time.Duration]int),
 		readyCh:   make(chan struct{}),
@@ -400,6 +402,11 @@ func (h *hub) logLocked(key string, e jetstream.KeyValueEntry) {
 			s.entries = append(s.entries, e)
 		}
 	}
+	for s := range h.prefixes {
+		if s.covers(key) {
+			s.entries = append(s.entries, keyEntry{key, e})
+		}
+	}
 }
 
 func (h *hub) wakeLocked(key string) {
@@ -407,6 +414,14 @@ func (h *hub) wakeLocked(key string) {
 		select {
 		case s.changed <- struct{}{}:
 		default:
+		}
+	}
+	for s := range h.prefixes {
+		if s.covers(key) {
+			select {
+			case s.changed <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
