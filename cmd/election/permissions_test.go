@@ -197,33 +197,45 @@ func rootBucket(t *testing.T, root string) jetstream.JetStream {
 // work and one outside it fails with a clear error; then, for each line of
 // the block in turn, that the role's commands fail without it.
 func TestEachRoleWorksWithExactlyItsPermissions(t *testing.T) {
+	requireExactly(t, false, roleExercises, func(role string, p permissionSet) []droppedPermission { return droppingEach(p) })
+}
+
+// requireExactly runs, for each role, exercise with exactly the block
+// election permissions prints (with --history if history is set), then
+// with each block that drop makes from the role's permissions: each must
+// fail. The subtests mostly wait for timeouts, so they run in parallel; they
+// keep the environment runCLI isolated.
+func requireExactly(t *testing.T, history bool, exercises map[string]func(t *testing.T, user, root string) error,
+	drop func(role string, p permissionSet) []droppedPermission) {
 	printed := map[string]string{}
 	for _, role := range []string{roleCandidate, roleObserver, roleAdmin} {
-		code, block, stderr := runCLI(t, "permissions", "--role", role)
+		args := []string{"permissions", "--role", role}
+		if history {
+			args = append(args, "--history")
+		}
+		code, block, stderr := runCLI(t, args...)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		printed[role] = block
 	}
-	// The subtests mostly wait for timeouts, so they run in parallel; they
-	// keep the environment runCLI isolated.
 	for role, block := range printed {
 		t.Run(role, func(t *testing.T) {
 			t.Parallel()
 			user, root := roleServer(t, block)
-			if err := roleExercises[role](t, user, root); err != nil {
+			if err := exercises[role](t, user, root); err != nil {
 				t.Fatal(err)
 			}
 		})
-		perms, err := rolePermissions(role, defaultBucket, "", "", false)
+		perms, err := rolePermissions(role, defaultBucket, "", "", history)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, dropped := range droppingEach(perms) {
+		for _, dropped := range drop(role, perms) {
 			t.Run(role+" without "+dropped.what, func(t *testing.T) {
 				t.Parallel()
 				user, root := roleServer(t, dropped.perms.serverBlock())
-				if err := roleExercises[role](t, user, root); err == nil {
+				if err := exercises[role](t, user, root); err == nil {
 					t.Errorf("the %s role works without %s: it is not needed", role, dropped.what)
 				} else {
 					t.Logf("as expected: %v", err)
@@ -343,38 +355,13 @@ var historyExercises = map[string]func(t *testing.T, user, root string) error{
 // election permissions --history prints for each role, runs what the role
 // does with the history, then drops each of the history's lines in turn.
 func TestEachRoleUsesTheHistoryWithItsHistoryPermissions(t *testing.T) {
-	printed := map[string]string{}
-	for _, role := range []string{roleCandidate, roleObserver, roleAdmin} {
-		code, block, stderr := runCLI(t, "permissions", "--role", role, "--history")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
-		printed[role] = block
-	}
-	for role, block := range printed {
-		t.Run(role, func(t *testing.T) {
-			t.Parallel()
-			user, root := roleServer(t, block)
-			if err := historyExercises[role](t, user, root); err != nil {
-				t.Fatal(err)
-			}
-		})
-		base, err := rolePermissions(role, defaultBucket, "", "", false)
-		if err != nil {
-			t.Fatal(err)
-		}
+	requireExactly(t, true, historyExercises, func(role string, p permissionSet) []droppedPermission {
+		var out []droppedPermission
 		for _, subject := range historyPermissions(role, defaultBucket, "") {
-			t.Run(role+" without "+subject, func(t *testing.T) {
-				t.Parallel()
-				p := base
-				p.pubAllow = append(slices.Clone(base.pubAllow), slices.DeleteFunc(historyPermissions(role, defaultBucket, ""), func(s string) bool { return s == subject })...)
-				user, root := roleServer(t, p.serverBlock())
-				if err := historyExercises[role](t, user, root); err == nil {
-					t.Errorf("the %s role uses the history without %s: it is not needed", role, subject)
-				} else {
-					t.Logf("as expected: %v", err)
-				}
-			})
+			q := p
+			q.pubAllow = slices.DeleteFunc(slices.Clone(p.pubAllow), func(s string) bool { return s == subject })
+			out = append(out, droppedPermission{"publish allow " + subject, q})
 		}
-	}
+		return out
+	})
 }
