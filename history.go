@@ -291,11 +291,11 @@ func (c *campaigner) stopRecorder() {
 		return
 	}
 	close(r.events)
+	defer r.cancel()
 	select {
 	case <-r.done:
 	case <-time.After(c.timing.opTimeout):
 		r.cancel()
 		<-r.done
 	}
-	r.cancel()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/embedded"
+	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -70,17 +71,14 @@ func candidate(t *testing.T, url, bucket, key, name string) *election.Election {
 
 func awaitLeader(t *testing.T, elections ...*election.Election) *election.Election {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	return testenv.Poll(t, "a leader", timeout, func() (*election.Election, bool) {
 		for _, e := range elections {
 			if e.IsLeader() {
-				return e
+				return e, true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("no leader")
-	return nil
+		return nil, false
+	})
 }
 
 // TestDashboardInAHeadlessBrowser loads the dashboard in Chromium: it lists
@@ -139,15 +137,13 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 		dash.Wait()
 	})
 	page := "http://" + addr + "/"
-	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
-		if res, err := http.Get(page); err == nil {
+	testenv.Eventually(t, "the dashboard serving "+page, timeout, func() bool {
+		res, err := http.Get(page)
+		if err == nil {
 			res.Body.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the dashboard did not serve %s:\n%s", page, logged.String())
-		}
-	}
+		return err == nil
+	})
 
 	allocCtx, cancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browserPath), chromedp.NoSandbox, chromedp.WindowSize(1280, 800))...)

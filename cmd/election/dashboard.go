@@ -49,11 +49,6 @@ address failed; 2 for bad flags.
 //go:embed dashboard
 var dashboardAssets embed.FS
 
-// dashboardPoll is how often the dashboard compares the bucket's leaders
-// with what it last sent: a change reaches the page within it (plus the
-// watcher's delivery, a millisecond).
-const dashboardPoll = 100 * time.Millisecond
-
 // dashboardMain runs "election dashboard".
 func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("election dashboard", dashboardAbout)
@@ -129,8 +124,7 @@ type dashboard struct {
 	name   string
 
 	mu       sync.Mutex
-	leaders  map[string]seenLeader // as last compared
-	compared bool                  // the first comparison is done
+	leaders  map[string]seenLeader // as last recorded
 	changes  []keyChange           // the latest, newest last
 	watchers map[chan keyChange]struct{}
 	closed   bool
@@ -140,10 +134,9 @@ type dashboard struct {
 type seenLeader struct {
 	name  string
 	since time.Time // when the dashboard first saw it lead
-	// token is the revision the dashboard first saw it hold the key at: its
-	// claim, the fencing token, when the dashboard saw the change (a
-	// renewal replaces the claim only most of a TTL later); 0 for a leader
-	// that already led when the dashboard started.
+	// token is the revision of the entry that showed it holding the key:
+	// its claim, the fencing token; 0 for a leader that already led when
+	// the dashboard started.
 	token uint64
 }
 
@@ -254,7 +247,7 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 		}
 		byKey[key] = row
 	}
-	ttl := d.ttl()
+	ttl := d.bucket.TTL()
 	rows := make([]keyRow, 0, len(byKey))
 	for _, row := range byKey {
 		if search != "" && !strings.Contains(strings.ToLower(row.Key), search) {
@@ -268,11 +261,6 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 	}
 	slices.SortFunc(rows, func(a, b keyRow) int { return cmp.Compare(a.Key, b.Key) })
 	return rows, nil
-}
-
-// ttl is the bucket's TTL, for the health of a key.
-func (d *dashboard) ttl() time.Duration {
-	return d.bucket.TTL()
 }
 
 func (d *dashboard) serveHistory(w http.ResponseWriter, r *http.Request) {
@@ -341,62 +329,48 @@ func (d *dashboard) serveChanges(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// follow compares the bucket's leaders every dashboardPoll with what it
-// last saw, and sends each change to the pages, until ctx is done.
+// follow records each change of leader the bucket's watcher delivers and
+// sends it to the pages, until ctx is done. The leaders there at the start
+// led before the dashboard: their claims, the fencing tokens, are unknown.
 func (d *dashboard) follow(ctx context.Context) {
-	tick := time.NewTicker(dashboardPoll)
-	defer tick.Stop()
-	for {
-		leaders, err := d.bucket.Leaders(ctx)
-		if err == nil {
-			d.compare(leaders, time.Now())
+	changes, err := d.bucket.ObservePrefix(ctx, "") // before the snapshot, so that no change falls between
+	if err != nil {
+		return
+	}
+	if leaders, err := d.bucket.Leaders(ctx); err == nil {
+		d.mu.Lock()
+		for _, l := range leaders {
+			d.leaders[l.Key] = seenLeader{name: l.Name, since: time.Now()}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+		d.mu.Unlock()
+	}
+	for l := range changes {
+		d.record(l, time.Now())
 	}
 }
 
-// compare records the changes between leaders and the leaders last seen.
-func (d *dashboard) compare(leaders []election.Leader, now time.Time) {
-	current := make(map[string]election.Leader, len(leaders))
-	for _, l := range leaders {
-		current[l.Key] = l
-	}
+// record notes a key's holder, l, and sends it to the pages if it changed.
+func (d *dashboard) record(l election.Leader, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var changes []keyChange
-	for key, l := range current {
-		if old, ok := d.leaders[key]; ok && old.name == l.Name {
-			continue
-		}
-		seen := seenLeader{name: l.Name, since: now}
-		if d.compared {
-			seen.token = l.Revision
-		}
-		d.leaders[key] = seen
-		changes = append(changes, keyChange{At: now, Key: key, Leader: l.Name, Token: seen.token})
+	old, known := d.leaders[l.Key]
+	switch {
+	case known && old.name == l.Name, !known && l.Name == "":
+		return // a holder it already knew, or still nobody
+	case l.Name == "":
+		delete(d.leaders, l.Key)
+	default:
+		d.leaders[l.Key] = seenLeader{name: l.Name, since: now, token: l.Revision}
 	}
-	d.compared = true
-	for key := range d.leaders {
-		if _, ok := current[key]; !ok {
-			changes = append(changes, keyChange{At: now, Key: key})
-			delete(d.leaders, key)
-		}
-	}
-	slices.SortFunc(changes, func(a, b keyChange) int { return cmp.Compare(a.Key, b.Key) })
-	d.changes = append(d.changes, changes...)
+	c := keyChange{At: now, Key: l.Key, Leader: l.Name, Token: d.leaders[l.Key].token}
+	d.changes = append(d.changes, c)
 	if len(d.changes) > recentChanges {
 		d.changes = slices.Clone(d.changes[len(d.changes)-recentChanges:])
 	}
 	for watcher := range d.watchers {
-		for _, c := range changes {
-			select {
-			case watcher <- c:
-			default: // a page that does not keep up reloads its list
-			}
+		select {
+		case watcher <- c:
+		default: // a page that does not keep up reloads its list
 		}
 	}
 }
