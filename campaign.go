@@ -30,14 +30,15 @@ type campaigner struct {
 // tenure is this node's hold on the key, from the Create that won it to
 // stand-down.
 type tenure struct {
-	token      uint64      // revision of the winning Create: the fencing token
-	revision   uint64      // latest revision this node wrote
-	lastSent   time.Time   // when the latest acknowledged write was sent
-	announceAt time.Time   // when leadership may be announced
-	confirm    bool        // announce only after a renewal sent at or after announceAt was acknowledged
-	lead       *leadership // nil until leadership is announced, and again after stand-down
-	announced  bool        // leadership was announced in this tenure
-	after      string      // how the key became free before the claim, for the history
+	token      uint64          // revision of the winning Create: the fencing token
+	revision   uint64          // latest revision this node wrote
+	lastSent   time.Time       // when the latest acknowledged write was sent
+	announceAt time.Time       // when leadership may be announced
+	confirm    bool            // announce only after a renewal sent at or after announceAt was acknowledged
+	lead       *leadership     // nil until leadership is announced, and again after stand-down
+	announced  bool            // leadership was announced in this tenure
+	after      string          // how the key became free before the claim, for the history
+	returned   <-chan struct{} // closed once OnWon (and Once's work) of this tenure returned; nil if never announced
 }
 
 // leadership is an announced tenure: the context handed to OnWon, and the
@@ -375,6 +376,29 @@ func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	if c.work != nil {
 		c.callbacks.push(func() { c.work(leadCtx) })
 	}
+	returned := make(chan struct{})
+	t.returned = returned
+	c.callbacks.push(func() { close(returned) })
+}
+
+// awaitWork waits until the leadership's OnWon (and Once's work) returned,
+// or until the moment until, and reports whether they returned. A release,
+// a handoff or a vouch lets the next winner lead at once, so it is written
+// only once this node's work has stopped: leaders that do their work in
+// OnWon never overlap on a handover.
+func (c *campaigner) awaitWork(t *tenure, until time.Time) bool {
+	if t.returned == nil {
+		return true
+	}
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	select {
+	case <-t.returned:
+		return true
+	case <-timer.C:
+		c.log.Warn("OnWon did not return after leadership ended; the key is left to expire", "revision", t.revision, "waited", time.Since(c.since))
+		return false
+	}
 }
 
 // extend moves the validity deadline after a renewal sent at sent was
@@ -436,7 +460,7 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 func (c *campaigner) standDownAndVouch(t *tenure, removal uint64, cause error) {
 	mayVouch := t.lead != nil && time.Now().Before(c.deadline(t))
 	c.standDown(t, cause)
-	if mayVouch {
+	if mayVouch && c.awaitWork(t, time.Now().Add(c.timing.ttl)) {
 		c.sitOut = c.vouch(removal)
 	}
 }
@@ -488,6 +512,9 @@ func (c *campaigner) release(t *tenure) {
 // handoff) once the announce time has passed. It returns the revision
 // written, 0 if none.
 func (c *campaigner) releaseAs(t *tenure, value string) uint64 {
+	if !c.awaitWork(t, t.lastSent.Add(c.timing.ttl)) {
+		return 0
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
 	var err error

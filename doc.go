@@ -40,6 +40,12 @@
 // after a removal (TTL/20, at most 250 ms) for it. docs/failover.md in the
 // repository gives the argument.
 //
+// A leader writes its release, handoff or vouch only once its OnWon callback
+// has returned (or the key is about to expire anyway), so a successor that
+// leads at once over a handover never starts while the old leader's work in
+// OnWon still runs: work that stops when its context is cancelled is handed
+// over, never run twice.
+//
 // The leadership context handed to OnWon is cancelled by a timer at that same
 // deadline, so it can lag by scheduling delay; the (TTL−interval)/2 margin
 // covers such delays (the chaos harness measures them), but not a pause: a

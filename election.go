@@ -34,6 +34,8 @@ type Election struct {
 	stopped    bool
 	cancel     context.CancelFunc
 	done       chan struct{} // closed when Start returns
+	metadata   map[string]string
+	republish  chan struct{} // buffered 1: SetMetadata changed the metadata
 }
 
 // statusTimeout bounds NewElection's read of the bucket status.
@@ -125,14 +127,16 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 		o.metrics = noMetrics{}
 	}
 	return &Election{
-		name:   name,
-		key:    key,
-		kv:     kv,
-		opts:   o,
-		timing: t,
-		hub:    h,
-		log:    o.log().With("bucket", kv.Bucket(), "key", key, "name", name),
-		done:   make(chan struct{}),
+		name:      name,
+		key:       key,
+		kv:        kv,
+		opts:      o,
+		timing:    t,
+		hub:       h,
+		log:       o.log().With("bucket", kv.Bucket(), "key", key, "name", name),
+		done:      make(chan struct{}),
+		metadata:  o.metadata,
+		republish: make(chan struct{}, 1),
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package election
 
 import (
+	"container/heap"
 	"context"
 	"slices"
 	"strings"
@@ -66,7 +67,7 @@ func (h *hub) drainPrefix(s *prefixSub) (bool, []keyEntry) {
 // time that changes, as Observe does for one key: first the holder of each
 // key that has one, once the watcher has read the bucket, then each change
 // (a new holder, or nobody). A holder that aged out without an expiry
-// marker shows as nobody within a quarter of a TTL after its TTL. Changes
+// marker shows as nobody a TTL after its last write arrived. Changes
 // queue until received. The channel is closed when ctx is done or the
 // bucket is closed. It reads nothing more from the server than the
 // bucket's watcher does: it polls nothing.
@@ -76,7 +77,8 @@ func (b *Bucket) ObservePrefix(ctx context.Context, prefix string) (<-chan Leade
 	go func() {
 		defer close(out)
 		defer b.hub.unsubscribePrefix(sub)
-		o := prefixObserver{ttl: b.info.ttl, current: map[string]*observer{}}
+		o := prefixObserver{ttl: b.info.ttl, current: map[string]*observer{}, expiry: time.NewTimer(time.Hour)}
+		defer o.expiry.Stop()
 		o.run(ctx, b.done, sub, b.hub, out)
 	}()
 	return out, nil
@@ -89,11 +91,16 @@ type prefixObserver struct {
 	current map[string]*observer
 	started bool
 	pending []Leader
+	// deadlines holds, earliest first, a moment a TTL after each write of a
+	// holder arrived; the timer fires at the earliest. A later write leaves
+	// the earlier moment in, to be skipped when it comes.
+	deadlines deadlineHeap
+	expiry    *time.Timer
+	armed     time.Time // when expiry fires; zero: stopped
 }
 
 func (p *prefixObserver) run(ctx context.Context, closed <-chan struct{}, sub *prefixSub, h *hub, out chan<- Leader) {
-	expiry := time.NewTicker(p.ttl / 4)
-	defer expiry.Stop()
+	p.expiry.Stop()
 	for {
 		var send chan<- Leader
 		var next Leader
@@ -126,15 +133,35 @@ func (p *prefixObserver) run(ctx context.Context, closed <-chan struct{}, sub *p
 					p.pending = append(p.pending, p.current[key].current)
 				}
 			}
-		case now := <-expiry.C:
-			for _, o := range p.current {
-				if o.current.Name != "" && !now.Before(o.renewed.Add(p.ttl)) {
-					o.change(Leader{Key: o.key}) // aged out without a marker
-					p.collect(o)
-				}
-			}
+		case <-p.expiry.C:
+			p.armed = time.Time{}
+			p.ageOut(time.Now())
+		}
+		p.arm()
+	}
+}
+
+// ageOut reports as nobody every holder whose last write arrived a TTL
+// before now: it aged out without an expiry marker.
+func (p *prefixObserver) ageOut(now time.Time) {
+	for len(p.deadlines) > 0 && !now.Before(p.deadlines[0].at) {
+		d := heap.Pop(&p.deadlines).(deadline)
+		o := p.current[d.key]
+		if o != nil && o.current.Name != "" && !now.Before(o.renewed.Add(p.ttl)) {
+			o.change(Leader{Key: o.key})
+			p.collect(o)
 		}
 	}
+}
+
+// arm sets the timer to the earliest deadline.
+func (p *prefixObserver) arm() {
+	if len(p.deadlines) == 0 || p.deadlines[0].at.Equal(p.armed) {
+		return
+	}
+	p.expiry.Stop()
+	p.armed = p.deadlines[0].at
+	p.expiry.Reset(time.Until(p.armed))
 }
 
 // see applies one key's entry.
@@ -146,6 +173,29 @@ func (p *prefixObserver) see(ke keyEntry) {
 	}
 	o.see(ke.entry)
 	p.collect(o)
+	if o.current.Name != "" {
+		heap.Push(&p.deadlines, deadline{at: o.renewed.Add(p.ttl), key: ke.key})
+	}
+}
+
+// deadline is a moment at which key's holder ages out unless it wrote since.
+type deadline struct {
+	at  time.Time
+	key string
+}
+
+// deadlineHeap is a min-heap of deadlines (container/heap).
+type deadlineHeap []deadline
+
+func (d deadlineHeap) Len() int           { return len(d) }
+func (d deadlineHeap) Less(i, j int) bool { return d[i].at.Before(d[j].at) }
+func (d deadlineHeap) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
+func (d *deadlineHeap) Push(x any)        { *d = append(*d, x.(deadline)) }
+func (d *deadlineHeap) Pop() any {
+	old := *d
+	last := old[len(old)-1]
+	*d = old[:len(old)-1]
+	return last
 }
 
 // collect moves the key observer's changes to the queue.

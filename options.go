@@ -37,7 +37,10 @@ type WonCallback interface {
 // OnWon sets a callback run when this node becomes leader. Its context is
 // cancelled when leadership ends, for any reason, and carries the fencing
 // token (TokenFromContext); the callback may block until then and do the
-// leader's work itself.
+// leader's work itself. The node lets a successor lead at once (its release,
+// handoff or vouch) only after OnWon has returned; if OnWon is still running a
+// TTL after the node's last write, the key has aged out and the successor
+// claims it then.
 //
 // OnWon and OnLost run one at a time, in order, on a goroutine of the
 // election's own, never while it holds a lock: they may call IsLeader, State

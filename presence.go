@@ -123,15 +123,15 @@ func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
 
 // maxMetadata bounds the size of a candidate's metadata, keys and values
 // together: the record is rewritten every third of a TTL.
-const maxMetadata = 4096
+const maxMetadata = 64 << 10
 
-// ErrInvalidMetadata means metadata larger than 4 KiB, or with an empty
+// ErrInvalidMetadata means metadata larger than 64 KiB, or with an empty
 // key, or given WithoutPresence (it travels in the candidate record).
 var ErrInvalidMetadata = errors.New("election: invalid metadata")
 
 // WithMetadata publishes metadata with the candidate's record, for every
 // process to read with Bucket.Candidates: a node's labels, capacity,
-// version, what it can run. At most 4 KiB, keys and values together; the
+// version, what it can run. At most 64 KiB, keys and values together; the
 // map is copied.
 func WithMetadata(metadata map[string]string) Option {
 	copied := make(map[string]string, len(metadata))
@@ -143,8 +143,14 @@ func WithMetadata(metadata map[string]string) Option {
 
 // checkMetadata validates the metadata option.
 func (o *options) checkMetadata() error {
+	return checkMetadata(o.metadata, o.noPresence)
+}
+
+// checkMetadata says what is wrong with metadata for a candidate whose
+// record is on (or off, noPresence).
+func checkMetadata(metadata map[string]string, noPresence bool) error {
 	size := 0
-	for k, v := range o.metadata {
+	for k, v := range metadata {
 		if k == "" {
 			return fmt.Errorf("%w: an empty key", ErrInvalidMetadata)
 		}
@@ -153,8 +159,31 @@ func (o *options) checkMetadata() error {
 	switch {
 	case size > maxMetadata:
 		return fmt.Errorf("%w: %d bytes, want at most %d", ErrInvalidMetadata, size, maxMetadata)
-	case len(o.metadata) > 0 && o.noPresence:
+	case len(metadata) > 0 && noPresence:
 		return fmt.Errorf("%w: metadata travels in the candidate record, which WithoutPresence turns off", ErrInvalidMetadata)
+	}
+	return nil
+}
+
+// SetMetadata replaces the metadata the candidate publishes (see
+// WithMetadata), within the same limits: a running election rewrites its
+// record at once, so that Bucket.Candidates in every process reads the new
+// metadata after one round trip. It is for what changes while the election
+// runs: a state, a load, what the leader is doing.
+func (e *Election) SetMetadata(metadata map[string]string) error {
+	if err := checkMetadata(metadata, e.opts.noPresence); err != nil {
+		return err
+	}
+	copied := make(map[string]string, len(metadata))
+	for k, v := range metadata {
+		copied[k] = v
+	}
+	e.mu.Lock()
+	e.metadata = copied
+	e.mu.Unlock()
+	select {
+	case e.republish <- struct{}{}:
+	default:
 	}
 	return nil
 }
@@ -191,15 +220,19 @@ func (b *Bucket) AllCandidates(ctx context.Context) (map[string][]Candidate, err
 // next refresh: the record informs others, and the election does not depend
 // on it.
 func (c *campaigner) present(ctx context.Context) {
-	value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: time.Now().UTC(), Metadata: c.opts.metadata})
-	if err != nil {
-		c.log.Error("encoding the candidate record", "error", err)
-		return
-	}
+	since := time.Now().UTC()
 	key := candidateKey(c.key, c.name)
 	tick := time.NewTicker(c.timing.ttl / presenceRefreshes)
 	defer tick.Stop()
 	for {
+		c.mu.Lock()
+		metadata := c.metadata
+		c.mu.Unlock()
+		value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata})
+		if err != nil {
+			c.log.Error("encoding the candidate record", "error", err)
+			return
+		}
 		opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
 		if _, err := c.kv.Put(opCtx, key, value); err != nil && ctx.Err() == nil {
 			c.log.Warn("writing the candidate record", "error", err)
@@ -214,6 +247,7 @@ func (c *campaigner) present(ctx context.Context) {
 			}
 			return
 		case <-tick.C:
+		case <-c.republish:
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // candidateNames returns the names Candidates lists for key k.
@@ -128,12 +129,53 @@ func TestMetadataTravelsWithTheCandidate(t *testing.T) {
 	}
 
 	for name, opts := range map[string][]election.Option{
-		"too large":        {election.WithMetadata(map[string]string{"blob": strings.Repeat("x", 5000)})},
+		"too large":        {election.WithMetadata(map[string]string{"blob": strings.Repeat("x", 64<<10)})},
 		"an empty key":     {election.WithMetadata(map[string]string{"": "x"})},
 		"without a record": {election.WithMetadata(map[string]string{"zone": "a"}), election.WithoutPresence()},
 	} {
 		if _, err := election.NewElection("a", "k", admin, opts...); !errors.Is(err, election.ErrInvalidMetadata) {
 			t.Errorf("%s: %v, want ErrInvalidMetadata", name, err)
 		}
+	}
+}
+
+// TestSetMetadataRepublishesAtOnce changes a running candidate's metadata:
+// other processes read the new value well before the record's next refresh
+// (a third of the 30 s TTL), and bad metadata is refused with the old kept.
+func TestSetMetadataRepublishesAtOnce(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: "SETMETADATA", TTL: 30 * time.Second})
+	b := openBucket(t, admin)
+	kv := handles(t, s.ClientURL(), "SETMETADATA", 1)[0]
+	e, err := election.NewElection("node", "k", kv, election.WithoutSplay(), election.WithMetadata(map[string]string{"state": "starting"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go e.Start(context.Background()) //nolint:errcheck // Stop ends it
+	t.Cleanup(e.Stop)
+	metadataIs := func(want string) func() bool {
+		return func() bool {
+			candidates, err := b.Candidates(context.Background(), "k")
+			return err == nil && len(candidates) == 1 && candidates[0].Metadata["state"] == want
+		}
+	}
+	testenv.Eventually(t, "the first metadata", awaitTimeout, metadataIs("starting"))
+	changed := time.Now()
+	if err := e.SetMetadata(map[string]string{"state": "running"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the new metadata", awaitTimeout, metadataIs("running"))
+	if took := time.Since(changed); took >= 10*time.Second {
+		t.Errorf("the new metadata showed after %v, at the refresh; want it at once", took)
+	}
+	if err := e.SetMetadata(map[string]string{"": "x"}); !errors.Is(err, election.ErrInvalidMetadata) {
+		t.Errorf("SetMetadata with an empty key: %v, want ErrInvalidMetadata", err)
+	}
+	hidden, err := election.NewElection("hidden", "k", kv, election.WithoutPresence())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hidden.SetMetadata(map[string]string{"state": "x"}); !errors.Is(err, election.ErrInvalidMetadata) {
+		t.Errorf("SetMetadata without a record: %v, want ErrInvalidMetadata", err)
 	}
 }

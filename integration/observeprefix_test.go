@@ -73,7 +73,13 @@ func TestObservePrefixFollowsEveryKeyUnderIt(t *testing.T) {
 		t.Errorf("after a-0 stopped: %+v, want svc/a held by nobody", l)
 	}
 	nc.Close() // b-0 crashes: its key ages out, without an expiry marker
+	crashed := time.Now()
 	if l := next(t, changes); l.Key != "svc/b" || l.Name != "" {
 		t.Errorf("after b-0 crashed: %+v, want svc/b held by nobody", l)
+	}
+	// b-0 renewed at most a campaign interval (75% of the TTL) before it
+	// crashed, and its key lives a TTL after that.
+	if early := crashed.Add(ttl / 4).Sub(time.Now()); early > 0 {
+		t.Errorf("svc/b showed as aged out %v before its TTL could have passed", early)
 	}
 }

@@ -1,0 +1,124 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// workSpan is one tenure's work as its OnWon saw it: from the call to the
+// moment it returned.
+type workSpan struct {
+	name       string
+	start, end time.Time
+}
+
+// slowToStop is OnWon work that keeps going for drain after its context is
+// cancelled, as work that flushes or finishes a batch does, and records its
+// span.
+type slowToStop struct {
+	drain time.Duration
+	mu    sync.Mutex
+	spans []workSpan
+	began chan workSpan // each work as it starts
+}
+
+func (w *slowToStop) onWon(name string) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		span := workSpan{name: name, start: time.Now()}
+		w.began <- span
+		<-ctx.Done()
+		time.Sleep(w.drain) // the work itself: it takes this long to stop
+		span.end = time.Now()
+		w.mu.Lock()
+		w.spans = append(w.spans, span)
+		w.mu.Unlock()
+	}
+}
+
+// TestASuccessorStartsOnlyOnceTheLeadersWorkReturned hands the key over in
+// each way that lets the next leader lead at once (a stop, a resignation,
+// a transfer, and a delete the leader vouches for), with work in OnWon that
+// takes 300 ms to stop: the next leader's work must start after it returned.
+func TestASuccessorStartsOnlyOnceTheLeadersWorkReturned(t *testing.T) {
+	t.Parallel()
+	handovers := []struct {
+		name string
+		move func(t *testing.T, b *election.Bucket, admin jetstream.KeyValue, leader *election.Election, other string)
+	}{
+		{"stop", func(t *testing.T, _ *election.Bucket, _ jetstream.KeyValue, leader *election.Election, _ string) {
+			go leader.Stop()
+		}},
+		{"resign", func(t *testing.T, b *election.Bucket, _ jetstream.KeyValue, _ *election.Election, _ string) {
+			go b.Resign(context.Background(), "k") //nolint:errcheck // the test watches the work instead
+		}},
+		{"transfer", func(t *testing.T, b *election.Bucket, _ jetstream.KeyValue, _ *election.Election, other string) {
+			go b.Transfer(context.Background(), "k", other) //nolint:errcheck // the test watches the work instead
+		}},
+		{"delete", func(t *testing.T, _ *election.Bucket, admin jetstream.KeyValue, _ *election.Election, _ string) {
+			if err := admin.Delete(context.Background(), "k"); err != nil {
+				t.Error(err)
+			}
+		}},
+	}
+	for _, h := range handovers {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			bucket := "DRAIN_" + h.name
+			s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: bucket, TTL: 2 * time.Second})
+			work := &slowToStop{drain: 300 * time.Millisecond, began: make(chan workSpan, 4)}
+			elections := map[string]*election.Election{}
+			var buckets []*election.Bucket
+			for i, kv := range handles(t, s.ClientURL(), bucket, 2) {
+				name := []string{"a", "b"}[i]
+				b := openBucket(t, kv)
+				buckets = append(buckets, b)
+				e, err := b.NewElection(name, "k", election.WithoutSplay(), election.WithLogger(testenv.Logger(t).With("candidate", name)), election.OnWon(work.onWon(name)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				elections[name] = e
+				go e.Start(context.Background()) //nolint:errcheck // stopped by the bucket's Close
+			}
+			first := awaitWork(t, work.began).name
+			other := "a"
+			if first == "a" {
+				other = "b"
+			}
+			testenv.Eventually(t, "the leader and both candidates show", awaitTimeout, func() bool {
+				l, err := buckets[0].Leader(context.Background(), "k")
+				candidates, _ := buckets[0].Candidates(context.Background(), "k")
+				return err == nil && l.Name == first && len(candidates) == 2
+			})
+			h.move(t, buckets[0], admin, elections[first], other)
+			next := awaitWork(t, work.began)
+			if next.name != other {
+				t.Fatalf("%s's work started again, want %s's", next.name, other)
+			}
+			work.mu.Lock()
+			defer work.mu.Unlock()
+			if len(work.spans) == 0 {
+				t.Fatalf("%s's work started while %s's still ran", other, first)
+			}
+			if overlap := work.spans[0].end.Sub(next.start); overlap > 0 {
+				t.Errorf("%s's work started %v before %s's returned", other, overlap, first)
+			}
+		})
+	}
+}
+
+func awaitWork(t *testing.T, began <-chan workSpan) workSpan {
+	t.Helper()
+	select {
+	case w := <-began:
+		return w
+	case <-time.After(awaitTimeout):
+		t.Fatal("no work started")
+		return workSpan{}
+	}
+}
