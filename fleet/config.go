@@ -1,0 +1,150 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kvelect/election"
+)
+
+// The keys of a fleet in its bucket: each node leads "fleet.node.<name>"
+// while it is a member, and the node that runs a daemon leads
+// "fleet.daemon.<name>". Both are ordinary election keys.
+const (
+	keyPrefix    = "fleet."
+	nodePrefix   = keyPrefix + "node."
+	daemonPrefix = keyPrefix + "daemon."
+)
+
+func nodeKey(name string) string   { return nodePrefix + name }
+func daemonKey(name string) string { return daemonPrefix + name }
+
+// DefaultDrainTimeout is how long a daemon is given to return after its
+// context is cancelled to move it, unless its Daemon says otherwise.
+const DefaultDrainTimeout = 10 * time.Second
+
+// Errors of Join.
+var (
+	// ErrInvalidConfig means a Config, or one of its daemons, is unusable;
+	// the error names the field and what is allowed.
+	ErrInvalidConfig = errors.New("fleet: invalid configuration")
+	// ErrNameTaken means another live node has the name: its node key was
+	// held and renewed for two TTLs while this one tried to join.
+	ErrNameTaken = errors.New("fleet: node name live elsewhere")
+)
+
+// ErrRevoked is the cause (context.Cause) of a daemon's context cancelled
+// because the daemon moves to another node or its node leaves: its node
+// still holds the daemon, and lets it go once the daemon has returned or its
+// drain timeout has passed. A context cancelled for another cause means the
+// node lost the daemon (cut off from the servers, or its key was removed):
+// the daemon must return at once, as another node may start it when the key
+// ages out.
+var ErrRevoked = errors.New("fleet: daemon revoked")
+
+// Daemon is a named unit of background work that the fleet runs on one
+// live node at a time.
+type Daemon struct {
+	// Name identifies the daemon in the fleet: letters, digits, - _ = /
+	// and dots (not at the start or end, not twice in a row). Nodes that
+	// register the same name can each run it; it runs on one of them.
+	Name string
+	// Run does the work until ctx is cancelled. ctx carries the daemon's
+	// fencing token (election.TokenFromContext). If Run returns before ctx
+	// is cancelled, with an error, nil or a panic, it is started again
+	// after a backoff (100 ms doubling to 30 s, back to 100 ms after a run
+	// of a minute).
+	Run func(ctx context.Context) error
+	// DrainTimeout is how long Run may take to return once its context is
+	// cancelled to move the daemon (0: DefaultDrainTimeout). Past it, the
+	// node lets the daemon's key go, and another node starts the daemon
+	// when the key ages out.
+	DrainTimeout time.Duration
+}
+
+// Config describes a node joining a fleet.
+type Config struct {
+	// Name is the node's name, stable across restarts: letters, digits,
+	// - _ = / and dots. At most one live node has a name.
+	Name string
+	// Capacity is the node's weight in placement (0: 1): a node of capacity
+	// 2 runs twice the daemons of a node of capacity 1.
+	Capacity int
+	// Labels describe the node to readers (zone, host); placement ignores
+	// them.
+	Labels map[string]string
+	// Version is the node's software version, shown to readers.
+	Version string
+	// Daemons are the daemons this node can run.
+	Daemons []Daemon
+	// Logger receives the node's records; nil discards them.
+	Logger *slog.Logger
+}
+
+// validate says what is wrong with cfg, naming the field.
+func (cfg *Config) validate() error {
+	if err := election.CheckCandidate(cfg.Name, nodeKey(cfg.Name)); err != nil || cfg.Name == "" {
+		return fmt.Errorf("%w: node name %q: letters, digits, - _ = / and dots (not at the start or end, not twice in a row)", ErrInvalidConfig, cfg.Name)
+	}
+	if cfg.Capacity < 0 {
+		return fmt.Errorf("%w: capacity %d of node %q: want 1 or more (0 means 1)", ErrInvalidConfig, cfg.Capacity, cfg.Name)
+	}
+	for k := range cfg.Labels {
+		if k == "" || strings.ContainsAny(k, "=,") {
+			return fmt.Errorf("%w: label %q of node %q: want a non-empty name without = or ,", ErrInvalidConfig, k, cfg.Name)
+		}
+	}
+	seen := map[string]bool{}
+	for i, d := range cfg.Daemons {
+		switch {
+		case d.Name == "" || election.CheckKey(daemonKey(d.Name)) != nil:
+			return fmt.Errorf("%w: daemon %d of node %q is named %q: letters, digits, - _ = / and dots (not at the start or end, not twice in a row)", ErrInvalidConfig, i+1, cfg.Name, d.Name)
+		case seen[d.Name]:
+			return fmt.Errorf("%w: daemon %q is listed twice on node %q", ErrInvalidConfig, d.Name, cfg.Name)
+		case d.Run == nil:
+			return fmt.Errorf("%w: daemon %q of node %q has no Run function", ErrInvalidConfig, d.Name, cfg.Name)
+		case d.DrainTimeout < 0:
+			return fmt.Errorf("%w: drain timeout %v of daemon %q: want 0 (the default, %v) or more", ErrInvalidConfig, d.DrainTimeout, d.Name, DefaultDrainTimeout)
+		}
+		seen[d.Name] = true
+	}
+	return nil
+}
+
+// capacity returns the node's weight.
+func (cfg *Config) capacity() int {
+	return max(cfg.Capacity, 1)
+}
+
+// The node's record: the metadata of its node key's candidate record.
+const (
+	metaCapacity = "capacity"
+	metaDaemons  = "daemons" // the names of the daemons it can run, comma-separated, sorted
+	metaVersion  = "version"
+	metaLabel    = "label." // followed by a label's name
+)
+
+// metadata returns the node's record.
+func (cfg *Config) metadata() map[string]string {
+	names := make([]string, len(cfg.Daemons))
+	for i, d := range cfg.Daemons {
+		names[i] = d.Name
+	}
+	slices.Sort(names)
+	m := map[string]string{
+		metaCapacity: fmt.Sprint(cfg.capacity()),
+		metaDaemons:  strings.Join(names, ","),
+	}
+	if cfg.Version != "" {
+		m[metaVersion] = cfg.Version
+	}
+	for k, v := range cfg.Labels {
+		m[metaLabel+k] = v
+	}
+	return m
+}

@@ -1,0 +1,95 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Each replica of a service joins the fleet under its own name with the
+// daemons it can run; the fleet runs each daemon on exactly one live
+// replica, spread over them, and moves it when its replica leaves or dies.
+func ExampleJoin() {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "FLEET_EXAMPLE", TTL: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := election.OpenBucket(ctx, kv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+
+	started := make(chan string, 2)
+	daemon := func(name string) fleet.Daemon {
+		return fleet.Daemon{Name: name, Run: func(ctx context.Context) error {
+			token, _ := election.TokenFromContext(ctx) // pass it to what the daemon changes
+			_ = token
+			started <- name
+			<-ctx.Done() // work until the fleet stops this daemon here
+			return nil
+		}}
+	}
+	node, err := fleet.Join(ctx, b, fleet.Config{
+		Name:    "replica-1",
+		Daemons: []fleet.Daemon{daemon("outbox-relay"), daemon("compactor")},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Leave() // hands the daemons to other replicas at once
+
+	fmt.Println(<-started != "", <-started != "")
+	// Output: true true
+}
+
+// WatchMembers reports the fleet's nodes as they join and leave, to any
+// process.
+func ExampleWatchMembers() {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "FLEET_MEMBERS", TTL: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := election.OpenBucket(ctx, kv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	events, err := fleet.WatchMembers(ctx, b)
+	if err != nil {
+		log.Fatal(err)
+	}
+	node, err := fleet.Join(ctx, b, fleet.Config{Name: "replica-1", Capacity: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ev := <-events
+	fmt.Println(ev.Joined, ev.Member.Name, ev.Member.Capacity)
+	node.Leave()
+	ev = <-events
+	fmt.Println(ev.Joined, ev.Member.Name)
+	// Output:
+	// true replica-1 2
+	// false replica-1
+}

@@ -1,0 +1,505 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvelect/election"
+)
+
+// Node is this process's membership of a fleet and the daemons it runs.
+// Make one with Join and end it with Leave.
+type Node struct {
+	cfg     Config
+	bucket  *election.Bucket
+	log     *slog.Logger
+	self    *election.Election // leads the node key while this node is a member
+	daemons map[string]*Daemon
+	// fallback is how long a node that placement did not choose waits
+	// before it claims a free daemon itself, in case the chosen node does
+	// not: a TTL, by when a chosen node that is gone has aged out of the
+	// members and placement chooses another.
+	fallback time.Duration
+
+	events  chan struct{} // buffered 1: a tenure changed (see notify)
+	leaving chan struct{} // closed by Leave
+	done    chan struct{} // closed when the controller has returned
+	cancel  context.CancelFunc
+	leave   sync.Once
+
+	mu       sync.Mutex
+	tenures  map[string]*tenure // the daemons this node campaigns for, runs or revokes
+	members  map[string]Member  // the live members as last seen
+	holders  map[string]string  // daemon → the node holding it, as last seen
+	previous map[string]string  // free daemon → the node that held it last
+	freed    map[string]time.Time
+	// lastChange is when the watcher last showed a change of the fleet;
+	// settle is how long the view must stay quiet before daemons move.
+	lastChange time.Time
+	settle     time.Duration
+	balanced   bool // at the last look, every daemon ran where placement wants it
+}
+
+// Join makes this process a node of the fleet in the bucket b, under
+// cfg.Name, and returns once it is a member: it leads its node key, which
+// every process sees (WatchMembers, ReadStatus). From then on it runs its
+// share of the daemons it can run, until Leave. ctx bounds the wait to join.
+//
+// Joining takes up to a TTL when the name's previous process crashed (its
+// key must age out first). If another live process holds the name, Join
+// returns ErrNameTaken after two TTLs. A bad cfg gives ErrInvalidConfig.
+func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil bucket; open one with election.OpenBucket", ErrInvalidConfig)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{
+		cfg:      cfg,
+		bucket:   b,
+		log:      log.With("node", cfg.Name),
+		daemons:  map[string]*Daemon{},
+		fallback: b.TTL(),
+		settle:   min(b.TTL()/20, 250*time.Millisecond),
+		events:   make(chan struct{}, 1),
+		leaving:  make(chan struct{}),
+		done:     make(chan struct{}),
+		tenures:  map[string]*tenure{},
+		members:  map[string]Member{},
+		holders:  map[string]string{},
+		previous: map[string]string{},
+		freed:    map[string]time.Time{},
+	}
+	for i := range cfg.Daemons {
+		n.daemons[cfg.Daemons[i].Name] = &cfg.Daemons[i]
+	}
+	if err := awaitNameFree(ctx, b, cfg.Name); err != nil {
+		return nil, err
+	}
+	joined := make(chan struct{})
+	var once sync.Once
+	self, err := b.NewElection(cfg.Name, nodeKey(cfg.Name),
+		election.WithoutSplay(),
+		election.WithMetadata(cfg.metadata()),
+		election.WithLogger(n.log),
+		election.OnWon(func() { once.Do(func() { close(joined) }) }),
+		election.OnLost(func(cause error) { n.log.Warn("no longer a member of the fleet", "cause", cause) }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	n.self = self
+	runCtx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		if err := self.Start(runCtx); err != nil {
+			n.log.Error("node election", "error", err)
+		}
+	}()
+
+	timeout := time.NewTimer(2 * b.TTL())
+	defer timeout.Stop()
+	select {
+	case <-joined:
+	case <-ctx.Done():
+		self.Stop()
+		cancel()
+		return nil, fmt.Errorf("fleet: node %q did not join: %w", cfg.Name, ctx.Err())
+	case <-timeout.C:
+		self.Stop()
+		cancel()
+		holder, _ := b.Leader(context.Background(), nodeKey(cfg.Name))
+		if holder.Name == cfg.Name {
+			return nil, fmt.Errorf("%w: node %q: another process holds the name and renews it (waited %v)", ErrNameTaken, cfg.Name, 2*b.TTL())
+		}
+		return nil, fmt.Errorf("fleet: node %q did not join within %v", cfg.Name, 2*b.TTL())
+	}
+
+	changes, err := b.ObservePrefix(runCtx, keyPrefix)
+	if err != nil {
+		self.Stop()
+		cancel()
+		return nil, err
+	}
+	go n.control(runCtx, changes)
+	n.log.Info("joined the fleet", "capacity", cfg.capacity(), "daemons", len(cfg.Daemons))
+	return n, nil
+}
+
+// awaitNameFree waits until no process holds the node key of name: at
+// once if none does; when the holder crashed, until its key ages out (at
+// most a TTL); and if the holder renews it for two TTLs, it is a live node
+// of that name, and the wait ends with ErrNameTaken. Waiting before
+// campaigning keeps this process from writing over the live node's record.
+func awaitNameFree(ctx context.Context, b *election.Bucket, name string) error {
+	watchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	holders, err := b.Observe(watchCtx, nodeKey(name))
+	if err != nil {
+		return err
+	}
+	timeout := time.NewTimer(2 * b.TTL())
+	defer timeout.Stop()
+	for {
+		select {
+		case l, ok := <-holders:
+			if !ok && ctx.Err() != nil {
+				return fmt.Errorf("fleet: node %q did not join: %w", name, ctx.Err())
+			}
+			if !ok {
+				return fmt.Errorf("fleet: node %q did not join: %w", name, errBucketClosed)
+			}
+			if l.Name != name {
+				return nil
+			}
+		case <-timeout.C:
+			return fmt.Errorf("%w: node %q: another process holds the name and renews it (waited %v)", ErrNameTaken, name, 2*b.TTL())
+		}
+	}
+}
+
+// errBucketClosed is the cause of a failed Join when the bucket was closed
+// during it.
+var errBucketClosed = errors.New("the bucket was closed")
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// IsMember reports whether this node is a member now: it leads its node
+// key. A node cut off from the servers stops being one at its own renewal
+// deadline, as its daemons stop at theirs.
+func (n *Node) IsMember() bool { return n.self.IsLeader() }
+
+// Members returns the live members as this node last saw them, by name.
+func (n *Node) Members() []Member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]Member, 0, len(n.members))
+	for _, m := range n.members {
+		out = append(out, m)
+	}
+	sortMembers(out)
+	return out
+}
+
+// Balanced reports whether, as this node sees the fleet, every daemon runs
+// where placement wants it: nothing to claim, revoke or move. Every node
+// of a fleet at rest reports true.
+func (n *Node) Balanced() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.balanced
+}
+
+// Daemons returns the daemons this node campaigns for, runs or revokes,
+// by name.
+func (n *Node) Daemons() []DaemonStatus {
+	n.mu.Lock()
+	tenures := make([]*tenure, 0, len(n.tenures))
+	for _, t := range n.tenures {
+		tenures = append(tenures, t)
+	}
+	n.mu.Unlock()
+	out := make([]DaemonStatus, len(tenures))
+	for i, t := range tenures {
+		out[i] = t.status()
+	}
+	sortDaemons(out)
+	return out
+}
+
+// Leave ends the membership gracefully: the node gives up its node key
+// first, so that no node places a daemon on it any more, then revokes every
+// daemon it runs (each has its drain timeout to return) and lets each go
+// as soon as it has returned, so that another node starts it at once.
+// Leave returns when every daemon has been let go. It is safe to call more
+// than once.
+func (n *Node) Leave() {
+	n.leave.Do(func() {
+		n.self.Stop()
+		close(n.leaving)
+		n.notify()
+		<-n.done
+		n.cancel()
+		n.log.Info("left the fleet")
+	})
+}
+
+// notify wakes the controller.
+func (n *Node) notify() {
+	select {
+	case n.events <- struct{}{}:
+	default:
+	}
+}
+
+// control follows the fleet's keys and acts on them: it claims the daemons
+// placement gives this node, revokes those it gives to others, and ends
+// tenures whose elections are done. It returns once the node has left and
+// every tenure has ended, or the bucket was closed.
+func (n *Node) control(ctx context.Context, changes <-chan election.Leader) {
+	defer close(n.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	leaving := n.leaving
+	for {
+		select {
+		case l, ok := <-changes:
+			if !ok { // the bucket was closed: its elections are stopped
+				changes = nil
+				n.stopAll()
+				break
+			}
+			n.see(ctx, l)
+			for more := true; more; { // take every change already queued
+				select {
+				case l, ok := <-changes:
+					if !ok {
+						changes, more = nil, false
+						n.stopAll()
+						continue
+					}
+					n.see(ctx, l)
+				default:
+					more = false
+				}
+			}
+		case <-n.events:
+		case <-leaving:
+			leaving = nil
+		case <-timer.C:
+		}
+		left := leaving == nil || changes == nil
+		next := n.act(left)
+		n.mu.Lock()
+		idle := len(n.tenures) == 0
+		n.mu.Unlock()
+		if left && idle {
+			return
+		}
+		timer.Stop()
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+	}
+}
+
+// see applies a change of holder of one of the fleet's keys.
+func (n *Node) see(ctx context.Context, l election.Leader) {
+	n.mu.Lock()
+	n.lastChange = time.Now()
+	n.mu.Unlock()
+	if name, ok := strings.CutPrefix(l.Key, nodePrefix); ok {
+		if l.Name != name {
+			n.mu.Lock()
+			delete(n.members, name)
+			n.mu.Unlock()
+			return
+		}
+		m, ok := readMember(ctx, n.bucket, name)
+		if !ok {
+			n.log.Warn("a member without a readable record is left out of placement", "member", name)
+			return
+		}
+		n.mu.Lock()
+		n.members[name] = m
+		n.mu.Unlock()
+		return
+	}
+	d, ok := strings.CutPrefix(l.Key, daemonPrefix)
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l.Name == "" {
+		if holder := n.holders[d]; holder != "" {
+			n.previous[d] = holder
+		}
+		delete(n.holders, d)
+		n.freed[d] = time.Now()
+		return
+	}
+	n.holders[d] = l.Name
+	delete(n.previous, d)
+	delete(n.freed, d)
+}
+
+// act compares what the node does with what placement asks of it, and
+// starts what differs: claims, revocations, abandoned claims. left means
+// the node leaves: it claims nothing and revokes everything. It returns
+// when it should look again for a fallback claim (zero: no need).
+func (n *Node) act(left bool) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for d, t := range n.tenures {
+		if t.ended() {
+			delete(n.tenures, d)
+		}
+	}
+	if left {
+		for _, t := range n.tenures {
+			t.revoke()
+		}
+		return time.Time{}
+	}
+	_, member := n.members[n.cfg.Name]
+	in := n.placeInput()
+	target := place(in)
+	var next time.Time
+	now := time.Now()
+	// Moves wait until the view has been quiet for settle and shows every
+	// win of this node, so that a burst of changes (nodes joining at once,
+	// or a node's own claims not yet seen) does not move daemons back and
+	// forth.
+	settled := !now.Before(n.lastChange.Add(n.settle))
+	n.balanced = member
+	for d, t := range n.tenures {
+		holder := n.holders[d]
+		if holder != n.cfg.Name {
+			settled = false
+		}
+		switch {
+		case holder != "" && holder != n.cfg.Name:
+			t.abandon() // another node won it; a no-op once this node leads
+		case !member:
+			t.revoke()
+		}
+	}
+	for d, node := range target {
+		if in.holders[d] != node {
+			n.balanced = false
+		}
+	}
+	if !member {
+		return time.Time{}
+	}
+	for d, t := range n.tenures {
+		if !t.running() || target[d] == n.cfg.Name {
+			continue
+		}
+		if !settled {
+			next = earliest(next, n.lastChange.Add(n.settle))
+			continue
+		}
+		n.log.Info("moving the daemon", "daemon", d, "to", target[d], "view", viewOf(in))
+		t.revoke() // placement moves it to another node
+	}
+	for d := range n.daemons {
+		if n.tenures[d] != nil || n.holders[d] != "" {
+			continue
+		}
+		if target[d] != n.cfg.Name {
+			at := n.freed[d].Add(n.fallback)
+			if now.Before(at) {
+				next = earliest(next, at)
+				continue
+			}
+		}
+		t, err := n.claim(d)
+		if err != nil {
+			n.log.Error("cannot campaign for a daemon", "daemon", d, "error", err)
+			continue
+		}
+		n.tenures[d] = t
+	}
+	return next
+}
+
+// placeInput is what the node has seen, for place. A daemon this node
+// revokes counts as free and is not offered to it again.
+func (n *Node) placeInput() placeInput {
+	in := placeInput{holders: map[string]string{}, previous: map[string]string{}, since: map[string]time.Time{}}
+	daemons := map[string]bool{}
+	for _, m := range n.members {
+		can := map[string]bool{}
+		for _, d := range m.Daemons {
+			can[d] = true
+			daemons[d] = true
+		}
+		in.nodes = append(in.nodes, placeNode{name: m.Name, capacity: m.Capacity, canRun: can})
+	}
+	sortPlaceNodes(in.nodes)
+	for d := range daemons {
+		in.daemons = append(in.daemons, d)
+	}
+	slices.Sort(in.daemons)
+	for d, h := range n.holders {
+		if h == n.cfg.Name && n.tenures[d] == nil { // let go, the watcher has not shown it yet
+			in.previous[d] = h
+			continue
+		}
+		in.holders[d] = h
+	}
+	for d, p := range n.previous {
+		in.previous[d] = p
+	}
+	for d, t := range n.tenures {
+		switch {
+		case t.revoking():
+			delete(in.holders, d)
+			in.previous[d] = n.cfg.Name
+		case t.running(): // the watcher may not have shown the win yet
+			in.holders[d] = n.cfg.Name
+			in.since[d] = t.status().Since
+		}
+	}
+	return in
+}
+
+// stopAll stops every tenure's election: the bucket was closed.
+func (n *Node) stopAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, t := range n.tenures {
+		t.revoke()
+		t.abandon()
+	}
+}
+
+// earliest returns the earlier of two moments, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func sortMembers(m []Member) {
+	slices.SortFunc(m, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+}
+
+func sortDaemons(d []DaemonStatus) {
+	slices.SortFunc(d, func(a, b DaemonStatus) int { return strings.Compare(a.Name, b.Name) })
+}
+
+func sortPlaceNodes(n []placeNode) {
+	slices.SortFunc(n, func(a, b placeNode) int { return strings.Compare(a.name, b.name) })
+}
+
+// viewOf summarizes placement's input for the log: each member's daemons
+// and the free ones.
+func viewOf(in placeInput) string {
+	held := map[string][]string{}
+	for _, d := range in.daemons {
+		held[in.holders[d]] = append(held[in.holders[d]], d)
+	}
+	var parts []string
+	for _, m := range in.nodes {
+		parts = append(parts, fmt.Sprintf("%s:%s", m.name, strings.Join(held[m.name], ",")))
+	}
+	return strings.Join(parts, " ") + " free:" + strings.Join(held[""], ",")
+}

@@ -1,0 +1,156 @@
+package fleet
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// A placement is computed by every node from what its bucket's watcher
+// shows, so nodes that have seen the same writes compute the same one. It
+// decides only who claims a free daemon first and which daemons a node
+// hands back; who runs a daemon is decided by its election alone.
+
+// placeNode is a live member as placement sees it.
+type placeNode struct {
+	name     string
+	capacity int
+	canRun   map[string]bool
+}
+
+// placeInput is what placement starts from.
+type placeInput struct {
+	nodes   []placeNode
+	daemons []string          // every daemon some member can run, sorted
+	holders map[string]string // daemon → the node holding it (member or not); free daemons are absent
+	// previous holds the node that held a daemon now free: it gets the
+	// daemon back only if no other member can run it, so a node that hands
+	// a daemon over, or crashed, is not chosen for it again.
+	previous map[string]string
+	// since holds when the computing node started each daemon it runs:
+	// a node that gives daemons away gives its newest first.
+	since map[string]time.Time
+}
+
+// place returns, for every daemon some member can run, the member that
+// should run it: a daemon held by a member stays where it is unless that
+// member runs more than its share; a free daemon goes to the capable
+// member with the lowest load for its capacity. A daemon held by a node that
+// is not a member is left out: it is not free, and no member may take it.
+//
+// Loads compare as load/capacity. After the free daemons are placed, a
+// daemon moves from the most loaded member to a capable less loaded one as
+// long as the move leaves the receiver below the giver's load before it:
+// with equal capacities, until every member runs ⌊D/N⌋ or ⌈D/N⌉ daemons;
+// with unequal ones, until each is within one daemon of its share. Only
+// those daemons move, so a join moves only the excess, and a leave only the
+// leaver's daemons.
+func place(in placeInput) map[string]string {
+	members := map[string]*placeNode{}
+	for i := range in.nodes {
+		members[in.nodes[i].name] = &in.nodes[i]
+	}
+	load := map[string]int{}
+	target := map[string]string{}
+	var free []string
+	for _, d := range in.daemons {
+		holder, held := in.holders[d]
+		switch {
+		case !held:
+			free = append(free, d)
+		case members[holder] != nil && members[holder].canRun[d]:
+			target[d] = holder
+			load[holder]++
+		}
+	}
+
+	// lighter reports whether a would be less loaded than b after taking
+	// one more daemon.
+	ratio := func(n *placeNode, extra int) float64 { return float64(load[n.name]+extra) / float64(n.capacity) }
+	for _, d := range free {
+		var best *placeNode
+		for i := range in.nodes {
+			n := &in.nodes[i]
+			if !n.canRun[d] {
+				continue
+			}
+			if best == nil || better(n, best, in.previous[d], ratio) {
+				best = n
+			}
+		}
+		if best != nil {
+			target[d] = best.name
+			load[best.name]++
+		}
+	}
+
+	// Move one daemon at a time from the most loaded member that has one a
+	// less loaded member can take, while that improves the spread.
+	for {
+		from, to, d := heaviestMove(in.nodes, target, load, ratio, in.since)
+		if d == "" {
+			return target
+		}
+		target[d] = to.name
+		load[from.name]--
+		load[to.name]++
+	}
+}
+
+// better reports whether n should take a free daemon before best: not its
+// previous holder, then the lower load after taking it, then the name.
+func better(n, best *placeNode, previous string, ratio func(*placeNode, int) float64) bool {
+	if (n.name == previous) != (best.name == previous) {
+		return best.name == previous
+	}
+	if rn, rb := ratio(n, 1), ratio(best, 1); rn != rb {
+		return rn < rb
+	}
+	return n.name < best.name
+}
+
+// heaviestMove finds the move that relieves the most loaded member: one of
+// its daemons (the newest it started, then the last by name) to the least
+// loaded member that can run it, if that member would stay below the
+// giver's load. It returns d == "" if no move improves the spread.
+func heaviestMove(nodes []placeNode, target map[string]string, load map[string]int, ratio func(*placeNode, int) float64, since map[string]time.Time) (from, to *placeNode, d string) {
+	byLoad := make([]*placeNode, len(nodes))
+	for i := range nodes {
+		byLoad[i] = &nodes[i]
+	}
+	slices.SortFunc(byLoad, func(a, b *placeNode) int {
+		if ra, rb := ratio(a, 0), ratio(b, 0); ra != rb {
+			if ra > rb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	held := map[string][]string{}
+	for daemon, node := range target {
+		held[node] = append(held[node], daemon)
+	}
+	for _, giver := range byLoad {
+		daemons := held[giver.name]
+		slices.SortFunc(daemons, func(a, b string) int {
+			if c := since[a].Compare(since[b]); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		for i := len(daemons) - 1; i >= 0; i-- {
+			var taker *placeNode
+			for _, n := range slices.Backward(byLoad) { // least loaded first
+				if n != giver && n.canRun[daemons[i]] && ratio(n, 1) < ratio(giver, 0) {
+					taker = n
+					break
+				}
+			}
+			if taker != nil {
+				return giver, taker, daemons[i]
+			}
+		}
+	}
+	return nil, nil, ""
+}

@@ -1,0 +1,154 @@
+package fleet
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+)
+
+// nodesOf makes members that can run every daemon, with the capacities
+// given (by name n0, n1, …).
+func nodesOf(daemons []string, capacities ...int) []placeNode {
+	nodes := make([]placeNode, len(capacities))
+	for i, c := range capacities {
+		can := map[string]bool{}
+		for _, d := range daemons {
+			can[d] = true
+		}
+		nodes[i] = placeNode{name: fmt.Sprintf("n%d", i), capacity: c, canRun: can}
+	}
+	return nodes
+}
+
+func daemonNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("d%02d", i)
+	}
+	return names
+}
+
+// loads counts the daemons placed on each node.
+func loads(target map[string]string) map[string]int {
+	l := map[string]int{}
+	for _, n := range target {
+		l[n]++
+	}
+	return l
+}
+
+// moved counts the daemons whose node differs between two placements.
+func moved(before, after map[string]string) int {
+	n := 0
+	for d, node := range after {
+		if before[d] != "" && before[d] != node {
+			n++
+		}
+	}
+	return n
+}
+
+func TestPlaceSpreadsEqualCapacitiesWithinOne(t *testing.T) {
+	for _, tc := range []struct{ daemons, nodes int }{{10, 3}, {7, 7}, {3, 5}, {100, 20}, {1, 1}} {
+		daemons := daemonNames(tc.daemons)
+		caps := slices.Repeat([]int{1}, tc.nodes)
+		target := place(placeInput{nodes: nodesOf(daemons, caps...), daemons: daemons, holders: map[string]string{}})
+		if len(target) != tc.daemons {
+			t.Errorf("%d daemons on %d nodes: placed %d", tc.daemons, tc.nodes, len(target))
+		}
+		low, high := tc.daemons/tc.nodes, (tc.daemons+tc.nodes-1)/tc.nodes
+		for i := range tc.nodes {
+			if l := loads(target)[fmt.Sprintf("n%d", i)]; l < low || l > high {
+				t.Errorf("%d daemons on %d nodes: n%d runs %d, want %d or %d", tc.daemons, tc.nodes, i, l, low, high)
+			}
+		}
+	}
+}
+
+func TestPlaceMovesOnlyTheExcessToAJoiner(t *testing.T) {
+	daemons := daemonNames(12)
+	before := place(placeInput{nodes: nodesOf(daemons, 1, 1, 1), daemons: daemons, holders: map[string]string{}})
+	after := place(placeInput{nodes: nodesOf(daemons, 1, 1, 1, 1), daemons: daemons, holders: before})
+	if l := loads(after); l["n0"] != 3 || l["n1"] != 3 || l["n2"] != 3 || l["n3"] != 3 {
+		t.Errorf("after n3 joined: loads %v, want 3 each", l)
+	}
+	if m := moved(before, after); m != 3 {
+		t.Errorf("n3's join moved %d daemons, want 3 (its share)", m)
+	}
+}
+
+func TestPlaceMovesOnlyTheLeaversDaemons(t *testing.T) {
+	daemons := daemonNames(12)
+	before := place(placeInput{nodes: nodesOf(daemons, 1, 1, 1, 1), daemons: daemons, holders: map[string]string{}})
+	holders := maps.Clone(before)
+	previous := map[string]string{}
+	for d, n := range holders {
+		if n == "n3" {
+			delete(holders, d)
+			previous[d] = n
+		}
+	}
+	after := place(placeInput{nodes: nodesOf(daemons, 1, 1, 1), daemons: daemons, holders: holders, previous: previous})
+	for d, n := range before {
+		if n != "n3" && after[d] != n {
+			t.Errorf("%s moved from %s to %s although only n3 left", d, n, after[d])
+		}
+	}
+	if l := loads(after); l["n0"] != 4 || l["n1"] != 4 || l["n2"] != 4 {
+		t.Errorf("after n3 left: loads %v, want 4 each", l)
+	}
+}
+
+func TestPlaceFollowsCapacity(t *testing.T) {
+	daemons := daemonNames(12)
+	target := place(placeInput{nodes: nodesOf(daemons, 1, 2, 3), daemons: daemons, holders: map[string]string{}})
+	if l := loads(target); l["n0"] != 2 || l["n1"] != 4 || l["n2"] != 6 {
+		t.Errorf("capacities 1, 2, 3: loads %v, want 2, 4, 6", l)
+	}
+	// From a lopsided start, moves stop once each is within one of its share.
+	lopsided := map[string]string{}
+	for _, d := range daemons {
+		lopsided[d] = "n0"
+	}
+	target = place(placeInput{nodes: nodesOf(daemons, 1, 2, 3), daemons: daemons, holders: lopsided})
+	if l := loads(target); abs(l["n0"]-2) > 1 || abs(l["n1"]-4) > 1 || abs(l["n2"]-6) > 1 {
+		t.Errorf("capacities 1, 2, 3 from all on n0: loads %v, want within one of 2, 4, 6", l)
+	}
+}
+
+func abs(n int) int { return max(n, -n) }
+
+func TestPlaceKeepsDaemonsOnNodesThatCanRunThem(t *testing.T) {
+	daemons := daemonNames(6)
+	nodes := nodesOf(daemons, 1, 1)
+	nodes[1].canRun = map[string]bool{"d00": true}
+	target := place(placeInput{nodes: nodes, daemons: daemons, holders: map[string]string{}})
+	for d, n := range target {
+		if n == "n1" && d != "d00" {
+			t.Errorf("%s placed on n1, which cannot run it", d)
+		}
+	}
+	if len(target) != 6 {
+		t.Errorf("placed %d of 6", len(target))
+	}
+	// A daemon held by a node that is not a member stays out of the plan.
+	target = place(placeInput{nodes: nodesOf(daemons, 1), daemons: daemons, holders: map[string]string{"d01": "gone"}})
+	if n, ok := target["d01"]; ok {
+		t.Errorf("d01, held by a node that left, placed on %s", n)
+	}
+}
+
+func TestPlaceGivesAFreedDaemonToAnotherNodeFirst(t *testing.T) {
+	daemons := daemonNames(2)
+	target := place(placeInput{nodes: nodesOf(daemons, 1, 1), daemons: daemons,
+		holders: map[string]string{"d01": "n1"}, previous: map[string]string{"d00": "n0"}})
+	if target["d00"] != "n1" {
+		t.Errorf("d00, which n0 gave up, placed on %s; want n1", target["d00"])
+	}
+	target = place(placeInput{nodes: nodesOf(daemons, 1), daemons: daemons,
+		holders: map[string]string{}, previous: map[string]string{"d00": "n0"}})
+	if target["d00"] != "n0" {
+		t.Errorf("d00, with n0 the only member, placed on %q; want n0", target["d00"])
+	}
+}

@@ -1,0 +1,241 @@
+package fleet
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvelect/election"
+)
+
+// Member is a live node of a fleet, as its record describes it.
+type Member struct {
+	Name     string
+	Capacity int
+	Labels   map[string]string
+	Version  string
+	Daemons  []string  // the daemons it can run, sorted
+	Since    time.Time // when it began to join, by its own clock
+}
+
+// memberOf reads a node's record; false if c is not one.
+func memberOf(c election.Candidate) (Member, bool) {
+	name, ok := strings.CutPrefix(c.Key, nodePrefix)
+	if !ok || name != c.Name {
+		return Member{}, false
+	}
+	capacity, err := strconv.Atoi(c.Metadata[metaCapacity])
+	if err != nil || capacity < 1 {
+		return Member{}, false
+	}
+	m := Member{Name: name, Capacity: capacity, Version: c.Metadata[metaVersion], Since: c.Since, Labels: map[string]string{}}
+	if d := c.Metadata[metaDaemons]; d != "" {
+		m.Daemons = strings.Split(d, ",")
+	}
+	for k, v := range c.Metadata {
+		if label, ok := strings.CutPrefix(k, metaLabel); ok {
+			m.Labels[label] = v
+		}
+	}
+	return m, true
+}
+
+// DaemonState is where a daemon stands.
+type DaemonState string
+
+// The states of a daemon.
+const (
+	// Assigning: a node campaigns for the daemon, or won its key and has
+	// not started it yet.
+	Assigning DaemonState = "assigning"
+	// Running: a node runs the daemon (or waits out a backoff between two
+	// runs).
+	Running DaemonState = "running"
+	// Revoking: the node was asked to stop the daemon (to move it, or
+	// because it leaves) and waits for it to return; it holds the daemon
+	// until then.
+	Revoking DaemonState = "revoking"
+	// Stopped: no node runs the daemon or campaigns for it.
+	Stopped DaemonState = "stopped"
+)
+
+// DaemonStatus is a daemon as any process reads it.
+type DaemonStatus struct {
+	Name  string
+	Node  string // the node that holds it, or campaigns for it; "" when stopped
+	State DaemonState
+	// Token is the fencing token of the node's hold on the daemon (0 if not
+	// running): it grows with every new hold.
+	Token uint64
+	// Since is when the node started the daemon, or entered the state.
+	Since time.Time
+	// Restarts counts the times the daemon returned by itself and was
+	// started again in this hold; LastError is the latest error it returned.
+	Restarts  int
+	LastError string
+}
+
+// The metadata of a daemon's candidate record.
+const (
+	metaState    = "state"
+	metaToken    = "token"
+	metaSince    = "since"
+	metaRestarts = "restarts"
+	metaError    = "error"
+)
+
+// maxErrorLength bounds the error text a daemon's record keeps.
+const maxErrorLength = 512
+
+// metadata encodes the status for the daemon's record.
+func (s DaemonStatus) metadata() map[string]string {
+	m := map[string]string{metaState: string(s.State), metaSince: s.Since.UTC().Format(time.RFC3339Nano)}
+	if s.Token != 0 {
+		m[metaToken] = strconv.FormatUint(s.Token, 10)
+	}
+	if s.Restarts > 0 {
+		m[metaRestarts] = strconv.Itoa(s.Restarts)
+	}
+	if s.LastError != "" {
+		m[metaError] = s.LastError[:min(len(s.LastError), maxErrorLength)]
+	}
+	return m
+}
+
+// daemonStatusOf reads a daemon's record.
+func daemonStatusOf(name string, c election.Candidate) DaemonStatus {
+	s := DaemonStatus{Name: name, Node: c.Name, State: DaemonState(c.Metadata[metaState]), LastError: c.Metadata[metaError]}
+	s.Token, _ = strconv.ParseUint(c.Metadata[metaToken], 10, 64)
+	s.Since, _ = time.Parse(time.RFC3339Nano, c.Metadata[metaSince])
+	s.Restarts, _ = strconv.Atoi(c.Metadata[metaRestarts])
+	if s.State == "" {
+		s.State = Assigning
+	}
+	return s
+}
+
+// Status is a fleet as any process reads it from its bucket.
+type Status struct {
+	Members []Member       // by name
+	Daemons []DaemonStatus // by name: every daemon a member can run or a node holds
+}
+
+// ReadStatus reads the fleet in the bucket b: its live members and where
+// each daemon stands. It reads what b's watcher holds, once it has read the
+// bucket (ctx bounds that wait); any process can call it, member or not.
+func ReadStatus(ctx context.Context, b *election.Bucket) (Status, error) {
+	leaders, err := b.Leaders(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	candidates, err := b.AllCandidates(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	return statusOf(leaders, candidates), nil
+}
+
+// statusOf builds the status from the holders of the bucket's keys and the
+// candidate records.
+func statusOf(leaders []election.Leader, candidates map[string][]election.Candidate) Status {
+	var st Status
+	daemons := map[string]bool{}
+	holders := map[string]string{}
+	for _, l := range leaders {
+		if name, ok := strings.CutPrefix(l.Key, nodePrefix); ok && l.Name == name {
+			for _, c := range candidates[l.Key] {
+				if m, ok := memberOf(c); ok {
+					st.Members = append(st.Members, m)
+					for _, d := range m.Daemons {
+						daemons[d] = true
+					}
+				}
+			}
+		}
+		if name, ok := strings.CutPrefix(l.Key, daemonPrefix); ok {
+			holders[name] = l.Name
+			daemons[name] = true
+		}
+	}
+	sortMembers(st.Members)
+	for _, d := range slices.Sorted(maps.Keys(daemons)) {
+		s := DaemonStatus{Name: d, State: Stopped}
+		records := candidates[daemonKey(d)]
+		if holder := holders[d]; holder != "" {
+			s = DaemonStatus{Name: d, Node: holder, State: Running}
+			for _, c := range records {
+				if c.Name == holder {
+					s = daemonStatusOf(d, c)
+				}
+			}
+		} else if len(records) > 0 {
+			s = daemonStatusOf(d, records[0])
+			s.State, s.Token = Assigning, 0
+		}
+		st.Daemons = append(st.Daemons, s)
+	}
+	return st
+}
+
+// MemberEvent is a node joining or leaving a fleet.
+type MemberEvent struct {
+	Joined bool // false: the node left
+	Member Member
+}
+
+// WatchMembers returns a channel that receives the fleet's members as they
+// join and leave: first a join for each live member, then each change.
+// A node that leaves gracefully is reported at once; one that crashed or
+// was cut off a TTL after its last renewal reached the bucket's watcher.
+// It polls nothing. The channel is closed when ctx is done or b is closed.
+func WatchMembers(ctx context.Context, b *election.Bucket) (<-chan MemberEvent, error) {
+	changes, err := b.ObservePrefix(ctx, nodePrefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan MemberEvent)
+	go func() {
+		defer close(out)
+		live := map[string]Member{}
+		for l := range changes {
+			name := strings.TrimPrefix(l.Key, nodePrefix)
+			var ev MemberEvent
+			if m, ok := live[name]; ok && l.Name != name {
+				delete(live, name)
+				ev = MemberEvent{Member: m}
+			} else if _, ok := live[name]; !ok && l.Name == name {
+				m, ok := readMember(ctx, b, name)
+				if !ok {
+					continue
+				}
+				live[name] = m
+				ev = MemberEvent{Joined: true, Member: m}
+			} else {
+				continue
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// readMember reads the record of the node name.
+func readMember(ctx context.Context, b *election.Bucket, name string) (Member, bool) {
+	candidates, err := b.Candidates(ctx, nodeKey(name))
+	if err != nil {
+		return Member{}, false
+	}
+	for _, c := range candidates {
+		if m, ok := memberOf(c); ok {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
