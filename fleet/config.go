@@ -86,8 +86,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// validate says what is wrong with cfg, naming the field.
-func (cfg *Config) validate() error {
+// Validate says what is wrong with cfg, without asking the server: an error
+// matching ErrInvalidConfig that names the field and what is allowed. Join
+// calls it first.
+func (cfg *Config) Validate() error {
 	if err := election.CheckCandidate(cfg.Name, nodeKey(cfg.Name)); err != nil || cfg.Name == "" {
 		return fmt.Errorf("%w: node name %q: letters, digits, - _ = / and dots (not at the start or end, not twice in a row)", ErrInvalidConfig, cfg.Name)
 	}
@@ -114,6 +116,16 @@ func (cfg *Config) validate() error {
 		seen[d.Name] = true
 	}
 	return nil
+}
+
+// LossMargin is how long a daemon has to return once its context is
+// cancelled because its node lost the daemon (cut off from the servers)
+// rather than revoked it, on a fleet whose bucket has the given TTL: the
+// node's renewal deadline comes this long before the daemon's key can age
+// out and another node start it. It is (TTL − campaign interval)/2, with
+// the election's default interval of three quarters of the TTL.
+func LossMargin(ttl time.Duration) time.Duration {
+	return (ttl - ttl*3/4) / 2
 }
 
 // capacity returns the node's weight.

@@ -41,7 +41,7 @@
 //   - A node that loses a daemon's key (cut off from the servers, or the
 //     key was removed) has its context cancelled at its renewal deadline,
 //     which comes (TTL − campaign interval)/2 before the key can age out
-//     (1.25 s at a 10 s TTL): the daemon must return within that margin.
+//     (LossMargin: 1.25 s at a 10 s TTL): the daemon must return within it.
 //
 // A daemon that returns before its context is cancelled, with an error or
 // a panic, is started again after a backoff.

@@ -58,7 +58,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil bucket; open one with election.OpenBucket", ErrInvalidConfig)
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger
@@ -395,7 +395,7 @@ func (n *Node) act(left bool) time.Time {
 			next = earliest(next, n.lastChange.Add(n.settle))
 			continue
 		}
-		n.log.Info("moving the daemon", "daemon", d, "to", target[d], "view", viewOf(in))
+		n.log.Debug("moving the daemon", "daemon", d, "to", target[d], "view", viewOf(in))
 		t.revoke() // placement moves it to another node
 	}
 	for d := range n.daemons {

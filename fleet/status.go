@@ -11,6 +11,12 @@ import (
 	"github.com/kvelect/election"
 )
 
+// IsFleetKey reports whether key is one of a fleet's own election keys
+// (its nodes' and its daemons'), for tools that list a bucket's elections.
+func IsFleetKey(key string) bool {
+	return strings.HasPrefix(key, keyPrefix)
+}
+
 // Member is a live node of a fleet, as its record describes it.
 type Member struct {
 	Name     string

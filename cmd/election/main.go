@@ -21,6 +21,7 @@
 // With a command, it is a daemon for programs in any language:
 //
 //	election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR] -- COMMAND [ARGS...]
+//	election agent [--bucket B] [--name N] [--capacity W] --daemon NAME=COMMAND ... [--config FILE]
 //	election status [--bucket B] [--key K] [--watch] [--json]
 //	election resign --key K [--bucket B] [--timeout 30s]
 //	election transfer --key K --to NAME [--bucket B] [--timeout 30s]
@@ -28,6 +29,7 @@
 //
 // run starts COMMAND only while this process leads the election for K, and
 // stops it when leadership ends (--metrics serves /metrics and /healthz);
+// agent joins a fleet and runs its share of the daemons, each on one node;
 // status prints who leads, or watches one key; resign and transfer ask a
 // leader to hand over; bucket creates or checks an election bucket. Every command takes --server (or NATS_URL) and --context (or
 // NATS_CONTEXT) as the nats CLI does; election COMMAND --help says the rest.

@@ -90,13 +90,20 @@ type daemon struct {
 // it still runs.
 func startDaemon(t *testing.T, bin, name string, args ...string) *daemon {
 	t.Helper()
+	return startProcess(t, bin, name, append([]string{"run", "--name", name, "--log-format", "json"}, args...)...)
+}
+
+// startProcess starts bin with args, its output logged to a file named
+// after name, and kills it when the test ends if it still runs.
+func startProcess(t *testing.T, bin, name string, args ...string) *daemon {
+	t.Helper()
 	dir := t.TempDir()
 	logFile, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	d := &daemon{cmd: exec.Command(bin, append([]string{"run", "--name", name, "--log-format", "json"}, args...)...), log: logFile.Name(), done: make(chan struct{})}
+	d := &daemon{cmd: exec.Command(bin, args...), log: logFile.Name(), done: make(chan struct{})}
 	d.cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir, "NATS_URL=", "NATS_CONTEXT=")
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
 	if err := d.cmd.Start(); err != nil {

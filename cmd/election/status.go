@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -38,12 +40,22 @@ consumer, 5-6 s later; a watcher the NATS client recreated (after a missed
 message or heartbeat) deletes its old consumer without waiting, so the
 count can be one high for a moment.
 
+If the bucket holds a fleet (election agent), its nodes and daemons are
+listed instead of their keys: each node's age, capacity, daemons running
+out of those it can run, labels and version; each daemon's node, state
+(assigning, running, revoking, stopped), fencing token, time in that run,
+and restarts with the last error.
+
 --watch prints K's leader, then each change (a new leader, or none) until
 SIGINT or SIGTERM, and exits 0. Renewals are not changes.
 
 --json prints one JSON object per line instead of the table:
   {"key":"K","leader":"NAME","revision":7,"written":"2026-...Z","age_seconds":1.2,"candidates":["NAME","B"]}
-with "leader":"" when nobody holds K, and, without --watch, a last line
+with "leader":"" when nobody holds K; for a fleet, one line per node and
+per daemon:
+  {"node":"N","since":"...","age_seconds":9.5,"capacity":1,"labels":{"zone":"a"},"can_run":["x","y"],"running":["x"]}
+  {"daemon":"x","node":"N","state":"running","token":42,"since":"...","restarts":1,"last_error":"..."}
+and, without --watch, a last line
   {"bucket":"B","watchers":3}
 
 Exit status: 0; 1 if the server or the bucket failed; 2 for bad flags.
@@ -140,7 +152,22 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 		}
 		slices.SortFunc(leaders, func(a, b election.Leader) int { return cmp.Compare(a.Key, b.Key) })
 	}
-	out.table(leaders, candidates, time.Now())
+	now := time.Now()
+	var st fleet.Status
+	if cfg.key == "" { // the fleet's keys show as its nodes and daemons
+		if st, err = fleet.ReadStatus(openCtx, b); err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		leaders = slices.DeleteFunc(leaders, func(l election.Leader) bool { return fleet.IsFleetKey(l.Key) })
+	}
+	hasFleet := len(st.Members) > 0 || len(st.Daemons) > 0
+	printTable := len(leaders) > 0 || !hasFleet
+	if printTable {
+		out.table(leaders, candidates, now)
+	}
+	if hasFleet {
+		out.fleet(st, now, printTable)
+	}
 	out.watchers(cfg.bucket, watchers)
 	return exitOK
 }
@@ -295,4 +322,96 @@ func (p *leaderPrinter) change(l election.Leader, now time.Time) {
 func (p *leaderPrinter) line(v any) {
 	data, _ := json.Marshal(v) // plain structs: cannot fail
 	fmt.Fprintf(p.w, "%s\n", data)
+}
+
+// nodeJSON is a fleet's node as --json prints it.
+type nodeJSON struct {
+	Node       string            `json:"node"`
+	Since      time.Time         `json:"since"`
+	AgeSeconds float64           `json:"age_seconds"`
+	Capacity   int               `json:"capacity"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Version    string            `json:"version,omitempty"`
+	CanRun     []string          `json:"can_run"`
+	Running    []string          `json:"running"`
+}
+
+// daemonJSON is a fleet's daemon as --json prints it.
+type daemonJSON struct {
+	Daemon    string     `json:"daemon"`
+	Node      string     `json:"node"`
+	State     string     `json:"state"`
+	Token     uint64     `json:"token,omitempty"`
+	Since     *time.Time `json:"since,omitempty"`
+	Restarts  int        `json:"restarts,omitempty"`
+	LastError string     `json:"last_error,omitempty"`
+}
+
+// fleet prints the nodes and the daemons of the bucket's fleet.
+// after says whether a table came before: a blank line separates them.
+func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
+	running := map[string][]string{}
+	for _, d := range st.Daemons {
+		if d.State == fleet.Running || d.State == fleet.Revoking {
+			running[d.Node] = append(running[d.Node], d.Name)
+		}
+	}
+	if p.json {
+		for _, m := range st.Members {
+			p.line(nodeJSON{Node: m.Name, Since: m.Since.UTC(), AgeSeconds: max(now.Sub(m.Since), 0).Seconds(), Capacity: m.Capacity,
+				Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name])})
+		}
+		for _, d := range st.Daemons {
+			j := daemonJSON{Daemon: d.Name, Node: d.Node, State: string(d.State), Token: d.Token, Restarts: d.Restarts, LastError: d.LastError}
+			if !d.Since.IsZero() {
+				since := d.Since.UTC()
+				j.Since = &since
+			}
+			p.line(j)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
+	if after {
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintln(tw, "NODE\tAGE\tCAPACITY\tRUNNING\tLABELS\tVERSION")
+	for _, m := range st.Members {
+		var labels []string
+		for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
+			labels = append(labels, k+"="+m.Labels[k])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\n", m.Name, max(now.Sub(m.Since), 0).Round(time.Second), m.Capacity,
+			len(running[m.Name]), len(m.Daemons), orDash(strings.Join(labels, ",")), orDash(m.Version))
+	}
+	fmt.Fprintln(tw, "\nDAEMON\tNODE\tSTATE\tTOKEN\tFOR\tRESTARTS")
+	for _, d := range st.Daemons {
+		token, since := "-", "-"
+		if d.Token != 0 {
+			token = strconv.FormatUint(d.Token, 10)
+		}
+		if !d.Since.IsZero() {
+			since = max(now.Sub(d.Since), 0).Round(time.Millisecond).String()
+		}
+		restarts := strconv.Itoa(d.Restarts)
+		if d.LastError != "" {
+			restarts += " (" + d.LastError + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, orDash(d.Node), d.State, token, since, restarts)
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

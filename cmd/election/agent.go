@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
+	"github.com/kvelect/election/internal/slogrus"
+	"github.com/sirupsen/logrus"
+)
+
+const agentAbout = `Usage:
+  election agent [--bucket B] [--name N] [--capacity W] [--label K=V ...]
+                 [--grace 10s] --daemon NAME=COMMAND ... [--config FILE]
+
+Joins this machine to the fleet of the bucket B as the node N (default: the
+host name; keep it stable across restarts) and runs its share of the
+daemons: each daemon runs on exactly one live node that lists it, spread
+over the nodes by capacity, and moves when its node leaves or dies. Run
+one agent per machine, each listing the daemons it can run.
+
+A daemon is a shell command, run as sh -c COMMAND in its own process group,
+with KVELECT_TOKEN (the fencing token of this node's hold on the daemon:
+pass it to what the daemon changes), KVELECT_DAEMON, KVELECT_NODE and
+KVELECT_BUCKET in its environment. If it exits by itself it is started
+again after a backoff (100 ms doubling to 30 s). To move it, the agent sends
+SIGTERM to its process group, SIGKILL after its grace, and hands it to the
+next node only once it has exited. If this agent is cut off from the
+servers, it sends SIGTERM at its renewal deadline, which comes an eighth
+of the TTL before another node can start the daemon, and SIGKILL half of
+that margin later (0.6 s at a 10 s TTL).
+
+--config FILE lists daemons in YAML:
+  daemons:
+    - name: outbox-relay
+      command: ./relay --batch 100
+      grace: 30s            # optional; default --grace
+      env: {RELAY_MODE: fast}   # optional
+
+SIGINT or SIGTERM leaves the fleet: the node stops counting itself a member
+at once, stops each daemon (SIGTERM, SIGKILL after its grace) and hands it
+over as soon as it has exited, then the agent exits 0. A second signal
+kills the daemons.
+
+election status lists the nodes and the daemons: where each runs, its
+state (assigning, running, revoking, stopped), token and start.
+
+Exit status: 0 after a signal; 1 if the server, the bucket or joining
+failed (another live node has the name N); 2 for bad flags.
+`
+
+// agentConfig is what the flags of agent say.
+type agentConfig struct {
+	conn      connFlags
+	bucket    string
+	name      string
+	capacity  int
+	labels    map[string]string
+	grace     time.Duration
+	daemons   []agentDaemon
+	file      string
+	logLevel  string
+	logFormat string
+}
+
+// agentMain runs "election agent".
+func agentMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("election agent", agentAbout)
+	cfg := agentConfig{labels: map[string]string{}}
+	cfg.conn.add(fs)
+	host, _ := os.Hostname()
+	fs.bucketVar(&cfg.bucket, "the fleet's election bucket `NAME`")
+	fs.StringVar(&cfg.name, "name", host, "this node's `NAME`, stable across restarts: letters, digits, - _ = / and dots")
+	fs.IntVar(&cfg.capacity, "capacity", 1, "this node's weight `W`: a node of capacity 2 runs twice the daemons of one of capacity 1")
+	fs.Var(labelFlags{cfg.labels}, "label", "a `KEY=VALUE` describing this node (zone=eu-1), shown by status; repeatable")
+	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` a daemon may take to exit after SIGTERM before it gets SIGKILL")
+	fs.Var(daemonFlags{&cfg.daemons}, "daemon", "a daemon this node can run, `NAME=COMMAND`; repeatable")
+	fs.StringVar(&cfg.file, "config", "", "a YAML `FILE` listing daemons (see above)")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fs.usageError(stderr, "unexpected argument %q: give daemons with --daemon NAME=COMMAND", fs.Arg(0))
+	}
+	log, nodeCfg, err := cfg.check()
+	if err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+	log.SetOutput(stderr)
+	if err := runAgent(cfg, nodeCfg, log); err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	return exitOK
+}
+
+// check validates the flags and the file before anything connects, and
+// returns the logger they configure and the node's fleet configuration,
+// whose daemons' Run is set by runAgent.
+func (cfg *agentConfig) check() (*logrus.Logger, fleet.Config, error) {
+	if cfg.grace < 0 {
+		return nil, fleet.Config{}, fmt.Errorf("--grace %v: want a duration of 0 or more", cfg.grace)
+	}
+	if cfg.capacity < 1 {
+		return nil, fleet.Config{}, fmt.Errorf("--capacity %d: want 1 or more", cfg.capacity)
+	}
+	var fromFile []agentDaemon
+	if cfg.file != "" {
+		var err error
+		if fromFile, err = readAgentFile(cfg.file); err != nil {
+			return nil, fleet.Config{}, err
+		}
+	}
+	daemons, err := mergeDaemons(cfg.daemons, fromFile)
+	if err != nil {
+		return nil, fleet.Config{}, err
+	}
+	cfg.daemons = daemons
+	nodeCfg := fleet.Config{Name: cfg.name, Capacity: cfg.capacity, Labels: cfg.labels, Version: version()}
+	for _, d := range daemons {
+		nodeCfg.Daemons = append(nodeCfg.Daemons, fleet.Daemon{Name: d.Name, Run: func(context.Context) error { return nil }})
+	}
+	if err := nodeCfg.Validate(); err != nil {
+		return nil, fleet.Config{}, err
+	}
+	if err := cfg.conn.check(); err != nil {
+		return nil, fleet.Config{}, err
+	}
+	log := logrus.New()
+	if err := setupLog(log, cfg.logFormat, cfg.logLevel, "--log-format ", "--log-level "); err != nil {
+		return nil, fleet.Config{}, err
+	}
+	return log, nodeCfg, nil
+}
+
+// runAgent joins the fleet and runs daemons until a signal, then leaves.
+func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+
+	alog := log.WithFields(logrus.Fields{"bucket": cfg.bucket, "node": cfg.name})
+	ctx, cancel := context.WithTimeout(context.Background(), bucketTimeout)
+	defer cancel()
+	ctx, endSetup := cfg.conn.watchDenials(ctx, roleCandidate)
+	defer endSetup()
+	setupDenied := cfg.conn.onDenied
+	var joined atomic.Bool
+	cfg.conn.onDenied = func(denied error) {
+		if joined.Load() {
+			alog.Error(denied.Error())
+			return
+		}
+		setupDenied(denied)
+	}
+	nc, js, err := cfg.conn.connect("election agent "+cfg.name, logConnection(alog)...)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	kv, err := openBucket(ctx, js, cfg.bucket)
+	if err != nil {
+		return deniedOr(ctx, err)
+	}
+	b, err := election.OpenBucket(ctx, kv, election.WithLogger(slogrus.New(log)))
+	if err != nil {
+		return deniedOr(ctx, err)
+	}
+	defer b.Close()
+
+	procs := &daemonProcs{running: map[*child]bool{}}
+	for i, d := range cfg.daemons {
+		grace := cmpOr(d.Grace, cfg.grace)
+		nodeCfg.Daemons[i].Run = procs.run(d, cfg, grace, fleet.LossMargin(b.TTL())/2, alog.WithField("daemon", d.Name))
+		nodeCfg.Daemons[i].DrainTimeout = grace + drainSlack
+	}
+	nodeCfg.Logger = slogrus.New(log)
+
+	// Joining waits up to two TTLs when the name is held: bound it by that,
+	// not by the set-up timeout.
+	joinCtx, stopJoining := context.WithCancel(context.Background())
+	defer stopJoining()
+	go func() {
+		select {
+		case <-signals:
+			stopJoining()
+		case <-joinCtx.Done():
+		}
+	}()
+	node, err := fleet.Join(joinCtx, b, nodeCfg)
+	stopJoining()
+	if err != nil {
+		return deniedOr(ctx, err)
+	}
+	joined.Store(true)
+	endSetup()
+	alog.WithField("daemons", len(cfg.daemons)).Info("joined the fleet")
+
+	<-signals
+	alog.Info("leaving the fleet: stopping the daemons and handing them over")
+	left := make(chan struct{})
+	go func() {
+		node.Leave()
+		close(left)
+	}()
+	for {
+		select {
+		case <-left:
+			return nil
+		case <-signals:
+			alog.Warn("second signal: killing the daemons")
+			procs.killAll()
+		}
+	}
+}
+
+// drainSlack is how long past a daemon's grace its Run may take to return:
+// the SIGKILL and the reaping of its process group.
+const drainSlack = 2 * time.Second
+
+func cmpOr(d, fallback time.Duration) time.Duration {
+	if d == 0 {
+		return fallback
+	}
+	return d
+}
+
+// daemonProcs are the daemons' running processes.
+type daemonProcs struct {
+	mu      sync.Mutex
+	running map[*child]bool
+}
+
+// run returns the Run function of daemon d: it runs COMMAND until it exits
+// (an error, so that the fleet starts it again after a backoff) or the
+// daemon's context is cancelled (then SIGTERM, and SIGKILL after grace, or
+// after urgent if the node lost the daemon rather than revoked it).
+func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace, urgent time.Duration, log *logrus.Entry) func(context.Context) error {
+	env := append(os.Environ(),
+		"KVELECT_DAEMON="+d.Name,
+		"KVELECT_NODE="+cfg.name,
+		"KVELECT_BUCKET="+cfg.bucket,
+	)
+	for k, v := range d.Env {
+		env = append(env, k+"="+v)
+	}
+	return func(ctx context.Context) error {
+		token, _ := election.TokenFromContext(ctx)
+		c, err := startChild([]string{"/bin/sh", "-c", d.Command}, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+		if err != nil {
+			return err
+		}
+		p.mu.Lock()
+		p.running[c] = true
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			delete(p.running, c)
+			p.mu.Unlock()
+		}()
+		log := log.WithFields(logrus.Fields{"token": token, "pid": c.pid})
+		log.WithField("command", d.Command).Info("started the daemon")
+		select {
+		case <-c.done:
+			return fmt.Errorf("the daemon exited by itself with status %d", c.exitCode())
+		case <-ctx.Done():
+		}
+		wait := grace
+		if !errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
+			wait = min(grace, urgent)
+			log.WithField("cause", context.Cause(ctx).Error()).Warn("lost the daemon: stopping it at once")
+		} else {
+			log.Info("stopping the daemon to hand it over")
+		}
+		c.stop(syscall.SIGTERM, wait)
+		log.WithField("status", c.exitCode()).Info("the daemon stopped")
+		return nil
+	}
+}
+
+// killAll kills every running daemon's process group.
+func (p *daemonProcs) killAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.running {
+		c.kill()
+	}
+}

@@ -1,0 +1,212 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// daemonEvent is a daemon's start or stop, as the daemon itself recorded it.
+type daemonEvent struct {
+	daemon, node, what string
+	token              uint64
+	pid                int
+}
+
+// recordingDaemon is a daemon command that records its start, and its stop
+// when it gets SIGTERM, in file.
+func recordingDaemon(file string) string {
+	return fmt.Sprintf(`echo "$KVELECT_DAEMON $KVELECT_NODE $KVELECT_TOKEN $$ start" >> %s; `+
+		`trap 'echo "$KVELECT_DAEMON $KVELECT_NODE $KVELECT_TOKEN $$ stop" >> %s; exit 0' TERM; sleep 1000 & wait`, file, file)
+}
+
+func readDaemonEvents(file string) []daemonEvent {
+	data, _ := os.ReadFile(file)
+	var events []daemonEvent
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e daemonEvent
+		if _, err := fmt.Sscan(line, &e.daemon, &e.node, &e.token, &e.pid, &e.what); err == nil {
+			events = append(events, e)
+		}
+	}
+	return events
+}
+
+// runningDaemons replays events: the daemons running (started and neither
+// stopped nor dead), by daemon. It fails the test if a daemon starts while
+// a run of it that recorded no stop is still alive, or with a token not above
+// its previous one.
+func runningDaemons(t *testing.T, events []daemonEvent) map[string]daemonEvent {
+	t.Helper()
+	running := map[string]daemonEvent{}
+	last := map[string]uint64{}
+	for _, e := range events {
+		switch e.what {
+		case "start":
+			if r, ok := running[e.daemon]; ok && alive(r.pid) {
+				t.Errorf("%s started on %s (token %d) while it ran on %s (token %d)", e.daemon, e.node, e.token, r.node, r.token)
+			}
+			if e.token <= last[e.daemon] {
+				t.Errorf("%s started on %s with token %d, not above its previous %d", e.daemon, e.node, e.token, last[e.daemon])
+			}
+			running[e.daemon], last[e.daemon] = e, e.token
+		case "stop":
+			delete(running, e.daemon)
+		}
+	}
+	for d, r := range running {
+		if !alive(r.pid) {
+			delete(running, d)
+		}
+	}
+	return running
+}
+
+// awaitDaemons waits until the daemons run with loads per node that ok
+// accepts, and returns where each runs.
+func awaitDaemons(t *testing.T, file, what string, ok func(loads map[string]int) bool) map[string]daemonEvent {
+	t.Helper()
+	return testenv.Poll(t, what, waitTimeout, func() (map[string]daemonEvent, bool) {
+		running := runningDaemons(t, readDaemonEvents(file))
+		loads := map[string]int{}
+		for _, r := range running {
+			loads[r.node]++
+		}
+		return running, ok(loads)
+	})
+}
+
+// TestAgentRunsEachDaemonOnOneOfThreeNodes runs election agent on three
+// nodes with six daemons: two run on each; SIGTERM to one agent hands its
+// daemons to the others only after they stopped, and it exits 0; SIGKILL to
+// another moves its daemons to the last once their keys age out.
+func TestAgentRunsEachDaemonOnOneOfThreeNodes(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "AGENT", TTL: 2 * time.Second})
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events")
+	config := filepath.Join(dir, "daemons.yaml")
+	var yaml strings.Builder
+	yaml.WriteString("daemons:\n")
+	for i := range 4 {
+		fmt.Fprintf(&yaml, "  - name: d%d\n    command: %q\n    grace: 5s\n", i, recordingDaemon(events))
+	}
+	if err := os.WriteFile(config, []byte(yaml.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // no daemon outlives the test, even if an agent failed to stop it
+		for _, e := range readDaemonEvents(events) {
+			if alive(e.pid) {
+				syscall.Kill(e.pid, syscall.SIGKILL)
+			}
+		}
+	})
+	agents := map[string]*daemon{}
+	for i := range 3 {
+		name := fmt.Sprintf("node%d", i)
+		agents[name] = startProcess(t, bin, name, "agent", "--name", name, "--log-format", "json", "--server", s.ClientURL(),
+			"--bucket", "AGENT", "--config", config, "--label", "zone=z"+name,
+			"--daemon", "d4="+recordingDaemon(events), "--daemon", "d5="+recordingDaemon(events))
+	}
+	twoEach := func(loads map[string]int) bool { return loads["node0"] == 2 && loads["node1"] == 2 && loads["node2"] == 2 }
+	awaitDaemons(t, events, "two daemons on each node", twoEach)
+
+	code, stdout, stderr := runCLI(t, "status", "--server", s.ClientURL(), "--bucket", "AGENT", "--json")
+	if code != exitOK {
+		t.Fatalf("status: exit %d, %s", code, stderr)
+	}
+	var nodes, running int
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var v struct {
+			Node, Daemon, State string
+			Labels              map[string]string
+			CanRun              []string `json:"can_run"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("status line %q: %v", line, err)
+		}
+		switch {
+		case v.Node != "" && v.Daemon == "":
+			nodes++
+			if v.Labels["zone"] != "z"+v.Node || len(v.CanRun) != 6 {
+				t.Errorf("node line %q: want its zone label and six daemons it can run", line)
+			}
+		case v.Daemon != "" && v.State == "running":
+			running++
+		}
+	}
+	if nodes != 3 || running != 6 {
+		t.Errorf("status shows %d nodes and %d running daemons, want 3 and 6:\n%s", nodes, running, stdout)
+	}
+
+	agents["node0"].cmd.Process.Signal(syscall.SIGTERM)
+	if code := agents["node0"].wait(t); code != exitOK {
+		t.Errorf("agent node0 exited %d after SIGTERM, want 0", code)
+	}
+	wantLogged(t, agents["node0"].logged(t), "leaving the fleet", "left the fleet")
+	awaitDaemons(t, events, "three daemons on each of node1 and node2", func(loads map[string]int) bool {
+		return loads["node1"] == 3 && loads["node2"] == 3
+	})
+
+	onNode1 := slices.Collect(func(yield func(int) bool) {
+		for _, e := range runningDaemons(t, readDaemonEvents(events)) {
+			if e.node == "node1" && !yield(e.pid) {
+				return
+			}
+		}
+	})
+	agents["node1"].cmd.Process.Kill()
+	agents["node1"].wait(t)
+	for _, pid := range onNode1 { // the kernel kills the daemons with their agent
+		waitDead(t, pid)
+	}
+	awaitDaemons(t, events, "all six daemons on node2", func(loads map[string]int) bool { return loads["node2"] == 6 })
+}
+
+func TestAgentRefusesBadDaemons(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{nil, "no daemon given"},
+		{[]string{"--daemon", "x"}, "want NAME=COMMAND"},
+		{[]string{"--daemon", "x= "}, "empty command"},
+		{[]string{"--daemon", "x=a", "--daemon", "x=b"}, `daemon "x" is given twice`},
+		{[]string{"--daemon", "x*=a"}, "daemon 1 of node"},
+		{[]string{"--daemon", "x=a", "--capacity", "0"}, "--capacity 0: want 1 or more"},
+		{[]string{"--daemon", "x=a", "--grace", "-1s"}, "--grace -1s"},
+		{[]string{"--daemon", "x=a", "--name", "a b"}, `node name "a b"`},
+		{[]string{"--daemon", "x=a", "--label", "zone"}, "want KEY=VALUE"},
+		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, "no such file"},
+		{[]string{"--config", write("typo.yaml", "daemons:\n  - name: x\n    commnd: a\n")}, "field commnd not found"},
+		{[]string{"--config", write("empty.yaml", "daemons:\n  - name: x\n")}, "empty command"},
+		{[]string{"--config", write("grace.yaml", "daemons:\n  - name: x\n    command: a\n    grace: soon\n")}, "soon"},
+		{[]string{"--daemon", "x=a", "--config", write("dup.yaml", "daemons:\n  - name: x\n    command: b\n")}, `daemon "x" is given twice`},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{"agent"}, tc.args...)...)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.says) {
+			t.Errorf("agent %q: exit %d, stdout %q, stderr %q; want exit 2 saying %q", tc.args, code, stdout, stderr, tc.says)
+		}
+	}
+}
