@@ -121,7 +121,9 @@ func TestAgentRunsEachDaemonOnOneOfThreeNodes(t *testing.T) {
 			"--bucket", "AGENT", "--config", config, "--label", "zone=z"+name,
 			"--daemon", "d4="+recordingDaemon(events), "--daemon", "d5="+recordingDaemon(events))
 	}
-	twoEach := func(loads map[string]int) bool { return loads["node0"] == 2 && loads["node1"] == 2 && loads["node2"] == 2 }
+	twoEach := func(loads map[string]int) bool {
+		return loads["node0"] == 2 && loads["node1"] == 2 && loads["node2"] == 2
+	}
 	awaitDaemons(t, events, "two daemons on each node", twoEach)
 
 	code, stdout, stderr := runCLI(t, "status", "--server", s.ClientURL(), "--bucket", "AGENT", "--json")
