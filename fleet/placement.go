@@ -64,8 +64,7 @@ func place(in placeInput) map[string]string {
 		}
 	}
 
-	// lighter reports whether a would be less loaded than b after taking
-	// one more daemon.
+	// ratio is a member's load for its capacity, with extra more daemons.
 	ratio := func(n *placeNode, extra int) float64 { return float64(load[n.name]+extra) / float64(n.capacity) }
 	for _, d := range free {
 		var best *placeNode

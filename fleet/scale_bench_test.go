@@ -235,52 +235,58 @@ func BenchmarkFleetMoves(b *testing.B) {
 		s := testenv.Server(b)
 		_, js := testenv.Connect(b, s.ClientURL())
 		testenv.Bucket(b, js, jetstream.KeyValueConfig{Bucket: "FLEETMOVES", TTL: 2 * time.Second})
-		c := newCounter()
-		daemons := names("d", 20)
-		names := nodeNames(5)
-		nodes, conns := benchFleet(b, s.ClientURL(), "FLEETMOVES", c, names, daemons)
-		awaitSettled(b, c, nodes, len(daemons))
-		var leaves, crashes []time.Duration
-		for cycle := range *moveCycles {
-			i := cycle % len(nodes)
-			mine := c.on(names[i])
-			started := make(chan string, len(daemons))
-			c.setStarted(started)
-			left := time.Now()
-			nodes[i].Leave()
-			leaves = append(leaves, awaitStarts(b, started, mine).Sub(left))
-			c.setStarted(nil)
-			n, nc := benchFleet(b, s.ClientURL(), "FLEETMOVES", c, names[i:i+1], daemons)
-			nodes[i], conns[i] = n[0], nc[0]
-			awaitSettled(b, c, nodes, len(daemons))
-		}
-		for cycle := range *moveCycles {
-			i := cycle % len(nodes)
-			mine := c.on(names[i])
-			started := make(chan string, len(daemons))
-			c.setStarted(started)
-			cut := time.Now()
-			conns[i].Close()
-			crashes = append(crashes, awaitStarts(b, started, mine).Sub(cut))
-			c.setStarted(nil)
-			cutOff := nodes[i]
-			names[i] = fmt.Sprintf("r%03d", cycle)
-			n, nc := benchFleet(b, s.ClientURL(), "FLEETMOVES", c, names[i:i+1], daemons)
-			nodes[i], conns[i] = n[0], nc[0]
-			awaitSettled(b, c, nodes, len(daemons))
-			cutOff.Leave()
-		}
+		f := &movingFleet{b: b, url: s.ClientURL(), c: newCounter(), daemons: names("d", 20), names: nodeNames(5)}
+		f.nodes, f.conns = benchFleet(b, f.url, "FLEETMOVES", f.c, f.names, f.daemons)
+		awaitSettled(b, f.c, f.nodes, len(f.daemons))
+		leaves := f.cycles(func(i int) { f.nodes[i].Leave() }, func(i, _ int) {})
+		crashes := f.cycles(func(i int) { f.conns[i].Close() }, func(i, cycle int) {
+			f.nodes[i].Leave() // ends the cut-off node's goroutines; its keys aged out already
+			f.names[i] = fmt.Sprintf("r%03d", cycle)
+		})
 		b.ReportMetric(percentile(leaves, 50).Seconds()*1000, "leave-p50-ms")
 		b.ReportMetric(percentile(leaves, 99).Seconds()*1000, "leave-p99-ms")
 		b.ReportMetric(percentile(crashes, 50).Seconds()*1000, "crash-p50-ms")
 		b.ReportMetric(percentile(crashes, 99).Seconds()*1000, "crash-p99-ms")
-		if len(c.twice) > 0 {
-			b.Errorf("daemons ran twice at once: %v", c.twice)
+		if len(f.c.twice) > 0 {
+			b.Errorf("daemons ran twice at once: %v", f.c.twice)
 		}
-		for _, n := range nodes {
+		for _, n := range f.nodes {
 			n.Leave()
 		}
 	}
+}
+
+// movingFleet is BenchmarkFleetMoves's fleet.
+type movingFleet struct {
+	b       *testing.B
+	url     string
+	c       *counter
+	daemons []string
+	names   []string
+	nodes   []*fleet.Node
+	conns   []*nats.Conn
+}
+
+// cycles takes out one node after another -fleet.cycles times with
+// takeOut, measures the time until its daemons run elsewhere, then calls
+// replace and joins a node under the name it leaves in f.names.
+func (f *movingFleet) cycles(takeOut func(i int), replace func(i, cycle int)) []time.Duration {
+	var took []time.Duration
+	for cycle := range *moveCycles {
+		i := cycle % len(f.nodes)
+		mine := f.c.on(f.names[i])
+		started := make(chan string, len(f.daemons))
+		f.c.setStarted(started)
+		begin := time.Now()
+		takeOut(i)
+		took = append(took, awaitStarts(f.b, started, mine).Sub(begin))
+		f.c.setStarted(nil)
+		replace(i, cycle)
+		n, nc := benchFleet(f.b, f.url, "FLEETMOVES", f.c, f.names[i:i+1], f.daemons)
+		f.nodes[i], f.conns[i] = n[0], nc[0]
+		awaitSettled(f.b, f.c, f.nodes, len(f.daemons))
+	}
+	return took
 }
 
 // on returns the daemons running on node.
