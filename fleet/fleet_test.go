@@ -11,8 +11,8 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/fleet"
+	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -148,7 +148,7 @@ func spread(n int, nodes ...string) func(map[string]string, map[string]int) bool
 // its own connection.
 type testFleet struct {
 	t      *testing.T
-	server *server.Server
+	url    string // the servers' client URLs, comma separated
 	bucket string
 	ledger *ledger
 	conns  map[string]*nats.Conn
@@ -159,15 +159,21 @@ type testFleet struct {
 func newFleet(t *testing.T, bucket string) *testFleet {
 	t.Helper()
 	s := testenv.Server(t)
-	_, js := testenv.Connect(t, s.ClientURL())
-	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
-	return &testFleet{t: t, server: s, bucket: bucket, ledger: newLedger(t), conns: map[string]*nats.Conn{}, nodes: map[string]*fleet.Node{}, gone: map[string]bool{}}
+	return fleetOn(t, s.ClientURL(), jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
+}
+
+// fleetOn makes the fleet's bucket on the servers at url.
+func fleetOn(t *testing.T, url string, cfg jetstream.KeyValueConfig) *testFleet {
+	t.Helper()
+	_, js := testenv.Connect(t, url)
+	testenv.Bucket(t, js, cfg)
+	return &testFleet{t: t, url: url, bucket: cfg.Bucket, ledger: newLedger(t), conns: map[string]*nats.Conn{}, nodes: map[string]*fleet.Node{}, gone: map[string]bool{}}
 }
 
 // open opens the fleet's bucket on a connection of its own.
 func (f *testFleet) open() (*nats.Conn, *election.Bucket) {
 	f.t.Helper()
-	nc, js := testenv.Connect(f.t, f.server.ClientURL())
+	nc, js := testenv.Connect(f.t, f.url)
 	kv, err := js.KeyValue(context.Background(), f.bucket)
 	if err != nil {
 		f.t.Fatal(err)
@@ -451,4 +457,32 @@ func TestJoinRefusesANameLiveElsewhere(t *testing.T) {
 	if st, err := fleet.ReadStatus(context.Background(), b); err != nil || len(st.Members) != 1 || !slices.Equal(st.Members[0].Daemons, []string{"x"}) {
 		t.Errorf("after the refused twin: members %+v (%v), want a with its record", st.Members, err)
 	}
+}
+
+// TestAFleetOnAClusterSpreadsAndMovesDaemons runs a fleet on a 3-node
+// cluster with an R3 bucket: daemons spread, a leave moves only the leaver's
+// daemons, and a node cut off loses its daemons to the last one, never two
+// runs of a daemon at once.
+func TestAFleetOnAClusterSpreadsAndMovesDaemons(t *testing.T) {
+	t.Parallel()
+	servers := testenv.Cluster(t)
+	// A TTL of 5 s leaves a node 625 ms to retry a renewal while the
+	// cluster moves a stream's leadership.
+	f := fleetOn(t, embedded.ClientURLs(servers), jetstream.KeyValueConfig{Bucket: "CLUSTER", TTL: 5 * time.Second, Replicas: 3})
+	daemons := names("d", 9)
+	for _, n := range []string{"a", "b", "c"} {
+		f.join(n, 20*time.Millisecond, daemons...)
+	}
+	before := f.awaitPlacement("9 daemons over a, b, c", spread(9, "a", "b", "c"))
+	f.gone["c"] = true
+	f.nodes["c"].Leave()
+	after := f.awaitPlacement("9 daemons over a and b", spread(9, "a", "b"))
+	for d, node := range before {
+		if node != "c" && after[d] != node {
+			t.Errorf("%s moved from %s to %s although only c left", d, node, after[d])
+		}
+	}
+	f.gone["b"] = true
+	f.conns["b"].Close()
+	f.awaitPlacement("9 daemons on a", spread(9, "a"))
 }
