@@ -110,22 +110,26 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		}
 	}()
 
-	timeout := time.NewTimer(2 * b.TTL())
+	// Two processes that start together under one name both get past
+	// awaitNameFree; the one that has not won after two TTLs while the key
+	// is held under its name gives up. A slow server only delays the join.
+	timeout := time.NewTicker(2 * b.TTL())
 	defer timeout.Stop()
-	select {
-	case <-joined:
-	case <-ctx.Done():
-		self.Stop()
-		cancel()
-		return nil, fmt.Errorf("fleet: node %q did not join: %w", cfg.Name, ctx.Err())
-	case <-timeout.C:
-		self.Stop()
-		cancel()
-		holder, _ := b.Leader(context.Background(), nodeKey(cfg.Name))
-		if holder.Name == cfg.Name {
-			return nil, fmt.Errorf("%w: node %q: another process holds the name and renews it (waited %v)", ErrNameTaken, cfg.Name, 2*b.TTL())
+	for waiting := true; waiting; {
+		select {
+		case <-joined:
+			waiting = false
+		case <-ctx.Done():
+			self.Stop()
+			cancel()
+			return nil, fmt.Errorf("fleet: node %q did not join: %w", cfg.Name, ctx.Err())
+		case <-timeout.C:
+			if holder, _ := b.Leader(ctx, nodeKey(cfg.Name)); holder.Name == cfg.Name && !self.IsLeader() {
+				self.Stop()
+				cancel()
+				return nil, fmt.Errorf("%w: node %q: another process holds the name and renews it (waited %v)", ErrNameTaken, cfg.Name, 2*b.TTL())
+			}
 		}
-		return nil, fmt.Errorf("fleet: node %q did not join within %v", cfg.Name, 2*b.TTL())
 	}
 
 	changes, err := b.ObservePrefix(runCtx, keyPrefix)

@@ -85,15 +85,53 @@ func place(in placeInput) map[string]string {
 
 	// Move one daemon at a time from the most loaded member that has one a
 	// less loaded member can take, while that improves the spread.
+	h := newHoldings(target, in.since)
 	for {
-		from, to, d := heaviestMove(in.nodes, target, load, ratio, in.since)
+		from, to, d := heaviestMove(in.nodes, h, ratio)
 		if d == "" {
 			return target
 		}
 		target[d] = to.name
 		load[from.name]--
 		load[to.name]++
+		h.move(d, from.name, to.name)
 	}
+}
+
+// holdings are the daemons placement gives each member, each member's in
+// the order it gives them away: the newest it started last, then by name.
+type holdings struct {
+	since  map[string]time.Time
+	held   map[string][]string
+	sorted map[string]bool // whether a member's list is in order
+}
+
+func newHoldings(target map[string]string, since map[string]time.Time) *holdings {
+	h := &holdings{since: since, held: map[string][]string{}, sorted: map[string]bool{}}
+	for daemon, node := range target {
+		h.held[node] = append(h.held[node], daemon)
+	}
+	return h
+}
+
+// of returns the member's daemons in order.
+func (h *holdings) of(node string) []string {
+	if !h.sorted[node] {
+		slices.SortFunc(h.held[node], func(a, b string) int {
+			if c := h.since[a].Compare(h.since[b]); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		h.sorted[node] = true
+	}
+	return h.held[node]
+}
+
+func (h *holdings) move(d, from, to string) {
+	h.held[from] = slices.DeleteFunc(h.held[from], func(x string) bool { return x == d })
+	h.held[to] = append(h.held[to], d)
+	h.sorted[to] = false
 }
 
 // better reports whether n should take a free daemon before best: not its
@@ -112,7 +150,7 @@ func better(n, best *placeNode, previous string, ratio func(*placeNode, int) flo
 // its daemons (the newest it started, then the last by name) to the least
 // loaded member that can run it, if that member would stay below the
 // giver's load. It returns d == "" if no move improves the spread.
-func heaviestMove(nodes []placeNode, target map[string]string, load map[string]int, ratio func(*placeNode, int) float64, since map[string]time.Time) (from, to *placeNode, d string) {
+func heaviestMove(nodes []placeNode, h *holdings, ratio func(*placeNode, int) float64) (from, to *placeNode, d string) {
 	byLoad := make([]*placeNode, len(nodes))
 	for i := range nodes {
 		byLoad[i] = &nodes[i]
@@ -126,28 +164,13 @@ func heaviestMove(nodes []placeNode, target map[string]string, load map[string]i
 		}
 		return strings.Compare(a.name, b.name)
 	})
-	held := map[string][]string{}
-	for daemon, node := range target {
-		held[node] = append(held[node], daemon)
-	}
 	for _, giver := range byLoad {
-		daemons := held[giver.name]
-		slices.SortFunc(daemons, func(a, b string) int {
-			if c := since[a].Compare(since[b]); c != 0 {
-				return c
-			}
-			return strings.Compare(a, b)
-		})
+		daemons := h.of(giver.name)
 		for i := len(daemons) - 1; i >= 0; i-- {
-			var taker *placeNode
 			for _, n := range slices.Backward(byLoad) { // least loaded first
 				if n != giver && n.canRun[daemons[i]] && ratio(n, 1) < ratio(giver, 0) {
-					taker = n
-					break
+					return giver, n, daemons[i]
 				}
-			}
-			if taker != nil {
-				return giver, taker, daemons[i]
 			}
 		}
 	}
