@@ -185,12 +185,7 @@ func BenchmarkFleetScale(b *testing.B) {
 		b.ReportMetric(float64(consumers(b, js, "KV_FLEETSCALE"))/float64(*scaleNodes), "consumers/node")
 		b.ReportMetric(float64(starts-int64(*scaleDaemons)), "extra-starts")
 		b.ReportMetric(float64(c.starts.Load()-starts), "starts-in-window")
-		if len(c.twice) > 0 {
-			b.Errorf("daemons ran twice at once: %v", c.twice)
-		}
-		for _, n := range nodes {
-			n.Leave()
-		}
+		c.finish(b, nodes)
 	}
 }
 
@@ -213,12 +208,7 @@ func BenchmarkFleetJoinBurst(b *testing.B) {
 		awaitSettled(b, c, nodes, daemons)
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-settled")
 		b.ReportMetric(float64(c.starts.Load()-int64(daemons)), "extra-starts")
-		if len(c.twice) > 0 {
-			b.Errorf("daemons ran twice at once: %v", c.twice)
-		}
-		for _, n := range nodes {
-			n.Leave()
-		}
+		c.finish(b, nodes)
 	}
 }
 
@@ -247,12 +237,7 @@ func BenchmarkFleetMoves(b *testing.B) {
 		b.ReportMetric(percentile(leaves, 99).Seconds()*1000, "leave-p99-ms")
 		b.ReportMetric(percentile(crashes, 50).Seconds()*1000, "crash-p50-ms")
 		b.ReportMetric(percentile(crashes, 99).Seconds()*1000, "crash-p99-ms")
-		if len(f.c.twice) > 0 {
-			b.Errorf("daemons ran twice at once: %v", f.c.twice)
-		}
-		for _, n := range f.nodes {
-			n.Leave()
-		}
+		f.c.finish(b, f.nodes)
 	}
 }
 
@@ -287,6 +272,17 @@ func (f *movingFleet) cycles(takeOut func(i int), replace func(i, cycle int)) []
 		awaitSettled(f.b, f.c, f.nodes, len(f.daemons))
 	}
 	return took
+}
+
+// finish fails the benchmark if a daemon ever ran twice at once, and makes
+// the nodes leave.
+func (c *counter) finish(b *testing.B, nodes []*fleet.Node) {
+	if len(c.twice) > 0 {
+		b.Errorf("daemons ran twice at once: %v", c.twice)
+	}
+	for _, n := range nodes {
+		n.Leave()
+	}
 }
 
 // on returns the daemons running on node.
