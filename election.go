@@ -117,7 +117,7 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 	if err := o.checkPriority(info.ttl); err != nil {
 		return nil, err
 	}
-	if err := o.checkMetadata(); err != nil {
+	if err := checkMetadata(o.metadata, o.noPresence); err != nil {
 		return nil, err
 	}
 	t := newTiming(info.ttl, interval)

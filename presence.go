@@ -141,11 +141,6 @@ func WithMetadata(metadata map[string]string) Option {
 	return func(o *options) { o.metadata = copied }
 }
 
-// checkMetadata validates the metadata option.
-func (o *options) checkMetadata() error {
-	return checkMetadata(o.metadata, o.noPresence)
-}
-
 // checkMetadata says what is wrong with metadata for a candidate whose
 // record is on (or off, noPresence).
 func checkMetadata(metadata map[string]string, noPresence bool) error {

@@ -262,21 +262,15 @@ func (n *Node) control(ctx context.Context, changes <-chan election.Leader) {
 	for {
 		select {
 		case l, ok := <-changes:
-			if !ok { // the bucket was closed: its elections are stopped
-				changes = nil
-				n.stopAll()
-				break
-			}
-			n.see(ctx, l)
-			for more := true; more; { // take every change already queued
+			for more := true; more; { // this change, then every one already queued
+				if !ok { // the bucket was closed: its elections are stopped
+					changes = nil
+					n.stopAll()
+					break
+				}
+				n.see(ctx, l)
 				select {
-				case l, ok := <-changes:
-					if !ok {
-						changes, more = nil, false
-						n.stopAll()
-						continue
-					}
-					n.see(ctx, l)
+				case l, ok = <-changes:
 				default:
 					more = false
 				}
