@@ -33,12 +33,20 @@ type Node struct {
 	cancel  context.CancelFunc
 	leave   sync.Once
 
-	mu       sync.Mutex
-	tenures  map[string]*tenure // the daemons this node campaigns for, runs or revokes
-	members  map[string]Member  // the live members as last seen
-	holders  map[string]string  // daemon → the node holding it, as last seen
-	previous map[string]string  // free daemon → the node that held it last
-	freed    map[string]time.Time
+	mu      sync.Mutex
+	tenures map[string]*tenure // the daemons this node campaigns for, runs or revokes
+	members map[string]Member  // the live members as last seen
+	// placeNodes are the members as placement sees them, and placeable
+	// every daemon some member can run, sorted (nil: to compute again):
+	// both change only when the members do.
+	placeNodes []placeNode
+	placeable  []string
+	// unread are members whose record was not readable when their key
+	// showed them (it can arrive after the key): read again until it is.
+	unread   map[string]bool
+	holders  map[string]string    // daemon → the node holding it, as last seen
+	previous map[string]string    // free daemon → the node that held it last
+	freed    map[string]time.Time // free daemon → when this node first saw it free
 	// lastChange is when the watcher last showed a change of the fleet;
 	// settle is how long the view must stay quiet before daemons move.
 	lastChange time.Time
@@ -80,6 +88,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		holders:  map[string]string{},
 		previous: map[string]string{},
 		freed:    map[string]time.Time{},
+		unread:   map[string]bool{},
 	}
 	for i := range cfg.Daemons {
 		n.daemons[cfg.Daemons[i].Name] = &cfg.Daemons[i]
@@ -281,7 +290,7 @@ func (n *Node) control(ctx context.Context, changes <-chan election.Leader) {
 		case <-timer.C:
 		}
 		left := leaving == nil || changes == nil
-		next := n.act(left)
+		next := n.act(ctx, left)
 		n.mu.Lock()
 		idle := len(n.tenures) == 0
 		n.mu.Unlock()
@@ -301,20 +310,15 @@ func (n *Node) see(ctx context.Context, l election.Leader) {
 	n.lastChange = time.Now()
 	n.mu.Unlock()
 	if name, ok := strings.CutPrefix(l.Key, nodePrefix); ok {
-		if l.Name != name {
-			n.mu.Lock()
-			delete(n.members, name)
-			n.mu.Unlock()
-			return
-		}
-		m, ok := readMember(ctx, n.bucket, name)
-		if !ok {
-			n.log.Warn("a member without a readable record is left out of placement", "member", name)
-			return
-		}
 		n.mu.Lock()
-		n.members[name] = m
-		n.mu.Unlock()
+		defer n.mu.Unlock()
+		delete(n.members, name)
+		delete(n.unread, name)
+		n.placeNodes, n.placeable = nil, nil
+		if l.Name == name {
+			n.unread[name] = true
+			n.readMembersLocked(ctx)
+		}
 		return
 	}
 	d, ok := strings.CutPrefix(l.Key, daemonPrefix)
@@ -336,13 +340,28 @@ func (n *Node) see(ctx context.Context, l election.Leader) {
 	delete(n.freed, d)
 }
 
+// readMembersLocked reads the records of the members in unread, and makes
+// members of those it can read.
+func (n *Node) readMembersLocked(ctx context.Context) {
+	for name := range n.unread {
+		m, ok := readMember(ctx, n.bucket, name)
+		if !ok {
+			continue
+		}
+		n.members[name] = m
+		delete(n.unread, name)
+		n.placeNodes, n.placeable = nil, nil
+	}
+}
+
 // act compares what the node does with what placement asks of it, and
 // starts what differs: claims, revocations, abandoned claims. left means
 // the node leaves: it claims nothing and revokes everything. It returns
 // when it should look again for a fallback claim (zero: no need).
-func (n *Node) act(left bool) time.Time {
+func (n *Node) act(ctx context.Context, left bool) time.Time {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.readMembersLocked(ctx)
 	for d, t := range n.tenures {
 		if t.ended() {
 			delete(n.tenures, d)
@@ -359,6 +378,9 @@ func (n *Node) act(left bool) time.Time {
 	target := place(in)
 	var next time.Time
 	now := time.Now()
+	if len(n.unread) > 0 {
+		next = now.Add(recordRetry(n.bucket.TTL()))
+	}
 	// Moves wait until the view has been quiet for settle and shows every
 	// win of this node, so that a burst of changes (nodes joining at once,
 	// or a node's own claims not yet seen) does not move daemons back and
@@ -383,7 +405,7 @@ func (n *Node) act(left bool) time.Time {
 		}
 	}
 	if !member {
-		return time.Time{}
+		return next
 	}
 	for d, t := range n.tenures {
 		if !t.running() || target[d] == n.cfg.Name {
@@ -399,6 +421,9 @@ func (n *Node) act(left bool) time.Time {
 	for d := range n.daemons {
 		if n.tenures[d] != nil || n.holders[d] != "" {
 			continue
+		}
+		if _, seen := n.freed[d]; !seen { // never held since this node joined
+			n.freed[d] = now
 		}
 		if target[d] != n.cfg.Name {
 			at := n.freed[d].Add(n.fallback)
@@ -420,21 +445,13 @@ func (n *Node) act(left bool) time.Time {
 // placeInput is what the node has seen, for place. A daemon this node
 // revokes counts as free and is not offered to it again.
 func (n *Node) placeInput() placeInput {
-	in := placeInput{holders: map[string]string{}, previous: map[string]string{}, since: map[string]time.Time{}}
-	daemons := map[string]bool{}
-	for _, m := range n.members {
-		can := map[string]bool{}
-		for _, d := range m.Daemons {
-			can[d] = true
-			daemons[d] = true
-		}
-		in.nodes = append(in.nodes, placeNode{name: m.Name, capacity: m.Capacity, canRun: can})
+	if n.placeable == nil {
+		n.placeNodes, n.placeable = placeNodesOf(n.members)
 	}
-	sortPlaceNodes(in.nodes)
-	for d := range daemons {
-		in.daemons = append(in.daemons, d)
+	in := placeInput{
+		nodes: n.placeNodes, daemons: n.placeable,
+		holders: map[string]string{}, previous: map[string]string{}, since: map[string]time.Time{},
 	}
-	slices.Sort(in.daemons)
 	for d, h := range n.holders {
 		if h == n.cfg.Name && n.tenures[d] == nil { // let go, the watcher has not shown it yet
 			in.previous[d] = h
@@ -456,6 +473,28 @@ func (n *Node) placeInput() placeInput {
 		}
 	}
 	return in
+}
+
+// placeNodesOf returns the members as placement sees them, by name, and
+// every daemon some member can run, sorted.
+func placeNodesOf(members map[string]Member) ([]placeNode, []string) {
+	nodes := make([]placeNode, 0, len(members))
+	daemons := map[string]bool{}
+	for _, m := range members {
+		can := make(map[string]bool, len(m.Daemons))
+		for _, d := range m.Daemons {
+			can[d] = true
+			daemons[d] = true
+		}
+		nodes = append(nodes, placeNode{name: m.Name, capacity: m.Capacity, canRun: can})
+	}
+	sortPlaceNodes(nodes)
+	placeable := make([]string, 0, len(daemons))
+	for d := range daemons {
+		placeable = append(placeable, d)
+	}
+	slices.Sort(placeable)
+	return nodes, placeable
 }
 
 // stopAll stops every tenure's election: the bucket was closed.

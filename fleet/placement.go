@@ -46,12 +46,13 @@ type placeInput struct {
 // those daemons move, so a join moves only the excess, and a leave only the
 // leaver's daemons.
 func place(in placeInput) map[string]string {
-	members := map[string]*placeNode{}
+	slots := make([]slot, len(in.nodes))
+	members := make(map[string]*slot, len(in.nodes))
 	for i := range in.nodes {
-		members[in.nodes[i].name] = &in.nodes[i]
+		slots[i].placeNode = &in.nodes[i]
+		members[in.nodes[i].name] = &slots[i]
 	}
-	load := map[string]int{}
-	target := map[string]string{}
+	target := make(map[string]string, len(in.daemons))
 	var free []string
 	for _, d := range in.daemons {
 		holder, held := in.holders[d]
@@ -60,26 +61,24 @@ func place(in placeInput) map[string]string {
 			free = append(free, d)
 		case members[holder] != nil && members[holder].canRun[d]:
 			target[d] = holder
-			load[holder]++
+			members[holder].load++
 		}
 	}
 
-	// ratio is a member's load for its capacity, with extra more daemons.
-	ratio := func(n *placeNode, extra int) float64 { return float64(load[n.name]+extra) / float64(n.capacity) }
 	for _, d := range free {
-		var best *placeNode
-		for i := range in.nodes {
-			n := &in.nodes[i]
+		var best *slot
+		for i := range slots {
+			n := &slots[i]
 			if !n.canRun[d] {
 				continue
 			}
-			if best == nil || better(n, best, in.previous[d], ratio) {
+			if best == nil || better(n, best, in.previous[d]) {
 				best = n
 			}
 		}
 		if best != nil {
 			target[d] = best.name
-			load[best.name]++
+			best.load++
 		}
 	}
 
@@ -87,16 +86,25 @@ func place(in placeInput) map[string]string {
 	// less loaded member can take, while that improves the spread.
 	h := newHoldings(target, in.since)
 	for {
-		from, to, d := heaviestMove(in.nodes, h, ratio)
+		from, to, d := heaviestMove(slots, h)
 		if d == "" {
 			return target
 		}
 		target[d] = to.name
-		load[from.name]--
-		load[to.name]++
+		from.load--
+		to.load++
 		h.move(d, from.name, to.name)
 	}
 }
+
+// slot is a member and the number of daemons placement gives it so far.
+type slot struct {
+	*placeNode
+	load int
+}
+
+// ratio is the member's load for its capacity, with extra more daemons.
+func (s *slot) ratio(extra int) float64 { return float64(s.load+extra) / float64(s.capacity) }
 
 // holdings are the daemons placement gives each member, each member's in
 // the order it gives them away: the newest it started last, then by name.
@@ -129,18 +137,24 @@ func (h *holdings) of(node string) []string {
 }
 
 func (h *holdings) move(d, from, to string) {
-	h.held[from] = slices.DeleteFunc(h.held[from], func(x string) bool { return x == d })
+	held := h.held[from]
+	for i := len(held) - 1; i >= 0; i-- { // a member gives its last daemons first
+		if held[i] == d {
+			h.held[from] = slices.Delete(held, i, i+1)
+			break
+		}
+	}
 	h.held[to] = append(h.held[to], d)
 	h.sorted[to] = false
 }
 
 // better reports whether n should take a free daemon before best: not its
 // previous holder, then the lower load after taking it, then the name.
-func better(n, best *placeNode, previous string, ratio func(*placeNode, int) float64) bool {
+func better(n, best *slot, previous string) bool {
 	if (n.name == previous) != (best.name == previous) {
 		return best.name == previous
 	}
-	if rn, rb := ratio(n, 1), ratio(best, 1); rn != rb {
+	if rn, rb := n.ratio(1), best.ratio(1); rn != rb {
 		return rn < rb
 	}
 	return n.name < best.name
@@ -150,13 +164,13 @@ func better(n, best *placeNode, previous string, ratio func(*placeNode, int) flo
 // its daemons (the newest it started, then the last by name) to the least
 // loaded member that can run it, if that member would stay below the
 // giver's load. It returns d == "" if no move improves the spread.
-func heaviestMove(nodes []placeNode, h *holdings, ratio func(*placeNode, int) float64) (from, to *placeNode, d string) {
-	byLoad := make([]*placeNode, len(nodes))
-	for i := range nodes {
-		byLoad[i] = &nodes[i]
+func heaviestMove(slots []slot, h *holdings) (from, to *slot, d string) {
+	byLoad := make([]*slot, len(slots))
+	for i := range slots {
+		byLoad[i] = &slots[i]
 	}
-	slices.SortFunc(byLoad, func(a, b *placeNode) int {
-		if ra, rb := ratio(a, 0), ratio(b, 0); ra != rb {
+	slices.SortFunc(byLoad, func(a, b *slot) int {
+		if ra, rb := a.ratio(0), b.ratio(0); ra != rb {
 			if ra > rb {
 				return -1
 			}
@@ -164,11 +178,23 @@ func heaviestMove(nodes []placeNode, h *holdings, ratio func(*placeNode, int) fl
 		}
 		return strings.Compare(a.name, b.name)
 	})
+	receivers := make([]*slot, 0, len(slots))
 	for _, giver := range byLoad {
+		// The members that would stay below the giver's load, least loaded
+		// first: none, and no daemon of the giver can move.
+		receivers = receivers[:0]
+		for _, n := range slices.Backward(byLoad) {
+			if n != giver && n.ratio(1) < giver.ratio(0) {
+				receivers = append(receivers, n)
+			}
+		}
+		if len(receivers) == 0 {
+			continue
+		}
 		daemons := h.of(giver.name)
 		for i := len(daemons) - 1; i >= 0; i-- {
-			for _, n := range slices.Backward(byLoad) { // least loaded first
-				if n != giver && n.canRun[daemons[i]] && ratio(n, 1) < ratio(giver, 0) {
+			for _, n := range receivers {
+				if n.canRun[daemons[i]] {
 					return giver, n, daemons[i]
 				}
 			}

@@ -152,3 +152,25 @@ func TestPlaceGivesAFreedDaemonToAnotherNodeFirst(t *testing.T) {
 		t.Errorf("d00, with n0 the only member, placed on %q; want n0", target["d00"])
 	}
 }
+
+// BenchmarkPlace computes the placement of 1,000 daemons over 20 nodes,
+// every node computing it after each change it sees: a balanced fleet, and
+// one whose daemons all run on one node (the most moves to compute).
+//
+//	go test -run '^$' -bench Place ./fleet
+func BenchmarkPlace(b *testing.B) {
+	daemons := daemonNames(1000)
+	nodes := nodesOf(daemons, slices.Repeat([]int{1}, 20)...)
+	balanced, piled := map[string]string{}, map[string]string{}
+	for i, d := range daemons {
+		balanced[d] = nodes[i%len(nodes)].name
+		piled[d] = nodes[0].name
+	}
+	for name, holders := range map[string]map[string]string{"balanced": balanced, "piled": piled} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				place(placeInput{nodes: nodes, daemons: daemons, holders: holders})
+			}
+		})
+	}
+}

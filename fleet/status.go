@@ -17,6 +17,10 @@ func IsFleetKey(key string) bool {
 	return strings.HasPrefix(key, keyPrefix)
 }
 
+// DaemonKey returns the election key of the daemon named name: its holder
+// runs it, and its revisions are the daemon's fencing tokens.
+func DaemonKey(name string) string { return daemonKey(name) }
+
 // Member is a live node of a fleet, as its record describes it.
 type Member struct {
 	Name     string
@@ -205,32 +209,64 @@ func WatchMembers(ctx context.Context, b *election.Bucket) (<-chan MemberEvent, 
 	out := make(chan MemberEvent)
 	go func() {
 		defer close(out)
+		send := func(ev MemberEvent) bool {
+			select {
+			case out <- ev:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
 		live := map[string]Member{}
-		for l := range changes {
-			name := strings.TrimPrefix(l.Key, nodePrefix)
-			var ev MemberEvent
-			if m, ok := live[name]; ok && l.Name != name {
-				delete(live, name)
-				ev = MemberEvent{Member: m}
-			} else if _, ok := live[name]; !ok && l.Name == name {
+		unread := map[string]bool{} // live keys whose record has not arrived yet
+		retry := time.NewTimer(time.Hour)
+		defer retry.Stop()
+		for {
+			select {
+			case l, ok := <-changes:
+				if !ok {
+					return
+				}
+				name := strings.TrimPrefix(l.Key, nodePrefix)
+				m, known := live[name]
+				switch {
+				case l.Name == name && !known:
+					unread[name] = true
+				case l.Name != name && known:
+					delete(live, name)
+					if !send(MemberEvent{Member: m}) {
+						return
+					}
+				case l.Name != name:
+					delete(unread, name)
+				}
+			case <-retry.C:
+			}
+			for name := range unread {
 				m, ok := readMember(ctx, b, name)
 				if !ok {
 					continue
 				}
+				delete(unread, name)
 				live[name] = m
-				ev = MemberEvent{Joined: true, Member: m}
-			} else {
-				continue
+				if !send(MemberEvent{Joined: true, Member: m}) {
+					return
+				}
 			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
+			retry.Stop()
+			if len(unread) > 0 {
+				retry.Reset(recordRetry(b.TTL()))
 			}
 		}
 	}()
 	return out, nil
 }
+
+// recordRetry is how often a member's record is read again while its key
+// shows it live but its record has not arrived: a node that was cut off
+// or paused for over a TTL renews its key and rewrites its record at
+// about the same time, in either order.
+func recordRetry(ttl time.Duration) time.Duration { return min(ttl/20, 250*time.Millisecond) }
 
 // readMember reads the record of the node name.
 func readMember(ctx context.Context, b *election.Bucket, name string) (Member, bool) {
