@@ -305,6 +305,35 @@ func TestADaemonSlowToStopMovesOnlyOnceItReturned(t *testing.T) {
 	// The ledger fails the test if b started it before a's run returned.
 }
 
+func TestADrainingDaemonLearnsWhenItsHoldIsLost(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, "DRAINLOSS")
+	started, revoked, holdEnded := make(chan struct{}), make(chan error, 1), make(chan error, 1)
+	a := f.joinWith(fleet.Config{Name: "a", Daemons: []fleet.Daemon{{Name: "d", DrainTimeout: 10 * time.Minute, Run: func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		drain := fleet.DrainContext(ctx)
+		revoked <- drain.Err()
+		<-drain.Done()
+		holdEnded <- context.Cause(ctx)
+		return nil
+	}}}})
+	<-started
+	go a.Leave() // revokes d, and returns once it has returned
+	if err := <-revoked; err != nil {
+		t.Fatalf("the drain context ended with the revoke: %v", err)
+	}
+	f.conns["a"].Close() // cut off while d drains: its hold ends at a's deadline
+	select {
+	case cause := <-holdEnded:
+		if !errors.Is(cause, fleet.ErrRevoked) {
+			t.Errorf("Run's context cause %v, want ErrRevoked", cause)
+		}
+	case <-time.After(awaitTimeout):
+		t.Fatal("the drain context was not done after the node was cut off")
+	}
+}
+
 func TestADaemonThatReturnsIsStartedAgain(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, "RESTART")

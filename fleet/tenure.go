@@ -62,7 +62,7 @@ func (n *Node) claim(d string) (*tenure, error) {
 // is cancelled (leadership lost) or the tenure is revoked. It returns only
 // once the daemon has returned, and the election lets the key go only then.
 func (t *tenure) run(lead context.Context) {
-	ctx, stop := context.WithCancelCause(lead)
+	ctx, stop := context.WithCancelCause(context.WithValue(lead, holdKey{}, lead))
 	defer stop(nil)
 	token, _ := election.TokenFromContext(lead)
 	t.mu.Lock()
@@ -91,6 +91,24 @@ func (t *tenure) run(lead context.Context) {
 	t.stop = nil
 	t.mu.Unlock()
 	t.stopElection() // a revoked daemon lets its key go now; a lost one ends its campaign
+}
+
+// holdKey is the key of the daemon's hold (its leadership context) in the
+// context Run gets.
+type holdKey struct{}
+
+// DrainContext returns the context a revoked daemon finishes its work
+// under. Run's ctx is cancelled with ErrRevoked as soon as the daemon is
+// to move, but the node keeps holding the daemon until Run returns (up to
+// its DrainTimeout); DrainContext(ctx) is done only when that hold ends:
+// the node lost it (cut off from the servers: stop at once), or the drain
+// timeout passed. Writes made while draining belong under it, with the
+// daemon's token. For a context that is not a daemon's, it returns ctx.
+func DrainContext(ctx context.Context) context.Context {
+	if hold, ok := ctx.Value(holdKey{}).(context.Context); ok {
+		return hold
+	}
+	return ctx
 }
 
 // lost is the election's OnLost: leadership ended, so the tenure ends too

@@ -244,7 +244,8 @@ type daemonProcs struct {
 // run returns the Run function of daemon d: it runs COMMAND until it exits
 // (an error, so that the fleet starts it again after a backoff) or the
 // daemon's context is cancelled (then SIGTERM, and SIGKILL after grace, or
-// after urgent if the node lost the daemon rather than revoked it).
+// within urgent of the node losing the daemon, during the grace or instead
+// of a revoke).
 func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace, urgent time.Duration, log *logrus.Entry) func(context.Context) error {
 	env := append(os.Environ(),
 		"KVELECT_DAEMON="+d.Name,
@@ -275,14 +276,15 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace, urgent time.Dur
 			return fmt.Errorf("the daemon exited by itself with status %d", c.exitCode())
 		case <-ctx.Done():
 		}
-		wait := grace
 		if !errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
-			wait = min(grace, urgent)
 			log.WithField("cause", context.Cause(ctx).Error()).Warn("lost the daemon: stopping it at once")
+			c.stop(syscall.SIGTERM, min(grace, urgent))
 		} else {
+			// The node holds the daemon through its grace, unless it loses
+			// the hold meanwhile: then the daemon must stop at once.
 			log.Info("stopping the daemon to hand it over")
+			c.stopSooner(syscall.SIGTERM, grace, fleet.DrainContext(ctx).Done(), urgent)
 		}
-		c.stop(syscall.SIGTERM, wait)
 		log.WithField("status", c.exitCode()).Info("the daemon stopped")
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -176,6 +177,37 @@ func TestAgentRunsEachDaemonOnOneOfThreeNodes(t *testing.T) {
 		waitDead(t, pid)
 	}
 	awaitDaemons(t, events, "all six daemons on node2", func(loads map[string]int) bool { return loads["node2"] == 6 })
+}
+
+// TestAgentKillsADrainingDaemonWhenItsHoldIsLost hands over a daemon that
+// ignores SIGTERM and has ten minutes of grace (its agent leaves), then
+// cuts the agent off from the server: once the agent's hold on the daemon
+// has lapsed, another node may start it, so the agent kills it then, not
+// at the end of its grace.
+func TestAgentKillsADrainingDaemonWhenItsHoldIsLost(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "AGENTLOSS", TTL: 2 * time.Second})
+	p, err := faultproxy.New(strings.TrimPrefix(s.ClientURL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	events := filepath.Join(t.TempDir(), "events")
+	stubborn := fmt.Sprintf(`echo "$KVELECT_DAEMON $KVELECT_NODE $KVELECT_TOKEN $$ start" >> %s; trap '' TERM; while :; do sleep 0.1; done`, events)
+	agent := startProcess(t, bin, "node0", "agent", "--name", "node0", "--log-format", "json", "--server", p.URL(),
+		"--bucket", "AGENTLOSS", "--grace", "10m", "--daemon", "d="+stubborn)
+	pid := awaitDaemons(t, events, "d on node0", func(loads map[string]int) bool { return loads["node0"] == 1 })["d"].pid
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) })
+
+	agent.cmd.Process.Signal(syscall.SIGTERM) // d gets SIGTERM, ignores it, and has its grace
+	testenv.Eventually(t, "the agent to hand d over", waitTimeout, func() bool {
+		return strings.Contains(agent.logged(t), "stopping the daemon to hand it over")
+	})
+	p.Blackhole()
+	waitDead(t, pid)
+	agent.wait(t)
 }
 
 func TestAgentRefusesBadDaemons(t *testing.T) {

@@ -18,7 +18,8 @@ func startChild(argv, env []string) (*child, error) {
 	return nil, errors.New("election run supervises commands only on Unix systems")
 }
 
-func (c *child) stop(os.Signal, time.Duration) {}
-func (c *child) kill()                         {}
-func (c *child) exited() bool                  { return true }
-func (c *child) exitCode() int                 { return exitCannotRun }
+func (c *child) stop(os.Signal, time.Duration)                                       {}
+func (c *child) stopSooner(os.Signal, time.Duration, <-chan struct{}, time.Duration) {}
+func (c *child) kill()                                                               {}
+func (c *child) exited() bool                                                        { return true }
+func (c *child) exitCode() int                                                       { return exitCannotRun }

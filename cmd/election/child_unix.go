@@ -53,15 +53,27 @@ func startChild(argv, env []string) (*child, error) {
 
 // stop sends sig to COMMAND's process group, and SIGKILL if COMMAND has not
 // exited after grace. It returns once COMMAND has exited.
-func (c *child) stop(sig os.Signal, grace time.Duration) {
+func (c *child) stop(sig os.Signal, grace time.Duration) { c.stopSooner(sig, grace, nil, 0) }
+
+// stopSooner is stop, except that SIGKILL comes within urgent of lost
+// closing, if that is sooner than grace.
+func (c *child) stopSooner(sig os.Signal, grace time.Duration, lost <-chan struct{}, urgent time.Duration) {
 	syscall.Kill(-c.pid, sig.(syscall.Signal))
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
-	select {
-	case <-c.done:
-	case <-timer.C:
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-lost:
+			lost = nil
+			timer.Reset(urgent)
+			continue
+		case <-timer.C:
+		}
 		c.kill()
 		<-c.done
+		return
 	}
 }
 
