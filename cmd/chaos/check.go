@@ -15,6 +15,7 @@ import (
 // term is one announced leadership of one worker.
 type term struct {
 	worker   string
+	daemon   string // in a fleet run; "" for the one key of a single-key run
 	token    uint64
 	start    int64  // won
 	end      int64  // IsLeader turned false: the earlier of stand-down and the validity deadline
@@ -80,6 +81,9 @@ func check(cfg config, dir string) (*report, error) {
 	// between the validity and the TTL, within which it is still safe.
 	bound := validity + (int64(cfg.ttl)-validity)/2
 	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, Workers: cfg.workers, Rounds: cfg.rounds}
+	if cfg.fleet {
+		rep.Fleet, rep.Daemons = true, cfg.daemons
+	}
 
 	var runStart, runEnd int64
 	pauses := map[string][]span{}
@@ -107,20 +111,28 @@ func check(cfg config, dir string) (*report, error) {
 
 	var terms []*term
 	for name, events := range hist.workers {
-		wt, problems := workerTerms(name, events, validity, deaths, runEnd, pauses[name])
-		terms = append(terms, wt...)
-		rep.Problems = append(rep.Problems, problems...)
-		rep.UnvalidatedWins += len(problems)
+		for daemon, events := range byDaemon(events) {
+			wt, problems := workerTerms(name, daemon, events, validity, deaths, runEnd, pauses[name])
+			terms = append(terms, wt...)
+			rep.Problems = append(rep.Problems, problems...)
+			rep.UnvalidatedWins += len(problems)
+		}
 	}
 	sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
+	perDaemon := byDaemonTerms(terms)
 	rep.terms, rep.hist, rep.deaths, rep.runStart, rep.runEnd = terms, hist, deaths, runStart, runEnd
 	rep.Elections = len(terms)
 	rep.RunMS = ms(runEnd - runStart)
 
-	var overlaps []span
-	overlaps, rep.SplitBrainEpisodes = overlap(terms, func(t *term) []span { return t.adjusted })
+	var overlaps, raw []span
+	for _, terms := range perDaemon { // a daemon's terms may overlap; two daemons' may
+		o, episodes := overlap(terms, func(t *term) []span { return t.adjusted })
+		overlaps = append(overlaps, o...)
+		rep.SplitBrainEpisodes += episodes
+		r, _ := overlap(terms, func(t *term) []span { return []span{{t.start, t.observed}} })
+		raw = append(raw, r...)
+	}
 	rep.SplitBrainMS, rep.overlaps = ms(total(overlaps)), overlaps
-	raw, _ := overlap(terms, func(t *term) []span { return []span{{t.start, t.observed}} })
 	rep.SplitBrainRawMS = ms(total(raw))
 
 	var demotions []float64
@@ -139,18 +151,44 @@ func check(cfg config, dir string) (*report, error) {
 	rep.SelfDemotion = summarize(demotions)
 	rep.DemotionBoundMS = ms(bound)
 
-	checkTokens(rep, terms, hist.audit)
+	for _, terms := range perDaemon {
+		checkTokens(rep, terms, hist.audit)
+	}
 	checkFence(rep, hist)
 	checkLeadership(rep, hist, deaths)
 	checkScenarios(rep, hist.harness, terms)
 	checkRoundTrips(rep, hist)
 
-	if len(terms) > 0 {
-		rep.ColdStartMS = ms(terms[0].start - runStart)
-		covered := union(terms)
-		rep.LeaderlessMS = ms(runEnd-terms[0].start) - ms(covered)
+	// Cold start: until every daemon ran (the leader led, in a single-key
+	// run). Leaderless: the time each daemon did not run after it first
+	// did, summed over the daemons.
+	for _, terms := range perDaemon {
+		rep.ColdStartMS = max(rep.ColdStartMS, ms(terms[0].start-runStart))
+		rep.LeaderlessMS += ms(runEnd-terms[0].start) - ms(union(terms))
+	}
+	if cfg.fleet {
+		checkFleet(rep, hist.harness, perDaemon, runEnd)
 	}
 	return rep, nil
+}
+
+// byDaemon splits a worker's events by the daemon they are about: a
+// single-key run's all go to "".
+func byDaemon(events []Event) map[string][]Event {
+	out := map[string][]Event{}
+	for _, ev := range events {
+		out[ev.Daemon] = append(out[ev.Daemon], ev)
+	}
+	return out
+}
+
+// byDaemonTerms splits terms, in order, by daemon.
+func byDaemonTerms(terms []*term) map[string][]*term {
+	out := map[string][]*term{}
+	for _, t := range terms {
+		out[t.daemon] = append(out[t.daemon], t)
+	}
+	return out
 }
 
 // workerTerms cuts one worker's history into terms. IsLeader is true from a
@@ -161,7 +199,7 @@ func check(cfg config, dir string) (*report, error) {
 // than the library's: overlap may be over-counted, never missed. A win with
 // no acknowledged write in its validity is a problem, and its term runs to
 // the recorded stand-down.
-func workerTerms(name string, events []Event, validity int64, deaths map[string]int64, runEnd int64, paused []span) ([]*term, []string) {
+func workerTerms(name, daemon string, events []Event, validity int64, deaths map[string]int64, runEnd int64, paused []span) ([]*term, []string) {
 	var terms []*term
 	var problems []string
 	var cur *term
@@ -170,7 +208,7 @@ func workerTerms(name string, events []Event, validity int64, deaths map[string]
 		cur.observed = at
 		cur.end = min(at, deadline)
 		if deadline < cur.start {
-			problems = append(problems, fmt.Sprintf("%s announced token %d with no acknowledged write in its validity", name, cur.token))
+			problems = append(problems, fmt.Sprintf("%s announced token %d%s with no acknowledged write in its validity", name, cur.token, about(daemon)))
 			cur.end = at
 		}
 		cur.lastSent = lastSent
@@ -185,7 +223,7 @@ func workerTerms(name string, events []Event, validity int64, deaths map[string]
 		case ev.Kind == "op" && ev.Outcome == "ok" && (ev.Op == "create" || ev.Op == "update"):
 			lastSent, deadline = ev.Sent, ev.Sent+validity
 		case ev.Kind == "won":
-			cur = &term{worker: name, token: ev.Token, start: ev.T}
+			cur = &term{worker: name, daemon: daemon, token: ev.Token, start: ev.T}
 		case ev.Kind == "lost" && cur != nil:
 			closeTerm(ev.T, true)
 		}
@@ -198,6 +236,14 @@ func workerTerms(name string, events []Event, validity int64, deaths map[string]
 		closeTerm(end, false)
 	}
 	return terms, problems
+}
+
+// about names a daemon in a problem's text.
+func about(daemon string) string {
+	if daemon == "" {
+		return ""
+	}
+	return " of daemon " + daemon
 }
 
 // overlap sweeps the terms' spans and returns the spans during which two or
@@ -250,6 +296,11 @@ func union(terms []*term) int64 {
 	for _, t := range terms {
 		spans = append(spans, t.adjusted...)
 	}
+	return unionSpans(spans)
+}
+
+// unionSpans returns the total time covered by any of the spans.
+func unionSpans(spans []span) int64 {
 	slices.SortFunc(spans, func(a, b span) int { return int(a.from - b.from) })
 	var total, reach int64
 	for _, s := range spans {
@@ -309,7 +360,7 @@ func checkTokens(rep *report, terms []*term, audit []Event) {
 	for _, t := range terms {
 		if other, dup := seen[t.token]; dup {
 			rep.DuplicateTokens++
-			rep.Problems = append(rep.Problems, fmt.Sprintf("token %d announced by %s and %s", t.token, other, t.worker))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("token %d%s announced by %s and %s", t.token, about(t.daemon), other, t.worker))
 		}
 		seen[t.token] = t.worker
 		if t.token <= prev {
@@ -322,42 +373,45 @@ func checkTokens(rep *report, terms []*term, audit []Event) {
 			rep.UnauditedWins++
 		case a.Op != "PUT" || a.Worker != t.worker:
 			rep.UnbackedWins++
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%s announced token %d, but the log holds %s %q there", t.worker, t.token, a.Op, a.Worker))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s announced token %d%s, but the log holds %s %q there", t.worker, t.token, about(t.daemon), a.Op, a.Worker))
 		}
 	}
 }
 
 // checkFence counts stale tokens the fenced resource accepted, and acts made
-// with a token older than one another worker had already acted with.
+// with a token older than one another worker had already acted with, each
+// daemon on its own subject.
 func checkFence(rep *report, hist *history) {
-	var highest uint64
+	highest := map[string]uint64{} // by daemon
 	for _, f := range hist.fence {
 		switch f.Kind {
 		case "fence":
 			rep.ActsAccepted++
-			if f.Token < highest {
+			if f.Token < highest[f.Daemon] {
 				rep.StaleTokensAccepted++
 			}
-			highest = max(highest, f.Token)
+			highest[f.Daemon] = max(highest[f.Daemon], f.Token)
 		case "fence-error":
 			rep.Problems = append(rep.Problems, "reading the fenced resource: "+f.Err)
 			rep.FenceUnread = true
 		}
 	}
-	var acts []Event
+	acts := map[string][]Event{} // by daemon
 	for _, events := range hist.workers {
 		for _, ev := range events {
 			if ev.Kind == "act" {
-				acts = append(acts, ev)
+				acts[ev.Daemon] = append(acts[ev.Daemon], ev)
 			}
 		}
 	}
-	sort.Slice(acts, func(i, j int) bool { return acts[i].Sent < acts[j].Sent })
-	for i, a := range acts {
-		for _, b := range acts[:i] {
-			if b.Token > a.Token && b.T < a.Sent {
-				rep.UnfencedOverlaps++
-				break
+	for _, acts := range acts {
+		sort.Slice(acts, func(i, j int) bool { return acts[i].Sent < acts[j].Sent })
+		for i, a := range acts {
+			for _, b := range acts[:i] {
+				if b.Token > a.Token && b.T < a.Sent {
+					rep.UnfencedOverlaps++
+					break
+				}
 			}
 		}
 	}
@@ -504,3 +558,97 @@ func checkRoundTrips(rep *report, hist *history) {
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// checkFleet measures, for each fault of a fleet run until the next one,
+// how long the worst-off daemon went unplaced (not running anywhere), how
+// many daemons started, and how many ended on another node than they began
+// on (the moves the fault made necessary); and the spread of daemons over
+// the nodes when the run ended, before shutdown.
+func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runEnd int64) {
+	var faults []Event
+	end := runEnd
+	gone := map[string]int64{}
+	for _, ev := range harness {
+		switch ev.Kind {
+		case "fault":
+			faults = append(faults, ev)
+		case "shutdown":
+			end = ev.T
+		case "stop", "kill", "exit":
+			if _, seen := gone[ev.Target]; !seen {
+				gone[ev.Target] = ev.T
+			}
+		}
+	}
+	holder := func(terms []*term, at int64) string {
+		for _, t := range terms {
+			if t.start <= at && at < t.observed {
+				return t.worker
+			}
+		}
+		return ""
+	}
+	byName := map[string]*scenarioReport{}
+	for _, sr := range rep.Scenarios {
+		byName[sr.Name] = sr
+	}
+	for i, f := range faults {
+		until := end
+		if i+1 < len(faults) {
+			until = faults[i+1].T
+		}
+		sr := byName[f.Scenario]
+		var worst int64
+		for _, terms := range perDaemon {
+			var covered []span
+			for _, t := range terms {
+				for _, s := range t.adjusted {
+					if lo, hi := max(s.from, f.T), min(s.to, until); hi > lo {
+						covered = append(covered, span{lo, hi})
+					}
+				}
+				if t.start > f.T && t.start < until {
+					sr.Starts++
+				}
+			}
+			worst = max(worst, until-f.T-unionSpans(covered))
+			if holder(terms, f.T) != holder(terms, until-1) {
+				sr.Changed++
+			}
+		}
+		sr.unplaced = append(sr.unplaced, ms(worst))
+	}
+	for _, sr := range rep.Scenarios {
+		sr.UnplacedMS = summarize(sr.unplaced)
+	}
+
+	load := map[string]int{}
+	for name, events := range rep.hist.workers {
+		for _, ev := range events {
+			if at, left := gone[name]; ev.Kind == "joined" && ev.T < end && (!left || at > end) {
+				load[name] = 0
+			}
+		}
+	}
+	for _, terms := range perDaemon {
+		if h := holder(terms, end-1); h != "" {
+			load[h]++
+		}
+	}
+	rep.FinalLoads = load
+	rep.FinalSpread = spread(load)
+
+	// Unplaced time counts until shutdown, when every node leaves.
+	rep.LeaderlessMS = 0
+	for _, terms := range perDaemon {
+		var covered []span
+		for _, t := range terms {
+			for _, s := range t.adjusted {
+				if hi := min(s.to, end); hi > s.from {
+					covered = append(covered, span{s.from, hi})
+				}
+			}
+		}
+		rep.LeaderlessMS += ms(end - terms[0].start - unionSpans(covered))
+	}
+}

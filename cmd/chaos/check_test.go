@@ -213,3 +213,47 @@ func TestCheckLeadershipComparesTheHistoryWithTheWorkers(t *testing.T) {
 		t.Errorf("a complete history: %d wins recorded, ok %v; want 3 and ok", rep.HistoryWins, rep.historyOK())
 	}
 }
+
+// daemonTerm is leaderTerm for daemon d of a fleet run.
+func daemonTerm(d string, token uint64, sent, won int64, renewals []int64, lost int64) []Event {
+	events := leaderTerm(token, sent, won, renewals, lost)
+	for i := range events {
+		events[i].Daemon = d
+	}
+	return events
+}
+
+func TestCheckOfAFleetRunComparesEachDaemonsRunsOnly(t *testing.T) {
+	// n0 runs d0 from 1 s to 6 s; n1 runs d1 over the same time (no
+	// overlap: another daemon), then d0 from 5 s (overlap 5–6 s), with a
+	// token of d0's own sequence below one of d1's.
+	var n0, n1 []Event
+	n0 = append(n0, Event{T: 500e6, Kind: "joined"})
+	n0 = append(n0, daemonTerm("d0", 2, 0, sec, []int64{1500e6, 3000e6, 4500e6}, 6*sec)...)
+	n1 = append(n1, Event{T: 500e6, Kind: "joined"})
+	n1 = append(n1, daemonTerm("d1", 10, 0, sec, []int64{1500e6, 3000e6, 4500e6, 6000e6}, 7*sec)...)
+	n1 = append(n1, daemonTerm("d0", 5, 4500e6, 5*sec, []int64{6000e6}, 7*sec)...)
+	files := baseRun(map[string][]Event{"n0": n0, "n1": n1},
+		Event{T: 4 * sec, Kind: "fault", Scenario: "pause-1"}, Event{T: 6500e6, Kind: "shutdown"})
+	cfg := ttl2s
+	cfg.fleet, cfg.daemons = true, 2
+	rep, err := check(cfg, writeRun(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.SplitBrainMS != 1000 || rep.SplitBrainEpisodes != 1 {
+		t.Errorf("daemons on two nodes %v ms in %d episodes, want 1000 in 1 (d0 on n0 and n1)", rep.SplitBrainMS, rep.SplitBrainEpisodes)
+	}
+	if rep.TokenRegressions != 0 {
+		t.Errorf("%d token regressions, want 0: each daemon's tokens grow", rep.TokenRegressions)
+	}
+	if rep.FinalSpread != 2 || rep.FinalLoads["n1"] != 2 {
+		t.Errorf("final loads %v spread %d, want n1 running both, n0 none at shutdown: 2 apart", rep.FinalLoads, rep.FinalSpread)
+	}
+	if s := rep.Scenarios[0]; s.Starts != 1 || s.Changed != 1 {
+		t.Errorf("after the fault: %d starts, %d moved; want 1 and 1 (d0 to n1)", s.Starts, s.Changed)
+	}
+	if rep.ok() {
+		t.Error("report is ok despite d0 on two nodes")
+	}
+}

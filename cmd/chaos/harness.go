@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,14 +48,18 @@ type harness struct {
 
 	mu      sync.Mutex
 	workers map[string]*workerProc
-	leader  string // the worker whose won event came last and has not lost since
-	settled bool   // the leader renewed since it won and since the last fault
+	// holders maps each daemon to the worker whose won event for it came
+	// last and has not lost it since; a single-key run has one daemon, "".
+	holders map[string]string
+	// settled holds the daemons whose holder renewed since it won and since
+	// the last fault.
+	settled map[string]bool
 	// settledFrom is when the last unsettle happened: only a renewal sent
-	// after it settles the leader (one in flight across a fault does not).
+	// after it settles a holder (one in flight across a fault does not).
 	settledFrom int64
 	nextID      int
-	wins        chan Event    // every won event
-	changed     chan struct{} // signalled when leader or settled may have changed
+	wins        chan Event    // won events, one at least since drainWins if any came
+	changed     chan struct{} // signalled when holders or settled may have changed
 }
 
 type serverProc struct {
@@ -67,6 +72,7 @@ type serverProc struct {
 
 type workerProc struct {
 	name     string
+	joined   bool // a fleet run's node has joined the fleet
 	cmd      *exec.Cmd
 	proxies  []*faultproxy.Proxy
 	done     chan struct{}
@@ -87,7 +93,8 @@ func newHarness(cfg config, dir string) (*harness, error) {
 	}
 	return &harness{
 		cfg: cfg, dir: dir, self: self, rec: newRecorder(f, "harness"), t0: monotonicNow(),
-		workers: map[string]*workerProc{}, wins: make(chan Event, 4096), changed: make(chan struct{}, 1),
+		workers: map[string]*workerProc{}, holders: map[string]string{}, settled: map[string]bool{},
+		wins: make(chan Event, 4096), changed: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -209,7 +216,7 @@ func (h *harness) setup(ctx context.Context) error {
 			return err
 		}
 		_, err = h.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name: fenceStream, Subjects: []string{fenceSubject}, Replicas: replicas,
+			Name: fenceStream, Subjects: []string{fenceSubject, fenceSubject + ".>"}, Replicas: replicas,
 		})
 		return err
 	})
@@ -289,7 +296,8 @@ func (h *harness) dumpFence() {
 				if err := json.Unmarshal(m.Data(), &r); err != nil {
 					return err
 				}
-				records = append(records, Event{Kind: "fence", Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq})
+				daemon := strings.TrimPrefix(strings.TrimPrefix(m.Subject(), fenceSubject), ".")
+				records = append(records, Event{Kind: "fence", Daemon: daemon, Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq})
 			}
 			if err := batch.Error(); err != nil {
 				return err
@@ -373,6 +381,10 @@ func (h *harness) spawnWorker() error {
 	}
 	args := []string{"worker", "-name", name, "-urls", strings.Join(urls, ","),
 		"-bucket", bucketName, "-key", electionKey}
+	if h.cfg.fleet {
+		args = []string{"node", "-name", name, "-urls", strings.Join(urls, ","),
+			"-bucket", bucketName, "-daemons", strings.Join(h.cfg.daemonNames(), ",")}
+	}
 	if h.cfg.ttl < election.MinTTL {
 		args = append(args, "-unsafe-short-ttl")
 	}
@@ -410,8 +422,10 @@ func (h *harness) spawnWorker() error {
 		}
 		h.mu.Lock()
 		crashed := !w.expected
-		if h.leader == name {
-			h.leader = ""
+		for d, holder := range h.holders {
+			if holder == name {
+				delete(h.holders, d)
+			}
 		}
 		h.mu.Unlock()
 		h.signal()
@@ -424,7 +438,8 @@ func (h *harness) spawnWorker() error {
 	return nil
 }
 
-// follow copies a worker's history to its file and tracks who leads.
+// follow copies a worker's history to its file and tracks who holds each
+// daemon.
 func (h *harness) follow(out io.Reader, history io.Writer) {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
@@ -437,12 +452,19 @@ func (h *harness) follow(out io.Reader, history io.Writer) {
 		h.mu.Lock()
 		switch {
 		case ev.Kind == "won":
-			h.leader, h.settled = ev.Worker, false
-			h.wins <- ev
-		case ev.Kind == "lost" && h.leader == ev.Worker:
-			h.leader = ""
-		case ev.Kind == "op" && ev.Op == "update" && ev.Outcome == "ok" && h.leader == ev.Worker && ev.Sent > h.settledFrom:
-			h.settled = true
+			h.holders[ev.Daemon], h.settled[ev.Daemon] = ev.Worker, false
+			select {
+			case h.wins <- ev:
+			default: // wins are waiting already
+			}
+		case ev.Kind == "lost" && h.holders[ev.Daemon] == ev.Worker:
+			delete(h.holders, ev.Daemon)
+		case ev.Kind == "op" && ev.Op == "update" && ev.Outcome == "ok" && h.holders[ev.Daemon] == ev.Worker && ev.Sent > h.settledFrom:
+			h.settled[ev.Daemon] = true
+		case ev.Kind == "joined":
+			if w := h.workers[ev.Worker]; w != nil {
+				w.joined = true
+			}
 		}
 		h.mu.Unlock()
 		h.signal()
@@ -456,23 +478,26 @@ func (h *harness) signal() {
 	}
 }
 
-// unsettle marks the leader as not settled until it renews: a fault is
+// unsettle marks every holder as not settled until it renews: a fault is
 // being injected or was just healed.
 func (h *harness) unsettle() {
 	h.mu.Lock()
-	h.settled, h.settledFrom = false, monotonicNow()
+	clear(h.settled)
+	h.settledFrom = monotonicNow()
 	h.mu.Unlock()
 }
 
 // currentLeader returns the leader once it has renewed since it won and
-// since the last fault, waiting for that if need be.
+// since the last fault, waiting for that if need be. In a fleet run it
+// waits until every node has joined, every daemon runs on a node that
+// renewed it since the last fault, and the spread is within one daemon;
+// then it returns the node that runs the most daemons.
 func (h *harness) currentLeader(ctx context.Context) (*workerProc, error) {
 	for {
 		h.mu.Lock()
-		w := h.workers[h.leader]
-		settled := h.settled
+		w, ok := h.target()
 		h.mu.Unlock()
-		if w != nil && settled {
+		if ok {
 			return w, nil
 		}
 		select {
@@ -481,6 +506,44 @@ func (h *harness) currentLeader(ctx context.Context) (*workerProc, error) {
 			return nil, errors.New("no settled leader: " + ctx.Err().Error())
 		}
 	}
+}
+
+// target returns the worker faults aim at, if every daemon is settled
+// (see currentLeader).
+func (h *harness) target() (*workerProc, bool) {
+	load := map[string]int{}
+	for _, w := range h.workers {
+		if h.cfg.fleet && !w.joined {
+			return nil, false
+		}
+		load[w.name] = 0
+	}
+	for _, d := range h.cfg.daemonNames() {
+		holder, held := h.holders[d]
+		if !held || !h.settled[d] || h.workers[holder] == nil {
+			return nil, false
+		}
+		load[holder]++
+	}
+	var busiest *workerProc
+	for name, n := range load {
+		if w := h.workers[name]; busiest == nil || n > load[busiest.name] || n == load[busiest.name] && name < busiest.name {
+			busiest = w
+		}
+	}
+	return busiest, busiest != nil && spread(load) <= 1
+}
+
+// spread returns max − min of the loads (0 for none).
+func spread(load map[string]int) int {
+	if len(load) == 0 {
+		return 0
+	}
+	lo, hi := math.MaxInt, 0
+	for _, n := range load {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	return hi - lo
 }
 
 // drainWins forgets the wins seen so far.
@@ -573,6 +636,7 @@ func (h *harness) pause(w *workerProc, d time.Duration) {
 
 // shutdown stops every worker gracefully, then the servers.
 func (h *harness) shutdown() {
+	h.rec.record(Event{Kind: "shutdown"})
 	h.mu.Lock()
 	var ws []*workerProc
 	for _, w := range h.workers {
@@ -587,7 +651,9 @@ func (h *harness) shutdown() {
 	}
 	if h.admin != nil {
 		h.dumpFence()
-		h.dumpLeadership()
+		if !h.cfg.fleet { // fleet nodes record no leadership history
+			h.dumpLeadership()
+		}
 		h.audit.Stop()
 		h.admin.Close()
 	}

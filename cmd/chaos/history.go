@@ -19,9 +19,13 @@ type Event struct {
 	T      int64  `json:"t"`
 	Worker string `json:"w,omitempty"`
 	Kind   string `json:"ev"`
+	// Daemon is the daemon an event of a fleet run is about: its KV calls,
+	// runs and acts ("" in a single-key run).
+	Daemon string `json:"daemon,omitempty"`
 
 	// ev=op: a KV call on the election key. Sent is when it was sent.
-	Op      string `json:"op,omitempty"` // create, update, delete
+	Op      string `json:"op,omitempty"`  // create, update, delete
+	Key     string `json:"key,omitempty"` // in a fleet run
 	Sent    int64  `json:"sent,omitempty"`
 	Outcome string `json:"outcome,omitempty"` // ok, conflict, error
 	Rev     uint64 `json:"rev,omitempty"`

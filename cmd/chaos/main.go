@@ -8,8 +8,14 @@
 //	go run ./cmd/chaos -short           # the CI mode
 //	go run ./cmd/chaos -json -html run.html
 //
+// With -fleet the processes are nodes of a fleet (package fleet) running
+// daemons, and the checker asks the same of every daemon: never on two nodes
+// at once, stale tokens refused.
+//
+//	go run ./cmd/chaos -fleet           # 3 nodes, 12 daemons
+//
 // It exits 1 when an invariant is broken and keeps the histories of that run.
-// It re-executes itself as "chaos worker …" and "chaos server …".
+// It re-executes itself as "chaos worker …", "chaos node …" and "chaos server …".
 package main
 
 import (
@@ -33,14 +39,26 @@ type config struct {
 	syncAlways bool
 	markers    bool
 	priorities bool
+	fleet      bool
+	daemons    int
+}
+
+// daemonNames returns the daemons of a fleet run, or the one key of a
+// single-key run, "".
+func (cfg config) daemonNames() []string {
+	if !cfg.fleet {
+		return []string{""}
+	}
+	names := make([]string, cfg.daemons)
+	for i := range names {
+		names[i] = fmt.Sprintf("d%02d", i)
+	}
+	return names
 }
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "worker" || os.Args[1] == "server") {
-		run := runWorker
-		if os.Args[1] == "server" {
-			run = runServer
-		}
+	if len(os.Args) > 1 && (os.Args[1] == "worker" || os.Args[1] == "node" || os.Args[1] == "server") {
+		run := map[string]func([]string) error{"worker": runWorker, "node": runNode, "server": runServer}[os.Args[1]]
 		if err := run(os.Args[2:]); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos %s: %v\n", os.Args[1], err)
 			os.Exit(1)
@@ -70,6 +88,8 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.markers, "markers", false, "create the bucket with expiry markers (LimitMarkerTTL 1s): the audit log shows expiries")
 	fs.BoolVar(&cfg.syncAlways, "sync-always", false, "servers fsync every write before acknowledging it (as for power loss; no fault here needs it)")
 	fs.BoolVar(&cfg.priorities, "priorities", false, "give each worker a higher priority than the one before, preferring higher (WithPreferHigher, ready after a TTL): leaders hand over as workers are replaced")
+	fs.BoolVar(&cfg.fleet, "fleet", false, "run fleet nodes (-workers of them) with daemons instead of campaigners for one key")
+	fs.IntVar(&cfg.daemons, "daemons", 12, "with -fleet: daemons, each able to run on every node")
 	short := fs.Bool("short", false, "CI mode: one round at TTL 1s, within about 2 minutes")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -79,6 +99,12 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.workers < 2 {
 		return cfg, fmt.Errorf("-workers %d: need at least 2", cfg.workers)
+	}
+	if cfg.fleet && (cfg.daemons < 1 || cfg.daemons > 100) {
+		return cfg, fmt.Errorf("-daemons %d: allowed 1 to 100", cfg.daemons)
+	}
+	if cfg.fleet && cfg.priorities {
+		return cfg, fmt.Errorf("-priorities applies to campaigners for one key, not to -fleet")
 	}
 	if cfg.rounds < 1 {
 		return cfg, fmt.Errorf("-rounds %d: need at least 1", cfg.rounds)
@@ -115,7 +141,7 @@ func (cfg config) chosen() []scenario {
 	}
 	var out []scenario
 	for _, s := range scenarios(cfg.ttl) {
-		if s.mode != "" && s.mode != mode {
+		if s.mode != "" && s.mode != mode || s.fleetOnly && !cfg.fleet {
 			continue
 		}
 		if len(cfg.scenarios) == 0 || contains(cfg.scenarios, s.name) {

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -16,6 +18,8 @@ type report struct {
 	TTL     time.Duration `json:"-"`
 	TTLMS   float64       `json:"ttl_ms"`
 	Cluster bool          `json:"cluster"`
+	Fleet   bool          `json:"fleet"`
+	Daemons int           `json:"daemons,omitempty"`
 	Workers int           `json:"workers"`
 	Rounds  int           `json:"rounds"`
 	RunMS   float64       `json:"run_ms"`
@@ -57,7 +61,12 @@ type report struct {
 	LeaderlessMS float64           `json:"leaderless_ms"`
 	Scenarios    []*scenarioReport `json:"scenarios"`
 	Crashed      []string          `json:"crashed"`
-	Problems     []string          `json:"problems"`
+
+	// A fleet run's daemons per node at the end, before shutdown.
+	FinalLoads  map[string]int `json:"final_loads,omitempty"`
+	FinalSpread int            `json:"final_spread"`
+
+	Problems []string `json:"problems"`
 
 	terms    []*term
 	marks    []mark
@@ -69,10 +78,14 @@ type report struct {
 }
 
 func (r *report) mode() string {
+	servers := "single server"
 	if r.Cluster {
-		return fmt.Sprintf("3-node cluster, R3 bucket, TTL %v, %d workers, %d round(s)", r.TTL, r.Workers, r.Rounds)
+		servers = "3-node cluster, R3 bucket"
 	}
-	return fmt.Sprintf("single server, TTL %v, %d workers, %d round(s)", r.TTL, r.Workers, r.Rounds)
+	if r.Fleet {
+		return fmt.Sprintf("%s, TTL %v, a fleet of %d nodes and %d daemons, %d round(s)", servers, r.TTL, r.Workers, r.Daemons, r.Rounds)
+	}
+	return fmt.Sprintf("%s, TTL %v, %d workers, %d round(s)", servers, r.TTL, r.Workers, r.Rounds)
 }
 
 type scenarioReport struct {
@@ -81,6 +94,14 @@ type scenarioReport struct {
 	Failovers  int    `json:"failovers"`
 	FailoverMS stats  `json:"failover_ms"`
 	samples    []float64
+
+	// A fleet run's, from each fault to the next: the longest any daemon
+	// ran nowhere, the daemons started, and the daemons that ended on
+	// another node than they began on.
+	UnplacedMS stats `json:"unplaced_ms"`
+	Starts     int   `json:"daemon_starts,omitempty"`
+	Changed    int   `json:"daemons_moved,omitempty"`
+	unplaced   []float64
 }
 
 // stats summarizes samples in milliseconds.
@@ -111,11 +132,33 @@ func summarize(samples []float64) stats {
 
 func round(v float64) float64 { return math.Round(v*10) / 10 }
 
+// printFleetScenarios writes a fleet run's table: per scenario, the time
+// to the first daemon started after the fault, the longest any daemon ran
+// nowhere until the next fault, the daemons started and those that ended
+// on another node.
+func (r *report) printFleetScenarios(tw io.Writer) {
+	fmt.Fprintln(tw, "scenario\tfaults\tfirst start p50 ms\tunplaced p50 ms\tunplaced max ms\tmax ×TTL\tstarts\tmoved\t")
+	for _, s := range r.Scenarios {
+		u := s.UnplacedMS
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%d\t\n", s.Name, s.Faults, s.FailoverMS.P50, u.P50, u.Max, u.Max/r.TTLMS, s.Starts, s.Changed)
+	}
+}
+
+// loadsText lists daemons per node, by node name.
+func loadsText(loads map[string]int) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(loads)) {
+		parts = append(parts, fmt.Sprintf("%s %d", name, loads[name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // ok reports whether every invariant held.
 func (r *report) ok() bool {
 	return r.SplitBrainMS == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
 		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0 &&
-		r.QuorumLossLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread && r.historyOK()
+		r.QuorumLossLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread && r.historyOK() &&
+		(!r.Fleet || r.FinalSpread <= 1)
 }
 
 // historyOK reports whether the leadership history matched the workers'
@@ -132,10 +175,14 @@ func (r *report) print(w io.Writer, cfg config) {
 	fmt.Fprintf(w, "chaos: %s, %.1f s\n\n", r.mode(), r.RunMS/1000)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tfaults\tfailovers\tp50 ms\tp99 ms\tmax ms\tmax ×TTL\t")
-	for _, s := range r.Scenarios {
-		f := s.FailoverMS
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t\n", s.Name, s.Faults, s.Failovers, f.P50, f.P99, f.Max, f.Max/r.TTLMS)
+	if r.Fleet {
+		r.printFleetScenarios(tw)
+	} else {
+		fmt.Fprintln(tw, "scenario\tfaults\tfailovers\tp50 ms\tp99 ms\tmax ms\tmax ×TTL\t")
+		for _, s := range r.Scenarios {
+			f := s.FailoverMS
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t\n", s.Name, s.Faults, s.Failovers, f.P50, f.P99, f.Max, f.Max/r.TTLMS)
+		}
 	}
 	tw.Flush()
 
@@ -145,13 +192,23 @@ func (r *report) print(w io.Writer, cfg config) {
 		}
 		return "BROKEN"
 	}
-	fmt.Fprintf(w, "\nfaults injected %d, elections %d, cold start → first leader %.0f ms, leaderless %.0f ms of %.0f ms\n",
-		r.Faults, r.Elections, r.ColdStartMS, r.LeaderlessMS, r.RunMS)
+	if r.Fleet {
+		fmt.Fprintf(w, "\nfaults injected %d, daemon runs %d, cold start → every daemon running %.0f ms, daemons unplaced %.0f ms in all (of %.0f ms × %d daemons)\n",
+			r.Faults, r.Elections, r.ColdStartMS, r.LeaderlessMS, r.RunMS, r.Daemons)
+	} else {
+		fmt.Fprintf(w, "\nfaults injected %d, elections %d, cold start → first leader %.0f ms, leaderless %.0f ms of %.0f ms\n",
+			r.Faults, r.Elections, r.ColdStartMS, r.LeaderlessMS, r.RunMS)
+	}
 	if rt := r.RoundTrip; rt.N > 0 {
 		fmt.Fprintf(w, "KV call, send → reply, outside faults: p50 %.1f, p99 %.1f, max %.1f ms (%d calls)\n", rt.P50, rt.P99, rt.Max, rt.N)
 	}
-	fmt.Fprintf(w, "split brain (pause-adjusted)  %8.1f ms in %d episodes  %s\n", r.SplitBrainMS, r.SplitBrainEpisodes, verdict(r.SplitBrainMS == 0))
-	fmt.Fprintf(w, "split brain (raw, with pauses) %7.1f ms  (reported, not an invariant)\n", r.SplitBrainRawMS)
+	twice := "split brain"
+	if r.Fleet {
+		twice = "daemon on two nodes"
+		fmt.Fprintf(w, "daemons per node at the end: %s; spread %d  %s\n", loadsText(r.FinalLoads), r.FinalSpread, verdict(r.FinalSpread <= 1))
+	}
+	fmt.Fprintf(w, "%s (pause-adjusted)  %8.1f ms in %d episodes  %s\n", twice, r.SplitBrainMS, r.SplitBrainEpisodes, verdict(r.SplitBrainMS == 0))
+	fmt.Fprintf(w, "%s (raw, with pauses) %7.1f ms  (reported, not an invariant)\n", twice, r.SplitBrainRawMS)
 	fmt.Fprintf(w, "self-demotion (stand-down − last good renewal sent)  p50 %.0f, p99 %.0f, max %.0f ms; bound %.0f ms  %s\n",
 		r.SelfDemotion.P50, r.SelfDemotion.P99, r.SelfDemotion.Max, r.DemotionBoundMS, verdict(r.DemotionViolations == 0))
 	fmt.Fprintf(w, "tokens: %d duplicated, %d regressions, %d wins not in the log (%d not audited), %d without a write  %s\n",

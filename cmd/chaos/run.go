@@ -22,10 +22,13 @@ func runChaos(cfg config) int {
 	if h != nil {
 		h.shutdown()
 	}
-	if err != nil {
+	if err != nil { // what was recorded until then is checked all the same
 		fmt.Fprintf(os.Stderr, "chaos: %v (histories kept in %s)\n", err, dir)
-		return 2
+		if h == nil {
+			return 2
+		}
 	}
+	harnessErr := err
 	rep, err := check(cfg, dir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: checking: %v (histories kept in %s)\n", err, dir)
@@ -37,13 +40,18 @@ func runChaos(cfg config) int {
 			fmt.Fprintln(os.Stderr, "chaos: html:", err)
 		}
 	}
-	if !rep.ok() || cfg.keep {
+	switch {
+	case harnessErr != nil:
+	case !rep.ok() || cfg.keep:
 		fmt.Fprintf(os.Stderr, "chaos: histories kept in %s\n", dir)
-	} else {
+	default:
 		os.RemoveAll(dir)
 	}
-	if !rep.ok() {
+	switch {
+	case !rep.ok():
 		return 1
+	case harnessErr != nil:
+		return 2
 	}
 	return 0
 }

@@ -7,23 +7,41 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // scenario is one fault, injected against the current leader (or around
-// it), healed before it returns.
+// it), healed before it returns. In a fleet run, the leader is the node
+// running the most daemons, and the key one of its daemons' keys.
 type scenario struct {
 	name string
 	// where it applies: "" for both modes, "single" or "cluster".
-	mode   string
-	inject func(ctx context.Context, h *harness, leader *workerProc) error
+	mode string
+	// fleetOnly: membership changes of a fleet run.
+	fleetOnly bool
+	inject    func(ctx context.Context, h *harness, leader *workerProc) error
 }
+
+// burst is how many nodes join, or leave, at once in a fleet run.
+const burst = 3
 
 // scenarios lists every fault the harness knows, in the order of a round.
 func scenarios(ttl time.Duration) []scenario {
 	times := func(k float64) time.Duration { return time.Duration(k * float64(ttl)) }
 	return []scenario{
+		{name: "join-burst", fleetOnly: true, inject: func(_ context.Context, h *harness, _ *workerProc) error {
+			for range burst {
+				if err := h.spawnWorker(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{name: "leave-burst", fleetOnly: true, inject: func(_ context.Context, h *harness, l *workerProc) error {
+			return h.leaveBurst(l)
+		}},
 		{name: "leader-kill", inject: func(_ context.Context, h *harness, l *workerProc) error { return h.kill(l) }},
 		{name: "leader-stop", inject: func(_ context.Context, h *harness, l *workerProc) error { return h.stop(l) }},
 		{name: "candidate-kill", inject: func(_ context.Context, h *harness, l *workerProc) error {
@@ -49,21 +67,22 @@ func scenarios(ttl time.Duration) []scenario {
 			}
 			return nil
 		}},
-		{name: "key-delete", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
-			return h.kv.Delete(ctx, electionKey)
+		{name: "key-delete", inject: func(ctx context.Context, h *harness, l *workerProc) error {
+			return h.kv.Delete(ctx, h.faultKey(l))
 		}},
 		{name: "cut-off-delete", inject: func(ctx context.Context, h *harness, l *workerProc) error {
 			// The leader cannot see its key deleted: only the announce delay
 			// keeps the next winner from overlapping it.
+			key := h.faultKey(l)
 			return h.cutOff(ctx, l, ttl, 4*ttl, (*faultproxy.Proxy).Blackhole, func() error {
-				return h.kv.Delete(ctx, electionKey)
+				return h.kv.Delete(ctx, key)
 			})
 		}},
-		{name: "key-purge", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
-			return h.kv.Purge(ctx, electionKey)
+		{name: "key-purge", inject: func(ctx context.Context, h *harness, l *workerProc) error {
+			return h.kv.Purge(ctx, h.faultKey(l))
 		}},
-		{name: "key-overwrite", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
-			_, err := h.kv.Put(ctx, electionKey, []byte("rogue"))
+		{name: "key-overwrite", inject: func(ctx context.Context, h *harness, l *workerProc) error {
+			_, err := h.kv.Put(ctx, h.faultKey(l), []byte("rogue"))
 			return err
 		}},
 		{name: "server-restart", mode: "single", inject: func(_ context.Context, h *harness, _ *workerProc) error {
@@ -90,6 +109,43 @@ func scenarios(ttl time.Duration) []scenario {
 			return h.outage(3*ttl, h.servers[0], h.servers[1])
 		}},
 	}
+}
+
+// faultKey returns the key that key faults hit: the election key, or in
+// a fleet run the key of the first daemon the leader runs.
+func (h *harness) faultKey(l *workerProc) string {
+	if !h.cfg.fleet {
+		return electionKey
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range h.cfg.daemonNames() {
+		if h.holders[d] == l.name {
+			return fleet.DaemonKey(d)
+		}
+	}
+	return fleet.DaemonKey(h.cfg.daemonNames()[0])
+}
+
+// leaveBurst stops burst nodes at once (all but one if fewer are left),
+// the leader first, without replacing them: each leaves the fleet and
+// hands its daemons over.
+func (h *harness) leaveBurst(l *workerProc) error {
+	leaving := []*workerProc{l}
+	h.mu.Lock()
+	for _, w := range h.workers {
+		if w != l && len(leaving) < min(burst, len(h.workers)-1) {
+			leaving = append(leaving, w)
+		}
+	}
+	h.mu.Unlock()
+	for _, w := range leaving {
+		h.retire(w, "stop", syscall.SIGTERM)
+	}
+	for _, w := range leaving {
+		h.awaitExit(w)
+	}
+	return nil
 }
 
 // pause stops the leader for d.

@@ -78,7 +78,7 @@ func runWorker(args []string) error {
 			token, _ := election.TokenFromContext(leading)
 			rec.record(Event{Kind: "won", Token: token})
 			context.AfterFunc(leading, func() { rec.record(Event{Kind: "lost", Token: token}) })
-			actUntilDone(leading, js, fence, rec, *name, token)
+			actUntilDone(leading, js, fence, rec, fenceSubject, "", fenceRecord{Token: token, Worker: *name})
 		}),
 		election.OnLost(func(cause error) { rec.record(Event{Kind: "cause", Cause: cause.Error()}) }),
 	}
@@ -107,10 +107,11 @@ type fenceRecord struct {
 	Seq    int    `json:"seq"`
 }
 
-// actUntilDone appends to the fenced resource every actInterval until
-// leadership ends: read the last record, refuse to write if it carries a
-// higher token, else append with a compare-and-set on its sequence.
-func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *recorder, name string, token uint64) {
+// actUntilDone appends r to the fenced resource's subject every
+// actInterval until leadership ends: read the last record, refuse to write
+// if it carries a higher token, else append with a compare-and-set on its
+// sequence. Its acts are recorded for daemon ("" in a single-key run).
+func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *recorder, subject, daemon string, r fenceRecord) {
 	tick := time.NewTicker(actInterval)
 	defer tick.Stop()
 	for seq := 1; ; seq++ {
@@ -121,9 +122,10 @@ func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstre
 		}
 		sent := monotonicNow()
 		ctx, cancel := context.WithTimeout(leading, time.Second)
-		accepted, stale, err := fencedAppend(ctx, js, fence, fenceRecord{Token: token, Worker: name, Seq: seq})
+		r.Seq = seq
+		accepted, stale, err := fencedAppend(ctx, js, fence, subject, r)
 		cancel()
-		ev := Event{Kind: "act", Sent: sent, Token: token, Seq: seq, Accepted: accepted, Stale: stale}
+		ev := Event{Kind: "act", Daemon: daemon, Sent: sent, Token: r.Token, Seq: seq, Accepted: accepted, Stale: stale}
 		if err != nil {
 			ev.Err = err.Error()
 		}
@@ -131,9 +133,9 @@ func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstre
 	}
 }
 
-func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.Stream, r fenceRecord) (accepted, stale bool, err error) {
+func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.Stream, subject string, r fenceRecord) (accepted, stale bool, err error) {
 	var lastSeq uint64
-	last, err := fence.GetLastMsgForSubject(ctx, fenceSubject)
+	last, err := fence.GetLastMsgForSubject(ctx, subject)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 	case err != nil:
@@ -149,42 +151,49 @@ func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.S
 		lastSeq = last.Sequence
 	}
 	data, _ := json.Marshal(r)
-	if _, err := js.Publish(ctx, fenceSubject, data, jetstream.WithExpectLastSequencePerSubject(lastSeq)); err != nil {
+	if _, err := js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(lastSeq)); err != nil {
 		return false, false, err
 	}
 	return true, false, nil
 }
 
 // recordingKV records the election's Create, Update and Delete calls on the
-// key: when each was sent, when it returned, and how.
+// key: when each was sent, when it returned, and how. With daemonOf (a
+// fleet run's many keys), each call's key too, and its daemon if it is
+// about one.
 type recordingKV struct {
 	jetstream.KeyValue
-	rec *recorder
+	rec      *recorder
+	daemonOf func(key string) (daemon string, ok bool)
 }
 
 func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
 	sent := monotonicNow()
 	rev, err := r.KeyValue.Create(ctx, key, value, opts...)
-	r.op("create", sent, rev, err)
+	r.op(key, "create", sent, rev, err)
 	return rev, err
 }
 
 func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
 	sent := monotonicNow()
 	rev, err := r.KeyValue.Update(ctx, key, value, revision)
-	r.op("update", sent, rev, err)
+	r.op(key, "update", sent, rev, err)
 	return rev, err
 }
 
 func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
 	sent := monotonicNow()
 	err := r.KeyValue.Delete(ctx, key, opts...)
-	r.op("delete", sent, 0, err)
+	r.op(key, "delete", sent, 0, err)
 	return err
 }
 
-func (r *recordingKV) op(op string, sent int64, rev uint64, err error) {
+func (r *recordingKV) op(key, op string, sent int64, rev uint64, err error) {
 	ev := Event{Kind: "op", Op: op, Sent: sent, Rev: rev, Outcome: "ok"}
+	if r.daemonOf != nil {
+		ev.Key = key
+		ev.Daemon, _ = r.daemonOf(key)
+	}
 	if err != nil {
 		ev.Outcome = "error"
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {

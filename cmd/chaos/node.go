@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// drain is how long a daemon takes to stop when it is moved: it goes on
+// acting on the fenced resource until then, as a relay flushing its last
+// batch would, unless the node loses its hold on the daemon meanwhile
+// (fleet.DrainContext). The fleet must let the daemon go only after.
+const drain = 2 * actInterval
+
+// runNode is one node process of a fleet run: it joins the fleet in the
+// bucket, able to run every daemon listed, and each daemon it runs acts on
+// its own subject of the fenced resource with its own token. It writes its
+// history to stdout, the KV calls on daemon keys and each daemon's runs
+// included, and leaves the fleet on SIGTERM. Once it has left it exits
+// when its stdin closes, as a worker does.
+func runNode(args []string) error {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	name := fs.String("name", "", "node name")
+	urls := fs.String("urls", "", "NATS URLs, comma separated")
+	bucket := fs.String("bucket", "", "election bucket")
+	daemons := fs.String("daemons", "", "daemon names, comma separated")
+	unsafeTTL := fs.Bool("unsafe-short-ttl", false, "allow TTLs below election.MinTTL")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rec := newRecorder(os.Stdout, *name)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	nc, err := nats.Connect(*urls, nats.Name(*name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true),
+		nats.IgnoreDiscoveredServers())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, *bucket)
+	if err != nil {
+		return fmt.Errorf("binding bucket %s: %w", *bucket, err)
+	}
+	fence, err := js.Stream(ctx, fenceStream)
+	if err != nil {
+		return fmt.Errorf("binding stream %s: %w", fenceStream, err)
+	}
+	var defaults []election.Option
+	if *unsafeTTL {
+		defaults = append(defaults, election.WithUnsafeShortTTL())
+	}
+	daemonPrefix := fleet.DaemonKey("")
+	recorded := &recordingKV{KeyValue: kv, rec: rec, daemonOf: func(key string) (string, bool) {
+		return strings.CutPrefix(key, daemonPrefix)
+	}}
+	b, err := election.OpenBucket(ctx, recorded, defaults...)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	cfg := fleet.Config{Name: *name}
+	for _, d := range strings.Split(*daemons, ",") {
+		cfg.Daemons = append(cfg.Daemons, fleet.Daemon{Name: d, Run: func(ctx context.Context) error {
+			token, _ := election.TokenFromContext(ctx)
+			rec.record(Event{Kind: "won", Daemon: d, Token: token})
+			subject, r := fenceSubject+"."+d, fenceRecord{Token: token, Worker: *name}
+			actUntilDone(ctx, js, fence, rec, subject, d, r)
+			if errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
+				flush, cancel := context.WithTimeout(fleet.DrainContext(ctx), drain)
+				actUntilDone(flush, js, fence, rec, subject, d, r)
+				cancel()
+			}
+			rec.record(Event{Kind: "lost", Daemon: d, Token: token, Cause: context.Cause(ctx).Error()})
+			return nil
+		}})
+	}
+	rec.record(Event{Kind: "start", PID: os.Getpid()})
+	node, err := fleet.Join(ctx, b, cfg)
+	if err != nil {
+		rec.record(Event{Kind: "exit", Err: err.Error()})
+		return err
+	}
+	rec.record(Event{Kind: "joined"})
+	<-ctx.Done()
+	node.Leave()
+	rec.record(Event{Kind: "exit"})
+	io.Copy(io.Discard, os.Stdin)
+	return nil
+}
