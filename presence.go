@@ -101,10 +101,7 @@ func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []Candidate
-	for electionKey, records := range h.records {
-		if key != "" && electionKey != key {
-			continue
-		}
+	add := func(records map[string]struct{}) {
 		for k := range records {
 			v := h.views[k]
 			if v == nil || v.latest == nil || time.Since(v.seenAt) >= ttl {
@@ -113,6 +110,13 @@ func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
 			if c, ok := candidateOf(v.latest); ok {
 				out = append(out, c)
 			}
+		}
+	}
+	if key != "" {
+		add(h.records[key])
+	} else {
+		for _, records := range h.records {
+			add(records)
 		}
 	}
 	slices.SortFunc(out, func(a, b Candidate) int {

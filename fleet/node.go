@@ -52,6 +52,7 @@ type Node struct {
 	lastChange time.Time
 	settle     time.Duration
 	balanced   bool // at the last look, every daemon ran where placement wants it
+	claiming   bool // the view has been quiet once since the node joined
 }
 
 // Join makes this process a node of the fleet in the bucket b, under
@@ -268,6 +269,7 @@ func (n *Node) control(ctx context.Context, changes <-chan election.Leader) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	leaving := n.leaving
+	var notBefore time.Time // the next look, spaced after the last (see actSpacing)
 	for {
 		select {
 		case l, ok := <-changes:
@@ -290,7 +292,14 @@ func (n *Node) control(ctx context.Context, changes <-chan election.Leader) {
 		case <-timer.C:
 		}
 		left := leaving == nil || changes == nil
+		if wait := time.Until(notBefore); wait > 0 && !left {
+			timer.Stop()
+			timer.Reset(wait) // the changes meanwhile are seen, and acted on together
+			continue
+		}
+		began := time.Now()
 		next := n.act(ctx, left)
+		notBefore = time.Now().Add(actSpacing * time.Since(began))
 		n.mu.Lock()
 		idle := len(n.tenures) == 0
 		n.mu.Unlock()
@@ -303,6 +312,12 @@ func (n *Node) control(ctx context.Context, changes <-chan election.Leader) {
 		}
 	}
 }
+
+// actSpacing spaces the controller's looks at the fleet so that they take
+// at most one part in actSpacing+1 of its time: a look costs time linear in
+// the daemons, and in a burst of changes (nodes joining, a node's daemons
+// aging out) it would otherwise follow each one.
+const actSpacing = 19
 
 // see applies a change of holder of one of the fleet's keys.
 func (n *Node) see(ctx context.Context, l election.Leader) {
@@ -385,7 +400,8 @@ func (n *Node) act(ctx context.Context, left bool) time.Time {
 	// win of this node, so that a burst of changes (nodes joining at once,
 	// or a node's own claims not yet seen) does not move daemons back and
 	// forth.
-	settled := !now.Before(n.lastChange.Add(n.settle))
+	quiet := !now.Before(n.lastChange.Add(n.settle))
+	settled := quiet
 	n.balanced = member
 	for d, t := range n.tenures {
 		holder := n.holders[d]
@@ -418,6 +434,13 @@ func (n *Node) act(ctx context.Context, left bool) time.Time {
 		n.log.Debug("moving the daemon", "daemon", d, "to", target[d], "view", viewOf(in))
 		t.revoke() // placement moves it to another node
 	}
+	// A node that just joined claims nothing until its view has been quiet
+	// for settle: nodes that join together see each other first, and then
+	// each claims its share, not the others'.
+	if !n.claiming && !quiet {
+		return earliest(next, n.lastChange.Add(n.settle))
+	}
+	n.claiming = true
 	for d := range n.daemons {
 		if n.tenures[d] != nil || n.holders[d] != "" {
 			continue
