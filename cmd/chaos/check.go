@@ -600,18 +600,12 @@ func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runE
 		sr := byName[f.Scenario]
 		var worst int64
 		for _, terms := range perDaemon {
-			var covered []span
 			for _, t := range terms {
-				for _, s := range t.adjusted {
-					if lo, hi := max(s.from, f.T), min(s.to, until); hi > lo {
-						covered = append(covered, span{lo, hi})
-					}
-				}
 				if t.start > f.T && t.start < until {
 					sr.Starts++
 				}
 			}
-			worst = max(worst, until-f.T-unionSpans(covered))
+			worst = max(worst, until-f.T-coveredBy(terms, f.T, until))
 			if holder(terms, f.T) != holder(terms, until-1) {
 				sr.Changed++
 			}
@@ -641,14 +635,19 @@ func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runE
 	// Unplaced time counts until shutdown, when every node leaves.
 	rep.LeaderlessMS = 0
 	for _, terms := range perDaemon {
-		var covered []span
-		for _, t := range terms {
-			for _, s := range t.adjusted {
-				if hi := min(s.to, end); hi > s.from {
-					covered = append(covered, span{s.from, hi})
-				}
+		rep.LeaderlessMS += ms(end - terms[0].start - coveredBy(terms, terms[0].start, end))
+	}
+}
+
+// coveredBy returns how much of [from, to] the terms' adjusted spans cover.
+func coveredBy(terms []*term, from, to int64) int64 {
+	var covered []span
+	for _, t := range terms {
+		for _, s := range t.adjusted {
+			if lo, hi := max(s.from, from), min(s.to, to); hi > lo {
+				covered = append(covered, span{lo, hi})
 			}
 		}
-		rep.LeaderlessMS += ms(end - terms[0].start - unionSpans(covered))
 	}
+	return unionSpans(covered)
 }

@@ -634,6 +634,16 @@ func (h *harness) pause(w *workerProc, d time.Duration) {
 	h.rec.record(Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
 }
 
+// stopAll stops the workers gracefully, all at once, and waits for them.
+func (h *harness) stopAll(ws []*workerProc) {
+	for _, w := range ws {
+		h.retire(w, "stop", syscall.SIGTERM)
+	}
+	for _, w := range ws {
+		h.awaitExit(w)
+	}
+}
+
 // shutdown stops every worker gracefully, then the servers.
 func (h *harness) shutdown() {
 	h.rec.record(Event{Kind: "shutdown"})
@@ -643,12 +653,7 @@ func (h *harness) shutdown() {
 		ws = append(ws, w)
 	}
 	h.mu.Unlock()
-	for _, w := range ws {
-		h.retire(w, "stop", syscall.SIGTERM)
-	}
-	for _, w := range ws {
-		h.awaitExit(w)
-	}
+	h.stopAll(ws)
 	if h.admin != nil {
 		h.dumpFence()
 		if !h.cfg.fleet { // fleet nodes record no leadership history

@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/fleet"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // drain is how long a daemon takes to stop when it is moved: it goes on
@@ -44,25 +40,12 @@ func runNode(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	nc, err := nats.Connect(*urls, nats.Name(*name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true),
-		nats.IgnoreDiscoveredServers())
+	c, err := connectWorker(ctx, *name, *urls, *bucket)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, *bucket)
-	if err != nil {
-		return fmt.Errorf("binding bucket %s: %w", *bucket, err)
-	}
-	fence, err := js.Stream(ctx, fenceStream)
-	if err != nil {
-		return fmt.Errorf("binding stream %s: %w", fenceStream, err)
-	}
+	defer c.nc.Close()
+	js, kv, fence := c.js, c.kv, c.fence
 	var defaults []election.Option
 	if *unsafeTTL {
 		defaults = append(defaults, election.WithUnsafeShortTTL())

@@ -139,12 +139,7 @@ func (h *harness) leaveBurst(l *workerProc) error {
 		}
 	}
 	h.mu.Unlock()
-	for _, w := range leaving {
-		h.retire(w, "stop", syscall.SIGTERM)
-	}
-	for _, w := range leaving {
-		h.awaitExit(w)
-	}
+	h.stopAll(leaving)
 	return nil
 }
 

@@ -46,30 +46,15 @@ func runWorker(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	// Only ever through the proxies: a cluster gossips its servers' own
-	// addresses, which would bypass the faults.
-	nc, err := nats.Connect(*urls, nats.Name(*name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true),
-		nats.IgnoreDiscoveredServers())
+	c, err := connectWorker(ctx, *name, *urls, *bucket)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, *bucket)
-	if err != nil {
-		return fmt.Errorf("binding bucket %s: %w", *bucket, err)
-	}
+	defer c.nc.Close()
+	js, kv, fence := c.js, c.kv, c.fence
 	history, err := election.OpenHistory(ctx, js, *bucket)
 	if err != nil {
 		return err
-	}
-	fence, err := js.Stream(ctx, fenceStream)
-	if err != nil {
-		return fmt.Errorf("binding stream %s: %w", fenceStream, err)
 	}
 
 	opts := []election.Option{
@@ -98,6 +83,39 @@ func runWorker(args []string) error {
 	rec.record(Event{Kind: "exit"})
 	io.Copy(io.Discard, os.Stdin)
 	return err
+}
+
+// workerConn is a worker's or node's connection, and what it binds.
+type workerConn struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	kv    jetstream.KeyValue // the election bucket
+	fence jetstream.Stream   // the fenced resource
+}
+
+// connectWorker connects a worker or node process to urls, only ever
+// through them (the proxies: a cluster gossips its servers' own addresses,
+// which would bypass the faults), and binds the bucket and the fence.
+func connectWorker(ctx context.Context, name, urls, bucket string) (*workerConn, error) {
+	nc, err := nats.Connect(urls, nats.Name(name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true),
+		nats.IgnoreDiscoveredServers())
+	if err != nil {
+		return nil, err
+	}
+	c := &workerConn{nc: nc}
+	if c.js, err = jetstream.New(nc); err == nil {
+		if c.kv, err = c.js.KeyValue(ctx, bucket); err != nil {
+			err = fmt.Errorf("binding bucket %s: %w", bucket, err)
+		} else if c.fence, err = c.js.Stream(ctx, fenceStream); err != nil {
+			err = fmt.Errorf("binding stream %s: %w", fenceStream, err)
+		}
+	}
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // fenceRecord is what a leader appends to the fenced resource.
