@@ -41,12 +41,10 @@ type Node struct {
 	// both change only when the members do.
 	placeNodes []placeNode
 	placeable  []string
-	// unread are members whose record was not readable when their key
-	// showed them (it can arrive after the key): read again until it is.
-	unread   map[string]bool
-	holders  map[string]string    // daemon → the node holding it, as last seen
-	previous map[string]string    // free daemon → the node that held it last
-	freed    map[string]time.Time // free daemon → when this node first saw it free
+	unread     unreadMembers
+	holders    map[string]string    // daemon → the node holding it, as last seen
+	previous   map[string]string    // free daemon → the node that held it last
+	freed      map[string]time.Time // free daemon → when this node first saw it free
 	// lastChange is when the watcher last showed a change of the fleet;
 	// settle is how long the view must stay quiet before daemons move.
 	lastChange time.Time
@@ -80,7 +78,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		log:      log.With("node", cfg.Name),
 		daemons:  map[string]*Daemon{},
 		fallback: b.TTL(),
-		settle:   min(b.TTL()/20, 250*time.Millisecond),
+		settle:   shortWait(b.TTL()),
 		events:   make(chan struct{}, 1),
 		leaving:  make(chan struct{}),
 		done:     make(chan struct{}),
@@ -89,7 +87,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		holders:  map[string]string{},
 		previous: map[string]string{},
 		freed:    map[string]time.Time{},
-		unread:   map[string]bool{},
+		unread:   unreadMembers{},
 	}
 	for i := range cfg.Daemons {
 		n.daemons[cfg.Daemons[i].Name] = &cfg.Daemons[i]
@@ -355,18 +353,14 @@ func (n *Node) see(ctx context.Context, l election.Leader) {
 	delete(n.freed, d)
 }
 
-// readMembersLocked reads the records of the members in unread, and makes
-// members of those it can read.
+// readMembersLocked makes members of the unread members whose records
+// have arrived.
 func (n *Node) readMembersLocked(ctx context.Context) {
-	for name := range n.unread {
-		m, ok := readMember(ctx, n.bucket, name)
-		if !ok {
-			continue
-		}
-		n.members[name] = m
-		delete(n.unread, name)
+	n.unread.read(ctx, n.bucket, func(m Member) bool {
+		n.members[m.Name] = m
 		n.placeNodes, n.placeable = nil, nil
-	}
+		return true
+	})
 }
 
 // act compares what the node does with what placement asks of it, and
@@ -394,7 +388,7 @@ func (n *Node) act(ctx context.Context, left bool) time.Time {
 	var next time.Time
 	now := time.Now()
 	if len(n.unread) > 0 {
-		next = now.Add(recordRetry(n.bucket.TTL()))
+		next = now.Add(n.settle) // to read them again
 	}
 	// Moves wait until the view has been quiet for settle and shows every
 	// win of this node, so that a burst of changes (nodes joining at once,

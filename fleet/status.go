@@ -218,7 +218,7 @@ func WatchMembers(ctx context.Context, b *election.Bucket) (<-chan MemberEvent, 
 			}
 		}
 		live := map[string]Member{}
-		unread := map[string]bool{} // live keys whose record has not arrived yet
+		unread := unreadMembers{}
 		retry := time.NewTimer(time.Hour)
 		defer retry.Stop()
 		for {
@@ -242,31 +242,48 @@ func WatchMembers(ctx context.Context, b *election.Bucket) (<-chan MemberEvent, 
 				}
 			case <-retry.C:
 			}
-			for name := range unread {
-				m, ok := readMember(ctx, b, name)
-				if !ok {
-					continue
-				}
-				delete(unread, name)
-				live[name] = m
-				if !send(MemberEvent{Joined: true, Member: m}) {
-					return
-				}
+			if !unread.read(ctx, b, func(m Member) bool {
+				live[m.Name] = m
+				return send(MemberEvent{Joined: true, Member: m})
+			}) {
+				return
 			}
 			retry.Stop()
 			if len(unread) > 0 {
-				retry.Reset(recordRetry(b.TTL()))
+				retry.Reset(shortWait(b.TTL()))
 			}
 		}
 	}()
 	return out, nil
 }
 
-// recordRetry is how often a member's record is read again while its key
-// shows it live but its record has not arrived: a node that was cut off
-// or paused for over a TTL renews its key and rewrites its record at
-// about the same time, in either order.
-func recordRetry(ttl time.Duration) time.Duration { return min(ttl/20, 250*time.Millisecond) }
+// unreadMembers are members whose key shows them live but whose record
+// has not arrived: a node that was cut off or paused for over a TTL renews
+// its key and rewrites its record at about the same time, in either order.
+// They are read again every shortWait until it has.
+type unreadMembers map[string]bool
+
+// read reads the record of each, and passes found each it can read, which
+// is then no longer unread. It stops when found returns false, and returns
+// false then.
+func (u unreadMembers) read(ctx context.Context, b *election.Bucket, found func(Member) bool) bool {
+	for name := range u {
+		m, ok := readMember(ctx, b, name)
+		if !ok {
+			continue
+		}
+		delete(u, name)
+		if !found(m) {
+			return false
+		}
+	}
+	return true
+}
+
+// shortWait is a twentieth of the TTL, at most 250 ms: how long a node's
+// view must stay quiet before it moves daemons (or, just joined, claims
+// any), and how often it reads unread members again.
+func shortWait(ttl time.Duration) time.Duration { return min(ttl/20, 250*time.Millisecond) }
 
 // readMember reads the record of the node name.
 func readMember(ctx context.Context, b *election.Bucket, name string) (Member, bool) {
