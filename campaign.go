@@ -357,7 +357,7 @@ func (c *campaigner) deadline(t *tenure) time.Time {
 // announce makes this node the leader and runs OnWon.
 func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	validUntil := c.deadline(t)
-	leadCtx, cancel := context.WithCancel(context.WithValue(ctx, tokenKey{}, t.token))
+	leadCtx, cancel := context.WithCancel(context.WithValue(ctx, leadershipKey{}, leadershipRef{token: t.token, e: c.Election}))
 	t.lead = &leadership{ctx: leadCtx, cancel: cancel, expiry: time.AfterFunc(time.Until(validUntil), cancel), since: time.Now()}
 
 	c.mu.Lock()

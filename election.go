@@ -287,16 +287,47 @@ func (e *Election) State() State {
 	return e.state
 }
 
-// tokenKey is the context key under which a leadership context carries its
-// fencing token.
-type tokenKey struct{}
+// leadershipKey is the context key under which a leadership context carries
+// its leadership: the fencing token and the election that holds it.
+type leadershipKey struct{}
+
+type leadershipRef struct {
+	token uint64
+	e     *Election
+}
 
 // TokenFromContext returns the fencing token of the leadership whose context
 // (the one OnWon received, or one derived from it) is ctx. Unlike Token, it
 // stays tied to that leadership even when read late.
 func TokenFromContext(ctx context.Context) (uint64, bool) {
-	token, ok := ctx.Value(tokenKey{}).(uint64)
-	return token, ok
+	ref, ok := ctx.Value(leadershipKey{}).(leadershipRef)
+	return ref.token, ok
+}
+
+// WorkDeadline returns the moment by which everything the leadership whose
+// context is ctx started must have stopped, unless the leader renews first:
+// halfway between its validity deadline (when ctx is cancelled) and the
+// earliest moment its key can age out and another candidate lead. The other
+// half is the margin against clock-rate differences. It moves later with
+// each renewal, on this process's monotonic clock. ok is false if ctx is not
+// a leadership context or that leadership has ended: the last deadline read
+// then still holds.
+//
+// A supervisor of processes outside this one gives them this deadline, so
+// that they die in time even if this process is paused or killed (election
+// run and election agent do).
+func WorkDeadline(ctx context.Context) (deadline time.Time, ok bool) {
+	ref, ok := ctx.Value(leadershipKey{}).(leadershipRef)
+	if !ok {
+		return time.Time{}, false
+	}
+	e := ref.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.leadingLocked() || e.token != ref.token {
+		return time.Time{}, false
+	}
+	return e.validUntil.Add(e.timing.workMargin), true
 }
 
 // Token returns the fencing token of this node's leadership: the KV revision

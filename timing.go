@@ -29,6 +29,10 @@ import "time"
 //     and the next winner announces at once over it (campaigner.vouch says
 //     why that is safe). Candidates wait vouchWait after a removal before
 //     claiming over it, so that their claims do not pre-empt the vouch.
+//   - What a leader's work started outside its process must stop by the
+//     work deadline, validity + (T−validity)/2 after the last good write
+//     (WorkDeadline): still before the key can age out, with the other half
+//     of the margin left for clock rates.
 //   - A winner that waited out the announce delay announces only once a
 //     renewal sent at or after its announce time was acknowledged: a vouch
 //     written over its claim meanwhile makes that renewal fail.
@@ -36,6 +40,7 @@ type timing struct {
 	ttl           time.Duration // bucket TTL
 	interval      time.Duration // leader renewal period; the longest wait between a candidate's retries
 	validity      time.Duration // leader stands down this long after sending its last good write
+	workMargin    time.Duration // the leadership's work must stop this long after its validity deadline (WorkDeadline)
 	announceDelay time.Duration // a winner over a delete or purge announces this long after its claim
 	vouchWait     time.Duration // candidates wait this long after a removal for the old leader's vouch
 	renewRetry    time.Duration // wait between retries of a failed renewal
@@ -64,6 +69,7 @@ func newTiming(ttl, interval time.Duration) timing {
 		ttl:           ttl,
 		interval:      interval,
 		validity:      validity,
+		workMargin:    (ttl - validity) / 2,
 		announceDelay: ttl,
 		vouchWait:     min(ttl/20, maxVouchWait),
 		renewRetry:    (validity - interval) / 4,

@@ -181,7 +181,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	procs := &daemonProcs{running: map[*child]bool{}}
 	for i, d := range cfg.daemons {
 		grace := cmpOr(d.Grace, cfg.grace)
-		nodeCfg.Daemons[i].Run = procs.run(d, cfg, grace, fleet.LossMargin(b.TTL())/2, alog.WithField("daemon", d.Name))
+		nodeCfg.Daemons[i].Run = procs.run(d, cfg, grace, alog.WithField("daemon", d.Name))
 		nodeCfg.Daemons[i].DrainTimeout = grace + drainSlack
 	}
 	nodeCfg.Logger = slogrus.New(log)
@@ -243,10 +243,10 @@ type daemonProcs struct {
 
 // run returns the Run function of daemon d: it runs COMMAND until it exits
 // (an error, so that the fleet starts it again after a backoff) or the
-// daemon's context is cancelled (then SIGTERM, and SIGKILL after grace, or
-// within urgent of the node losing the daemon, during the grace or instead
-// of a revoke).
-func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace, urgent time.Duration, log *logrus.Entry) func(context.Context) error {
+// daemon's context is cancelled (then SIGTERM, and SIGKILL after grace).
+// COMMAND's guard kills it at the work deadline of the node's hold on the
+// daemon if that comes first: the node lost the daemon, or was paused.
+func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, log *logrus.Entry) func(context.Context) error {
 	env := append(os.Environ(),
 		"KVELECT_DAEMON="+d.Name,
 		"KVELECT_NODE="+cfg.name,
@@ -257,7 +257,7 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace, urgent time.Dur
 	}
 	return func(ctx context.Context) error {
 		token, _ := election.TokenFromContext(ctx)
-		c, err := startChild([]string{"/bin/sh", "-c", d.Command}, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+		c, err := startChild(ctx, []string{"/bin/sh", "-c", d.Command}, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
 		if err != nil {
 			return err
 		}
@@ -273,18 +273,18 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace, urgent time.Dur
 		log.WithField("command", d.Command).Info("started the daemon")
 		select {
 		case <-c.done:
+			if c.expired {
+				return errors.New("the daemon was killed at its work deadline: this node did not renew its hold in time")
+			}
 			return fmt.Errorf("the daemon exited by itself with status %d", c.exitCode())
 		case <-ctx.Done():
 		}
-		if !errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
-			log.WithField("cause", context.Cause(ctx).Error()).Warn("lost the daemon: stopping it at once")
-			c.stop(syscall.SIGTERM, min(grace, urgent))
-		} else {
-			// The node holds the daemon through its grace, unless it loses
-			// the hold meanwhile: then the daemon must stop at once.
+		if errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
 			log.Info("stopping the daemon to hand it over")
-			c.stopSooner(syscall.SIGTERM, grace, fleet.DrainContext(ctx).Done(), urgent)
+		} else {
+			log.WithField("cause", context.Cause(ctx).Error()).Warn("lost the daemon: stopping it")
 		}
+		c.stop(syscall.SIGTERM, grace)
 		log.WithField("status", c.exitCode()).Info("the daemon stopped")
 		return nil
 	}

@@ -3,86 +3,167 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kvelect/election"
 )
 
-// child is a running COMMAND, the leader of its own process group.
+// child is a running COMMAND under its guard (guard_unix.go), which kills
+// COMMAND's whole tree if this process dies, at the leadership's work
+// deadline unless this process moves it, and when COMMAND exits.
 type child struct {
-	pid   int
-	done  chan struct{}    // closed once COMMAND has exited and its group was killed
-	state *os.ProcessState // set before done is closed
+	pid     int           // COMMAND's process ID, which is also its process group's
+	done    chan struct{} // closed once COMMAND and everything it started have gone
+	code    int           // COMMAND's status (128+N for signal N); set before done is closed
+	expired bool          // the guard killed COMMAND at the work deadline; set before done is closed
+
+	mu       sync.Mutex
+	control  *os.File // to the guard
+	deadline int64    // the last deadline sent, CLOCK_MONOTONIC ns
 }
 
-// startChild starts argv with env in a new process group that the kernel
-// kills if this process dies (Linux), and reaps it in the background.
-func startChild(argv, env []string) (*child, error) {
-	c := &child{done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// The kernel sends the parent-death signal when the thread that
-		// started the child exits, not only the process: hold the thread
-		// until the child has exited.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = env
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		cmd.SysProcAttr = childProcAttr()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		c.pid = cmd.Process.Pid
-		started <- nil
-		cmd.Wait()
-		c.state = cmd.ProcessState
-		// Nothing COMMAND started may outlive it: it could act after the
-		// key is released.
-		syscall.Kill(-c.pid, syscall.SIGKILL)
-		close(c.done)
-	}()
-	if err := <-started; err != nil {
+// startChild starts argv with env under a guard, for the leadership whose
+// context is leading, and keeps the guard's deadline on the leadership's
+// work deadline (election.WorkDeadline) while the leadership lasts.
+func startChild(leading context.Context, argv, env []string) (*child, error) {
+	until, ok := election.WorkDeadline(leading)
+	if !ok {
+		return nil, errors.New("leadership ended before COMMAND could start")
+	}
+	controlR, controlW, err := os.Pipe()
+	if err != nil {
 		return nil, err
 	}
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		controlR.Close()
+		controlW.Close()
+		return nil, err
+	}
+	c := &child{done: make(chan struct{}), control: controlW, deadline: monotonicAt(until)}
+	cmd := exec.Command(selfExecutable(), append([]string{guardCommand, strconv.FormatInt(c.deadline, 10), "--"}, argv...)...)
+	cmd.Args[0] = os.Args[0]
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{controlR, reportW} // the guard's fds 3 and 4
+	// A group of its own: signals for this process's group (a terminal's
+	// Ctrl-C) do not reach the guard.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	controlR.Close()
+	reportW.Close()
+	if err != nil {
+		controlW.Close()
+		reportR.Close()
+		return nil, fmt.Errorf("starting the guard of COMMAND: %w", err)
+	}
+
+	report := bufio.NewReader(reportR)
+	first, _ := report.ReadString('\n')
+	verb, rest, _ := strings.Cut(strings.TrimSpace(first), " ")
+	if verb != "started" {
+		reportR.Close()
+		controlW.Close()
+		cmd.Wait()
+		if verb == "failed" {
+			_, msg, _ := strings.Cut(rest, " ")
+			return nil, errors.New(msg)
+		}
+		return nil, fmt.Errorf("the guard of COMMAND failed: %v", cmd.ProcessState)
+	}
+	c.pid, _ = strconv.Atoi(rest)
+	go c.wait(cmd, report, reportR)
+	go c.follow(leading)
 	return c, nil
 }
 
-// stop sends sig to COMMAND's process group, and SIGKILL if COMMAND has not
-// exited after grace. It returns once COMMAND has exited.
-func (c *child) stop(sig os.Signal, grace time.Duration) { c.stopSooner(sig, grace, nil, 0) }
-
-// stopSooner is stop, except that SIGKILL comes within urgent of lost
-// closing, if that is sooner than grace.
-func (c *child) stopSooner(sig os.Signal, grace time.Duration, lost <-chan struct{}, urgent time.Duration) {
-	syscall.Kill(-c.pid, sig.(syscall.Signal))
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
+// wait reads the guard's reports until it exits, then records COMMAND's
+// status and closes done.
+func (c *child) wait(cmd *exec.Cmd, report *bufio.Reader, r *os.File) {
 	for {
+		line, err := report.ReadString('\n')
+		if strings.TrimSpace(line) == "expired" {
+			c.expired = true
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.Close()
+	cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	c.code = ws.ExitStatus()
+	if ws.Signaled() {
+		// Someone killed the guard: kill COMMAND's group in its stead. What
+		// left the group is out of reach now.
+		syscall.Kill(-c.pid, syscall.SIGKILL)
+		c.code = 128 + int(ws.Signal())
+	}
+	c.mu.Lock()
+	c.control.Close()
+	close(c.done)
+	c.mu.Unlock()
+}
+
+// follow moves the guard's deadline with the leadership's work deadline
+// until COMMAND has gone or the leadership ends; the last deadline sent
+// then holds. It looks again after a quarter of the time left, so that a
+// renewal is seen long before the old deadline.
+func (c *child) follow(leading context.Context) {
+	for {
+		until, ok := election.WorkDeadline(leading)
+		if !ok {
+			return
+		}
+		c.tell(fmt.Sprintf("deadline %d", monotonicAt(until)))
+		timer := time.NewTimer(max(time.Until(until)/4, time.Millisecond))
 		select {
 		case <-c.done:
+			timer.Stop()
 			return
-		case <-lost:
-			lost = nil
-			timer.Reset(urgent)
-			continue
 		case <-timer.C:
 		}
-		c.kill()
-		<-c.done
-		return
 	}
 }
 
-// kill sends SIGKILL to COMMAND's process group.
-func (c *child) kill() {
-	syscall.Kill(-c.pid, syscall.SIGKILL)
+// tell writes one message to the guard, unless COMMAND has gone.
+func (c *child) tell(msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.exited() {
+		return
+	}
+	fmt.Fprintln(c.control, msg)
 }
 
-// exited reports whether COMMAND has exited.
+// stop sends sig to COMMAND's process group, and kills the tree if COMMAND
+// has not exited after grace. It returns once the tree has gone.
+func (c *child) stop(sig syscall.Signal, grace time.Duration) {
+	c.tell(fmt.Sprintf("signal %d", sig))
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-c.done:
+	case <-timer.C:
+		c.kill()
+		<-c.done
+	}
+}
+
+// kill has the guard kill COMMAND's tree now.
+func (c *child) kill() { c.tell("kill") }
+
+// exited reports whether COMMAND's tree has gone.
 func (c *child) exited() bool {
 	select {
 	case <-c.done:
@@ -92,11 +173,6 @@ func (c *child) exited() bool {
 	}
 }
 
-// exitCode is COMMAND's exit status, 128+N if signal N killed it, as a
-// shell reports it. COMMAND must have exited.
-func (c *child) exitCode() int {
-	if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return c.state.ExitCode()
-}
+// exitCode is COMMAND's status, 128+N if signal N killed it, as a shell
+// reports it. The tree must have gone.
+func (c *child) exitCode() int { return c.code }

@@ -37,7 +37,14 @@ package main
 
 import "os"
 
+// guardCommand is the hidden command that runs the guard of a COMMAND
+// (guard_unix.go).
+const guardCommand = "__guard"
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == guardCommand {
+		os.Exit(guardMain(os.Args[2:], os.Stderr))
+	}
 	if len(os.Args) == 1 {
 		os.Exit(demoMain())
 	}

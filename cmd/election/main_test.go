@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,14 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
+// TestMain runs the tests, or the guard of a COMMAND when a test's election
+// run starts this test binary again as its guard.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == guardCommand {
+		os.Exit(guardMain(os.Args[2:], os.Stderr))
+	}
+	testenv.VerifyNoLeaks(m)
+}
 
 // TestDemoElectsAndFailsOverOnKeyDelete runs the demo on its embedded server,
 // reads its JSON log, deletes the key from another client, and stops it as a

@@ -62,7 +62,7 @@ func (s *supervisor) lead(leading context.Context) {
 		s.mu.Unlock()
 		return
 	}
-	c, err := startChild(s.argv, append(s.env[:len(s.env):len(s.env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+	c, err := startChild(leading, s.argv, append(s.env[:len(s.env):len(s.env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
 	if err != nil {
 		log.WithError(err).Error("could not start COMMAND; releasing the key")
 		s.code = exitCannotRun
@@ -80,19 +80,25 @@ func (s *supervisor) lead(leading context.Context) {
 	byItself := false
 	select {
 	case <-c.done:
-		byItself = true
+		byItself = !c.expired
 	case <-leading.Done():
-		byItself = c.exited()
+		byItself = c.exited() && !c.expired
 		if !byItself {
 			log.Warn("leadership ended: stopping COMMAND")
 			c.stop(syscall.SIGTERM, s.grace)
 		}
 	case <-s.shutdown:
-		byItself = c.exited()
+		byItself = c.exited() && !c.expired
 		if !byItself {
 			log.WithField("signal", s.sig.String()).Info("passing the signal to COMMAND")
-			c.stop(s.sig, s.grace)
+			c.stop(s.sig.(syscall.Signal), s.grace)
 		}
+	}
+	if c.expired {
+		// The validity deadline comes before the work deadline: the
+		// election stands down, if it has not yet.
+		log.Warn("COMMAND was killed at the leadership's work deadline: this process did not renew in time (was it paused?)")
+		<-leading.Done()
 	}
 	code := c.exitCode()
 	log = log.WithField("status", code)

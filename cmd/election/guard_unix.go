@@ -1,0 +1,268 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The guard is a small process between election and each COMMAND it runs:
+// the election binary itself, started again as "election __guard". It
+// starts COMMAND in a process group of its own and makes sure that nothing
+// COMMAND started outlives election or the leadership it runs under:
+//
+//   - It kills COMMAND's whole tree when the control pipe from election
+//     closes: election exited, however it died (SIGKILL, OOM kill, panic),
+//     since the kernel closes a dead process's pipes.
+//   - It kills the tree at the leadership's work deadline unless election
+//     moves the deadline (election.WorkDeadline): election may be paused
+//     while COMMAND runs on.
+//   - On Linux it is a child subreaper: what COMMAND started and left (a
+//     double fork, setsid) is reparented to it, not to init, so it can kill
+//     it too, and it exits only once it has no descendants left.
+//   - It ignores SIGINT, SIGTERM, SIGHUP and SIGQUIT: only election's word,
+//     the pipe's closing or SIGKILL ends it.
+//
+// The protocol is lines of text. Election writes on the guard's fd 3:
+//
+//	deadline NS   kill the tree at NS (CLOCK_MONOTONIC, ns) unless moved again
+//	signal N      send signal N to COMMAND's process group
+//	kill          kill the tree now
+//
+// The guard writes on its fd 4 "started PID" once COMMAND runs, or "failed
+// CODE MESSAGE" if it could not start it, and "expired" if it killed the tree
+// at the deadline. It exits with COMMAND's status (128+N if signal N killed
+// it) once the tree is gone.
+
+// The guard's file descriptors for the pipes to and from election.
+const (
+	guardControlFD = 3
+	guardReportFD  = 4
+)
+
+// guardName is the guard's process name (at most 15 bytes), for ps and top.
+const guardName = "election-guard"
+
+// guardMain runs the guard: args are the first deadline and COMMAND, as
+// "NS -- COMMAND [ARGS...]". It returns the exit status.
+func guardMain(args []string, stderr io.Writer) int {
+	control, report := os.NewFile(guardControlFD, "control"), os.NewFile(guardReportFD, "report")
+	if len(args) < 3 || args[1] != "--" || !isPipe(control) || !isPipe(report) {
+		fmt.Fprintf(stderr, "election %s: the guard of a COMMAND is started by election run and election agent, not by hand\n", guardCommand)
+		return exitUsage
+	}
+	deadline, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil {
+		fmt.Fprintf(stderr, "election %s: deadline %q: %v\n", guardCommand, args[0], err)
+		return exitUsage
+	}
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	becomeReaper()
+
+	g := &guard{report: report, exited: make(chan int, 1), gone: make(chan struct{})}
+	pid, code, err := startCommand(args[2:])
+	if err != nil {
+		fmt.Fprintf(report, "failed %d %s\n", code, strings.ReplaceAll(err.Error(), "\n", " "))
+		return code
+	}
+	g.pid = pid
+	fmt.Fprintf(report, "started %d\n", pid)
+	go g.reap()
+	return g.supervise(readControl(control), deadline)
+}
+
+// isPipe reports whether f is an open pipe.
+func isPipe(f *os.File) bool {
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeNamedPipe != 0
+}
+
+// startCommand starts argv in a new process group with the guard's own
+// environment, standard input, output and error. On failure it returns the
+// status a shell would: 127 if not found, 126 otherwise.
+func startCommand(argv []string) (pid, code int, err error) {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return 0, exitNotFound, err
+		}
+		return 0, exitCannotRun, err
+	}
+	pid, err = syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return 0, exitNotFound, err
+		}
+		return 0, exitCannotRun, err
+	}
+	return pid, 0, nil
+}
+
+// guard is the state of a running guard.
+type guard struct {
+	pid    int      // COMMAND, the leader of its process group
+	report *os.File // to election
+	exited chan int // COMMAND's status, once it has exited
+	gone   chan struct{}
+
+	// groupGone: COMMAND's process group was found empty. Its ID may then
+	// be reused for another group, so the guard never signals it again.
+	groupGone bool
+}
+
+// signalGroup sends sig to COMMAND's process group while it has members.
+func (g *guard) signalGroup(sig syscall.Signal) {
+	if !g.groupGone && errors.Is(syscall.Kill(-g.pid, sig), syscall.ESRCH) {
+		g.groupGone = true
+	}
+}
+
+// reap waits for every child of the guard, COMMAND and whatever was
+// reparented to it, sends COMMAND's status on exited, and closes gone when
+// no child is left: then no descendant is left either, since a descendant
+// whose parent dies becomes the guard's child.
+func (g *guard) reap() {
+	defer close(g.gone)
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+		case err != nil: // ECHILD: no child left
+			return
+		case pid == g.pid:
+			g.exited <- statusCode(ws)
+		}
+	}
+}
+
+// statusCode is a shell's status for ws: the exit code, or 128+N for
+// signal N.
+func statusCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// control is a message from election; closed is true once the pipe closed.
+type control struct {
+	verb   string
+	arg    int64
+	closed bool
+}
+
+// readControl sends each line election writes, and one closed message when
+// the pipe closes (election exited) or breaks.
+func readControl(r io.Reader) <-chan control {
+	ch := make(chan control)
+	go func() {
+		lines := bufio.NewScanner(r)
+		for lines.Scan() {
+			verb, arg, _ := strings.Cut(lines.Text(), " ")
+			n, _ := strconv.ParseInt(arg, 10, 64)
+			ch <- control{verb: verb, arg: n}
+		}
+		ch <- control{closed: true}
+	}()
+	return ch
+}
+
+// supervise follows election's messages until COMMAND's tree is gone, and
+// returns COMMAND's status.
+func (g *guard) supervise(messages <-chan control, deadline int64) int {
+	timer := time.NewTimer(untilMonotonic(deadline))
+	defer timer.Stop()
+	code := -1 // COMMAND's status, once known
+	for {
+		select {
+		case code = <-g.exited:
+			// Nothing COMMAND started may outlive it: it could act after
+			// the key is released.
+			return g.killTree(code)
+		case m := <-messages:
+			switch {
+			case m.closed, m.verb == "kill":
+				return g.killTree(code)
+			case m.verb == "deadline":
+				deadline = m.arg
+				timer.Reset(untilMonotonic(deadline))
+			case m.verb == "signal":
+				g.signalGroup(syscall.Signal(m.arg))
+			}
+		case <-timer.C:
+			if untilMonotonic(deadline) > 0 { // moved while the timer fired
+				timer.Reset(untilMonotonic(deadline))
+				continue
+			}
+			fmt.Fprintln(g.report, "expired")
+			return g.killTree(code)
+		}
+	}
+}
+
+// killTree kills COMMAND's process group and every process reparented to
+// the guard, again as more are reparented, until none is left, and returns
+// COMMAND's status (code, if it had exited already).
+func (g *guard) killTree(code int) int {
+	for {
+		g.signalGroup(syscall.SIGKILL)
+		for _, pid := range children() {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		select {
+		case code = <-g.exited:
+		case <-g.gone:
+			if code < 0 {
+				code = <-g.exited
+			}
+			return code
+		case <-time.After(reparentPoll):
+			// A child reaped meanwhile may have left children of its own
+			// to the guard: look again.
+		}
+	}
+}
+
+// reparentPoll is how often killTree looks again for processes reparented
+// to the guard while it waits for its children to die.
+const reparentPoll = time.Millisecond
+
+// monotonicNow reads CLOCK_MONOTONIC, the clock Go's timers and
+// election's validity deadlines run on, shared by every process of the
+// machine.
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// untilMonotonic is how long until the CLOCK_MONOTONIC moment ns.
+func untilMonotonic(ns int64) time.Duration {
+	return time.Duration(ns - monotonicNow())
+}
+
+// monotonicAt returns t, a time of this process, as a CLOCK_MONOTONIC
+// moment that another process of the machine can wait for. The clock is
+// read before t is compared with the present, so that a pause between the
+// two makes the moment earlier, never later.
+func monotonicAt(t time.Time) int64 {
+	now := monotonicNow()
+	return now + int64(time.Until(t))
+}
