@@ -1,0 +1,251 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+)
+
+// testGuard is a guard started by a test: this test binary, run again as
+// the guard (TestMain), in the place of election's guard of a COMMAND.
+type testGuard struct {
+	cmd     *exec.Cmd
+	control *os.File      // the test's end of the control pipe
+	report  *bufio.Reader // what the guard reports
+	pid     int           // COMMAND's
+	exited  chan struct{} // closed once the guard has exited
+}
+
+// startGuard starts a guard of "sh -c script" with a deadline after
+// deadline, and waits until it reports COMMAND started.
+func startGuard(t *testing.T, script string, deadline time.Duration) *testGuard {
+	t.Helper()
+	controlR, controlW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := strconv.FormatInt(monotonicAt(time.Now().Add(deadline)), 10)
+	g := &testGuard{
+		cmd:     exec.Command("/proc/self/exe", guardCommand, until, "--", "sh", "-c", script),
+		control: controlW,
+		report:  bufio.NewReader(reportR),
+		exited:  make(chan struct{}),
+	}
+	g.cmd.Env = append(os.Environ(), "KVELECT_TOKEN=7")
+	g.cmd.ExtraFiles = []*os.File{controlR, reportW}
+	g.cmd.Stderr = os.Stderr
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	controlR.Close()
+	reportW.Close()
+	go func() {
+		g.cmd.Wait()
+		close(g.exited)
+	}()
+	t.Cleanup(func() {
+		g.cmd.Process.Kill()
+		<-g.exited
+		controlW.Close()
+		reportR.Close()
+	})
+	line := g.line(t)
+	pid, ok := strings.CutPrefix(line, "started ")
+	if !ok {
+		t.Fatalf("the guard reported %q, want started PID", line)
+	}
+	g.pid, _ = strconv.Atoi(pid)
+	return g
+}
+
+// line returns the guard's next report, "" at its end.
+func (g *testGuard) line(t *testing.T) string {
+	t.Helper()
+	line, _ := g.report.ReadString('\n')
+	return strings.TrimSpace(line)
+}
+
+// tell writes a message to the guard.
+func (g *testGuard) tell(t *testing.T, msg string) {
+	t.Helper()
+	if _, err := fmt.Fprintln(g.control, msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait waits for the guard to exit and returns its exit status.
+func (g *testGuard) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-g.exited:
+		return g.cmd.ProcessState.ExitCode()
+	case <-time.After(waitTimeout):
+		t.Fatalf("the guard still runs after %v", waitTimeout)
+		return 0
+	}
+}
+
+// TestGuardKillsTheTreeWhenElectionDies gives the control pipe's write end
+// to another process, as election holds it, and SIGKILLs that process: the
+// guard must kill the whole tree of every forking shape, and it exits only
+// once the tree has gone. It measures the time from the SIGKILL to the
+// guard's exit over many runs and checks it against the work margin at
+// the smallest TTL, the time a killed leader's work has before the key can
+// age out less the half kept for clock rates.
+func TestGuardKillsTheTreeWhenElectionDies(t *testing.T) {
+	runs := 20
+	if testing.Short() {
+		runs = 4
+	}
+	margin := (election.MinTTL - election.MinTTL*7/8) / 2 // WorkDeadline's margin at MinTTL
+	var took []time.Duration
+	for _, shape := range forkingShapes {
+		for range runs {
+			mark := newMark()
+			g := startGuard(t, withMark(shape.script, mark), time.Hour)
+			awaitSleeps(t, mark, shape.sleeps)
+			holder := exec.Command("sleep", "1000")
+			holder.ExtraFiles = []*os.File{g.control}
+			if err := holder.Start(); err != nil {
+				t.Fatal(err)
+			}
+			g.control.Close() // the holder's is now the only write end
+			killed := time.Now()
+			holder.Process.Kill()
+			holder.Wait()
+			g.wait(t)
+			took = append(took, time.Since(killed))
+			if left := marked(mark); len(left) > 0 {
+				t.Fatalf("%s: processes left after the guard exited: %v", shape.name, left)
+			}
+		}
+	}
+	slices.Sort(took)
+	p50, p99, worst := took[len(took)/2], took[len(took)*99/100], took[len(took)-1]
+	t.Logf("SIGKILL of the control pipe's holder to the tree's end, %d runs over %d shapes: p50 %v, p99 %v, max %v; margin at TTL %v: %v",
+		len(took), len(forkingShapes), p50, p99, worst, election.MinTTL, margin)
+	if p99 > margin {
+		t.Errorf("p99 %v from the SIGKILL to the tree's end: want within the work margin %v at the smallest TTL", p99, margin)
+	}
+}
+
+// TestGuardKillsTheTreeAtItsDeadline lets the deadline pass without moving
+// it, as when election is paused: the guard reports it and kills the tree.
+// A deadline moved in time keeps the tree running.
+func TestGuardKillsTheTreeAtItsDeadline(t *testing.T) {
+	mark := newMark()
+	started := time.Now()
+	g := startGuard(t, withMark(`sleep MARK & wait`, mark), 200*time.Millisecond)
+	awaitSleeps(t, mark, 1)
+	for range 5 { // keep it running for a second
+		g.tell(t, fmt.Sprintf("deadline %d", monotonicAt(time.Now().Add(400*time.Millisecond))))
+		time.Sleep(200 * time.Millisecond)
+	}
+	if left := marked(mark); len(left) < 3 {
+		t.Fatalf("the tree ended before its moved deadline: %v left", left)
+	}
+	if line := g.line(t); line != "expired" {
+		t.Errorf("the guard reported %q, want expired", line)
+	}
+	if code := g.wait(t); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("the guard exited %d, want %d: COMMAND killed", code, 128+int(syscall.SIGKILL))
+	}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("processes left after the deadline: %v", left)
+	}
+	if took := time.Since(started); took < time.Second+200*time.Millisecond {
+		t.Errorf("the tree ended %v after it started, before its last deadline", took)
+	}
+}
+
+// TestGuardKillsWhatTheCommandLeaves lets COMMAND exit while what it
+// started runs on, in its group and in a session of its own: the guard
+// kills both and exits with COMMAND's status.
+func TestGuardKillsWhatTheCommandLeaves(t *testing.T) {
+	mark := newMark()
+	ready := filepath.Join(t.TempDir(), "ready")
+	g := startGuard(t, withMark(`(setsid sleep MARK &); sleep MARK & until [ -e `+ready+` ]; do sleep 0.01; done; exit 3`, mark), time.Hour)
+	awaitSleeps(t, mark, 2)
+	if err := os.WriteFile(ready, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := g.wait(t); code != 3 {
+		t.Errorf("the guard exited %d, want COMMAND's 3", code)
+	}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("processes left after COMMAND exited: %v", left)
+	}
+}
+
+// TestGuardPassesSignalsAndIgnoresItsOwn sends a SIGTERM to the guard
+// itself, which it ignores, then asks it to pass SIGTERM to COMMAND's
+// group: COMMAND's trap gives its status, and what it left is killed.
+func TestGuardPassesSignalsAndIgnoresItsOwn(t *testing.T) {
+	mark := newMark()
+	g := startGuard(t, withMark(`trap 'exit 7' TERM; sleep MARK & wait`, mark), time.Hour)
+	awaitSleeps(t, mark, 1)
+	guardPID := g.cmd.Process.Pid
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
+		syscall.Kill(guardPID, sig)
+	}
+	g.tell(t, "signal 15")
+	if code := g.wait(t); code != 7 {
+		t.Errorf("the guard exited %d, want COMMAND's 7 from its trap (a guard killed by a signal exits 128+N)", code)
+	}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+}
+
+// TestGuardReportsACommandItCannotStart checks the report and the status
+// of a COMMAND that is not found, and a guard started by hand.
+func TestGuardReportsACommandItCannotStart(t *testing.T) {
+	controlR, controlW, _ := os.Pipe()
+	reportR, reportW, _ := os.Pipe()
+	defer controlW.Close()
+	defer reportR.Close()
+	cmd := exec.Command("/proc/self/exe", guardCommand, "0", "--", "no-such-command-kvelect")
+	cmd.ExtraFiles = []*os.File{controlR, reportW}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	controlR.Close()
+	reportW.Close()
+	line, _ := bufio.NewReader(reportR).ReadString('\n')
+	cmd.Wait()
+	if !strings.HasPrefix(line, "failed 127 ") || !strings.Contains(line, "no-such-command-kvelect") {
+		t.Errorf("the guard reported %q, want failed 127 and the command's name", line)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitNotFound {
+		t.Errorf("the guard exited %d, want %d", code, exitNotFound)
+	}
+
+	out, err := exec.Command("/proc/self/exe", guardCommand, "0", "--", "true").CombinedOutput()
+	if code := exitCodeOf(err); code != exitUsage || !strings.Contains(string(out), "not by hand") {
+		t.Errorf("a guard started by hand: exit %d, %q; want %d and that it is not for hand use", code, out, exitUsage)
+	}
+}
+
+// exitCodeOf is the exit code an exec error carries, 0 for none.
+func exitCodeOf(err error) int {
+	if exit, ok := err.(*exec.ExitError); ok {
+		return exit.ExitCode()
+	}
+	return 0
+}

@@ -1,0 +1,210 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The tests here run commands that fork, as users' commands do, under
+// /bin/sh (dash on Debian, which does not exec the last command of sh -c),
+// and kill or pause their election processes: nothing a command started
+// may outlive its supervisor's leadership, and no command may run twice at
+// once. A watcher looks at every process carrying the command's mark every
+// 10 ms for two fencing tokens at once.
+
+// leaderOf returns the KVELECT_LEADER or KVELECT_NODE in the environment of
+// a process carrying mark with token, and waits until one runs.
+func leaderOf(t *testing.T, mark string, newerThan uint64) (name string, token uint64) {
+	t.Helper()
+	return testenv.Poll(t, fmt.Sprintf("a copy of %s with a token above %d", mark, newerThan), waitTimeout, func() (string, bool) {
+		for pid, tok := range marked(mark) {
+			if tok > newerThan {
+				token = tok
+				return envOf(pid, "KVELECT_LEADER") + envOf(pid, "KVELECT_NODE"), true
+			}
+		}
+		return "", false
+	}), token
+}
+
+// envOf returns the variable name from the environment of process pid.
+func envOf(pid int, name string) string {
+	environ, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	for _, v := range strings.Split(string(environ), "\x00") {
+		if value, ok := strings.CutPrefix(v, name+"="); ok {
+			return value
+		}
+	}
+	return ""
+}
+
+// awaitTokenGone waits until no process carrying mark has token, and
+// returns how long that took from since.
+func awaitTokenGone(t *testing.T, mark string, token uint64, since time.Time) time.Duration {
+	t.Helper()
+	testenv.Poll(t, fmt.Sprintf("no process of %s with token %d", mark, token), waitTimeout, func() (map[int]uint64, bool) {
+		m := marked(mark)
+		for _, tok := range m {
+			if tok == token {
+				return m, false
+			}
+		}
+		return m, true
+	})
+	return time.Since(since)
+}
+
+// TestRunLeavesNothingOfAKilledCommand runs two election run processes per
+// forking shape, SIGKILLs the one whose command runs, and checks that the
+// whole command dies with it, within the loss margin, that the other
+// process then runs the command, and that it never ran twice at once.
+func TestRunLeavesNothingOfAKilledCommand(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "TREE", TTL: 2 * time.Second})
+	for i, shape := range forkingShapes {
+		t.Run(shape.name, func(t *testing.T) {
+			t.Parallel()
+			mark := newMark()
+			watchCopies(t, mark)
+			key := fmt.Sprintf("shape%d", i)
+			runs := map[string]*daemon{}
+			for _, name := range []string{"a", "b"} {
+				runs[name] = startDaemon(t, bin, name, "--server", s.ClientURL(), "--bucket", "TREE", "--key", key, "--grace", "1s",
+					"--", "/bin/sh", "-c", withMark(shape.script, mark))
+			}
+			first, token := leaderOf(t, mark, 0)
+			awaitSleeps(t, mark, shape.sleeps)
+
+			killed := time.Now()
+			runs[first].cmd.Process.Kill()
+			took := awaitTokenGone(t, mark, token, killed)
+			t.Logf("%s: the command of the killed election run had gone %v after the SIGKILL", shape.name, took.Round(time.Millisecond))
+			if took > 250*time.Millisecond {
+				t.Errorf("the command outlived its killed supervisor by %v: want less than the loss margin at a 2s TTL, 250ms", took)
+			}
+			second, _ := leaderOf(t, mark, token)
+			if second == first {
+				t.Fatalf("the command ran again under %s, which was killed", first)
+			}
+			awaitSleeps(t, mark, shape.sleeps)
+			other := runs[second]
+			other.cmd.Process.Signal(syscall.SIGTERM)
+			other.wait(t)
+			awaitGone(t, mark)
+		})
+	}
+}
+
+// TestRunPausedLosesItsCommandInTime pauses the election run process whose
+// command runs, past the TTL: its command's guard kills the command at the
+// leadership's work deadline, before the other process takes over. Once
+// continued, the paused process stands down and campaigns on.
+func TestRunPausedLosesItsCommandInTime(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "TREE", TTL: 2 * time.Second})
+	mark := newMark()
+	watchCopies(t, mark)
+	runs := map[string]*daemon{}
+	for _, name := range []string{"a", "b"} {
+		runs[name] = startDaemon(t, bin, name, "--server", s.ClientURL(), "--bucket", "TREE", "--key", "paused",
+			"--", "/bin/sh", "-c", withMark(`sleep MARK & wait`, mark))
+	}
+	first, token := leaderOf(t, mark, 0)
+	awaitSleeps(t, mark, 1)
+	paused := runs[first]
+	paused.cmd.Process.Signal(syscall.SIGSTOP)
+	second, _ := leaderOf(t, mark, token)
+	if second == first {
+		t.Fatalf("the command ran again under %s, which is paused", first)
+	}
+	paused.cmd.Process.Signal(syscall.SIGCONT)
+	testenv.Eventually(t, "the paused process to log its command's end at the work deadline", waitTimeout, func() bool {
+		return strings.Contains(paused.logged(t), "killed at the leadership's work deadline")
+	})
+	paused.cmd.Process.Signal(syscall.SIGTERM)
+	if code := paused.wait(t); code != exitOK {
+		t.Errorf("the once-paused election run exited %d after SIGTERM, want 0: it no longer ran the command", code)
+	}
+	runs[second].cmd.Process.Signal(syscall.SIGTERM)
+	runs[second].wait(t)
+	awaitGone(t, mark)
+}
+
+// TestAgentLeavesNothingOfAKilledDaemon runs three agents with six daemons
+// of the forking shapes, SIGKILLs one of them: all it ran
+// dies with it, every daemon runs again elsewhere, and none ever runs twice
+// at once.
+func TestAgentLeavesNothingOfAKilledDaemon(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "TREEFLEET", TTL: 2 * time.Second})
+	marks := make([]string, 6)
+	args := []string{"--server", s.ClientURL(), "--bucket", "TREEFLEET", "--grace", "1s"}
+	for i := range marks {
+		marks[i] = newMark()
+		args = append(args, "--daemon", fmt.Sprintf("d%d=%s", i, withMark(forkingShapes[i%len(forkingShapes)].script, marks[i])))
+	}
+	watchCopies(t, marks...)
+	agents := map[string]*daemon{}
+	for i := range 3 {
+		name := fmt.Sprintf("node%d", i)
+		agents[name] = startProcess(t, bin, name, append([]string{"agent", "--name", name, "--log-format", "json"}, args...)...)
+	}
+	// Placement settles at two daemons a node.
+	where := map[string]string{} // mark → node
+	tokens := map[string]uint64{}
+	testenv.Poll(t, "two daemons running on each node", waitTimeout, func() (map[string]string, bool) {
+		clear(where)
+		loads := map[string]int{}
+		for _, mark := range marks {
+			for pid, token := range marked(mark) {
+				where[mark], tokens[mark] = envOf(pid, "KVELECT_NODE"), token
+			}
+			loads[where[mark]]++
+		}
+		return where, loads["node0"] == 2 && loads["node1"] == 2 && loads["node2"] == 2
+	})
+	const busiest = "node1"
+	killed := time.Now()
+	agents[busiest].cmd.Process.Kill()
+	for _, mark := range marks {
+		if where[mark] != busiest {
+			continue
+		}
+		if took := awaitTokenGone(t, mark, tokens[mark], killed); took > 250*time.Millisecond {
+			t.Errorf("a daemon outlived its killed agent by %v: want less than the loss margin at a 2s TTL, 250ms", took)
+		}
+	}
+	for _, mark := range marks {
+		if where[mark] != busiest {
+			continue
+		}
+		if node, _ := leaderOf(t, mark, tokens[mark]); node == busiest {
+			t.Errorf("a daemon of the killed agent %s ran again on it", busiest)
+		}
+	}
+	for name, a := range agents {
+		if name != busiest {
+			a.cmd.Process.Signal(syscall.SIGTERM)
+			a.wait(t)
+		}
+	}
+	for _, mark := range marks {
+		awaitGone(t, mark)
+	}
+}
