@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,15 +99,13 @@ type copyWatch struct {
 	stop  chan struct{}
 	done  chan struct{}
 
-	mu     sync.Mutex
-	twice  []string                   // what was seen running twice, and when
-	tokens map[string]map[uint64]bool // every token seen per mark
+	twice []string // what was seen running twice, and when; read once done is closed
 }
 
 // watchCopies starts watching marks until the test ends, and then fails
 // the test if any mark ever ran twice at once.
-func watchCopies(t *testing.T, marks ...string) *copyWatch {
-	w := &copyWatch{marks: marks, stop: make(chan struct{}), done: make(chan struct{}), tokens: map[string]map[uint64]bool{}}
+func watchCopies(t *testing.T, marks ...string) {
+	w := &copyWatch{marks: marks, stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	t.Cleanup(func() {
 		close(w.stop)
@@ -117,9 +114,9 @@ func watchCopies(t *testing.T, marks ...string) *copyWatch {
 			t.Error(twice)
 		}
 	})
-	return w
 }
 
+// run scans until stop is closed.
 func (w *copyWatch) run() {
 	defer close(w.done)
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -143,18 +140,10 @@ func (w *copyWatch) run() {
 			for _, token := range procs {
 				running[token] = true
 			}
-			w.mu.Lock()
-			if w.tokens[mark] == nil {
-				w.tokens[mark] = map[uint64]bool{}
-			}
-			for token := range running {
-				w.tokens[mark][token] = true
-			}
 			if len(running) > 1 && len(w.twice) < 10 {
 				w.twice = append(w.twice, fmt.Sprintf("%s ran twice at once %v after the watch began: tokens %v in %s",
 					mark, time.Since(started).Round(time.Millisecond), slices.Sorted(maps.Keys(running)), describeProcs(procs)))
 			}
-			w.mu.Unlock()
 		}
 		select {
 		case <-w.stop:
@@ -162,13 +151,6 @@ func (w *copyWatch) run() {
 		case <-tick.C:
 		}
 	}
-}
-
-// seen returns the tokens seen running under mark so far, in order.
-func (w *copyWatch) seen(mark string) []uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Sorted(maps.Keys(w.tokens[mark]))
 }
 
 // awaitGone waits until no process carries mark.
