@@ -84,3 +84,40 @@ func ExampleElection_Once() {
 	// host-1: ran <nil>
 	// host-2: done <nil>
 }
+
+// A supervisor of processes outside this one gives them the work deadline,
+// so that they stop in time even if this process is paused or killed.
+func ExampleWorkDeadline() {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "WORKDEADLINE", TTL: 2 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := election.NewElection("replica-1", "compactor", kv,
+		election.WithoutSplay(),
+		election.OnWon(func(leading context.Context) {
+			deadline, ok := election.WorkDeadline(leading)
+			// Tell the child processes; read it again after each renewal.
+			fmt.Println("leading; the work must stop within a TTL unless renewed:", ok && time.Until(deadline) < 2*time.Second)
+			cancel()
+		}),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := e.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// leading; the work must stop within a TTL unless renewed: true
+}

@@ -37,8 +37,9 @@ runs COMMAND. The bucket must exist (election bucket create).
     KVELECT_BUCKET  the bucket
 - When leadership ends (a renewal failed until its deadline, or the key was
   deleted or taken), it sends SIGTERM to COMMAND's process group, SIGKILL
-  after the grace period, and campaigns on: COMMAND starts again, with a new
-  token, when this process wins again.
+  after the grace period or at the leadership's work deadline, whichever
+  comes first, and campaigns on: COMMAND starts again, with a new token,
+  when this process wins again.
 - When COMMAND exits by itself, it releases the key, so that another
   candidate takes over at once, and exits with COMMAND's status (128+N if
   signal N killed it).
@@ -46,10 +47,14 @@ runs COMMAND. The bucket must exist (election bucket create).
   exited (SIGKILL after the grace period, or at once on a second signal), it
   releases the key and exits with COMMAND's status, or 0 if COMMAND was not
   running.
-- Whatever COMMAND leaves running in its process group is killed when it
-  exits. If this process is killed, the kernel kills COMMAND (Linux; only
-  COMMAND itself, so exec the program from a wrapper script), and the key
-  expires after the bucket's TTL.
+- Nothing COMMAND starts outlives it or this process's leadership: a guard
+  process between the two (this binary, shown as election-guard) kills
+  COMMAND and everything it started, whether or not COMMAND execs, when
+  COMMAND exits, when this process dies however it dies (the key then
+  expires after the bucket's TTL), and at the leadership's work deadline
+  if this process is paused: always before the key can age out. On Linux
+  that includes what left the process group (setsid, a double fork); on
+  other systems, the process group only.
 
 With --priority N, a free key goes to the live candidate of the highest
 priority: lower ones wait a tenth of the TTL (at most 1s) per higher
@@ -65,8 +70,8 @@ With --metrics ADDR (HOST:PORT), it serves over HTTP on ADDR while it runs:
             itself leader more than --health-tolerance after its renewal
             deadline: its election is stuck; restart it
 
-COMMAND may run up to the grace period after leadership ended, longer on a
-paused machine: pass KVELECT_TOKEN to what it changes.
+A COMMAND paused with its whole machine may act once more on resuming:
+pass KVELECT_TOKEN to what it changes.
 
 With --once (for a job that cron fires on every host), it makes one attempt:
 if the key is free, or becomes free within --wait (default 0: only if free
