@@ -45,7 +45,9 @@ bucket's settings, a "warning:" line for each setting that is safe but costs
 something (per-message TTLs make failover after a crash a TTL slower; an even
 number of replicas; memory storage), and a "problem:" line for each that
 makes the bucket unusable (no TTL, a TTL outside 2s..1h, a stream that evicts
-keys at a size limit, a sealed or mirror stream).
+keys at a size limit, a sealed or mirror stream). Its "durability:" lines say
+what a client can verify (storage, replicas, placement, followers current)
+and what only the system account can: whether the servers fsync each write.
 
 Memory storage expires keys within about 10 ms of the TTL and file storage
 about 250 ms after it; both are safe.
@@ -143,7 +145,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Bucket, h.Retention())
 	}
-	return report(ctx, stdout, stderr, fs.path, kv)
+	return report(ctx, stdout, stderr, fs.path, kv, false)
 }
 
 // given returns the names of the flags set on the command line.
@@ -206,17 +208,23 @@ func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
-	return report(ctx, stdout, stderr, fs.path, kv)
+	return report(ctx, stdout, stderr, fs.path, kv, true)
 }
 
-// report prints the bucket's settings, warnings and problems, and returns
+// report prints the bucket's settings, with durability what can and cannot
+// be known of its durability, then its warnings and problems, and returns
 // the exit code: 1 if the bucket is unusable.
-func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetstream.KeyValue) int {
+func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetstream.KeyValue, durable bool) int {
 	status, err := kv.Status(ctx)
 	if err != nil {
 		return fail(stderr, path, deniedOr(ctx, fmt.Errorf("reading bucket %q: %w", kv.Bucket(), err)))
 	}
 	fmt.Fprintf(stdout, "bucket %s: %s\n", kv.Bucket(), describe(status))
+	if durable {
+		for _, line := range durability(status) {
+			fmt.Fprintln(stdout, line)
+		}
+	}
 	warnings, err := election.CheckBucket(ctx, kv)
 	for _, w := range warnings {
 		fmt.Fprintf(stdout, "warning: %s\n", w)
@@ -265,4 +273,40 @@ func openBucket(ctx context.Context, js jetstream.JetStream, name string) (jetst
 		return nil, fmt.Errorf("opening bucket %q: %w", name, err)
 	}
 	return kv, nil
+}
+
+// durability says what a client can verify of the bucket's durability
+// (storage, replicas, placement, replicas current) and what it cannot: the
+// servers' fsync setting, which only the system account can read.
+func durability(status jetstream.KeyValueStatus) []string {
+	var lines []string
+	if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		info := bs.StreamInfo()
+		sc := info.Config
+		line := fmt.Sprintf("durability: %s storage, %d replica", strings.ToLower(sc.Storage.String()), sc.Replicas)
+		if sc.Replicas != 1 {
+			line += "s"
+		}
+		if sc.Placement != nil && (sc.Placement.Cluster != "" || len(sc.Placement.Tags) > 0) {
+			line += fmt.Sprintf(", placed in cluster %q tags %v", sc.Placement.Cluster, sc.Placement.Tags)
+		}
+		if c := info.Cluster; c != nil && c.Name != "" {
+			current := 0
+			for _, r := range c.Replicas {
+				if r.Current && !r.Offline {
+					current++
+				}
+			}
+			line += fmt.Sprintf(", cluster %s, leader %s, %d of %d followers current", c.Name, c.Leader, current, len(c.Replicas))
+		}
+		lines = append(lines, line)
+		if sc.Replicas == 1 {
+			lines = append(lines, "durability: one replica: elections stop while its server is down, and its disk holds the only copy; use 3 replicas on a cluster")
+		}
+	}
+	return append(lines,
+		"durability, not checked: whether every server fsyncs each write before acknowledging it; with the default "+
+			"(sync_interval 2m) a crashed machine can lose acknowledged writes, and an election then have two leaders",
+		`durability: set jetstream { sync_interval: always } on every server, and check it with the system account: `+
+			`"nats server request variables" shows "sync_always": true in each server's jetstream config`)
 }

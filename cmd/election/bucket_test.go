@@ -57,7 +57,8 @@ func TestBucketCheckPrintsWarningsAndProblems(t *testing.T) {
 		code int
 		says []string
 	}{
-		"GOOD":    {0, []string{"bucket GOOD: TTL 10s", "usable for elections\n"}},
+		"GOOD": {0, []string{"bucket GOOD: TTL 10s", "durability: file storage, 1 replica\n", "durability: one replica",
+			"durability, not checked: whether every server fsyncs", `"sync_always": true`, "usable for elections\n"}},
 		"MARKERS": {0, []string{"warning: per-message TTLs are on", "usable for elections\n"}},
 		"BAD":     {1, []string{"warning: per-message TTLs", "problem: TTL 1s, allowed 2s to 1h0m0s\n", "unusable for elections\n"}},
 	} {
