@@ -235,6 +235,7 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 		expected = over.Revision()
 	}
 	c.notifyCampaign()
+	seen := c.hub.highest()
 	sent := time.Now()
 	// Stop does not cancel a write in flight: the server may apply it, and
 	// only a finished write tells which revision to release.
@@ -250,6 +251,14 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 		return nil
 	}
 	c.hub.wrote(rev)
+	if rev <= seen && pred != predecessorEarly {
+		// The store gave out a revision it had given before: it lost
+		// acknowledged writes, so what the claim was made over proves
+		// nothing of the holder it replaced, which may hold that revision.
+		c.log.Warn("the store gave out a revision again: it lost acknowledged writes; announcing only after the announce delay",
+			"revision", rev, "seen", seen)
+		pred = predecessorEarly
+	}
 	delay := time.Duration(0)
 	if pred == predecessorEarly {
 		delay = c.timing.announceDelay
@@ -276,8 +285,15 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		select {
 		case <-ctx.Done():
 		case <-c.sub.changed:
-			if e := c.hub.view(c.key).latest; e != nil && e.Revision() > t.revision {
+			switch e := c.hub.view(c.key).latest; {
+			case e != nil && e.Revision() > t.revision:
 				c.standDownAndVouch(t, e.Revision(), fmt.Errorf("%w: revision %d was written by another client", ErrRevisionGone, e.Revision()))
+				return
+			case e != nil && e.Revision() == t.revision && (e.Operation() != jetstream.KeyValuePut || string(e.Value()) != c.name):
+				// The store lost this node's write and gave its revision to
+				// another. Write nothing: a renewal or a release checked
+				// against that revision would land over the other write.
+				c.standDown(t, fmt.Errorf("%w: revision %d holds another client's write: the store lost this node's", ErrRevisionGone, t.revision))
 				return
 			}
 			continue

@@ -188,6 +188,14 @@ func (h *hub) wrote(rev uint64) {
 	h.expected = max(h.expected, rev)
 }
 
+// highest returns the highest revision the watcher delivered or this
+// process wrote: every revision the store gives out later must be above it.
+func (h *hub) highest() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return max(h.seenRev, h.expected)
+}
+
 // progressLocked records that the watcher delivered revision rev: a write
 // still owed is owed from now on.
 func (h *hub) progressLocked(rev uint64) {

@@ -1,6 +1,7 @@
 package election
 
 import (
+	"bytes"
 	"strings"
 	"time"
 
@@ -44,11 +45,18 @@ func (v *keyView) observe(e jetstream.KeyValueEntry) bool {
 		v.ready = true
 		return changed
 	}
-	if v.latest != nil && e.Revision() <= v.latest.Revision() {
+	if v.latest != nil && (e.Revision() < v.latest.Revision() || sameEntry(e, v.latest)) {
 		return false
 	}
 	v.latest, v.seenAt = e, time.Now()
 	return true
+}
+
+// sameEntry reports whether a and b are one write: the same revision with
+// the same operation and value. A store that lost a write can give its
+// revision to another.
+func sameEntry(a, b jetstream.KeyValueEntry) bool {
+	return a.Revision() == b.Revision() && a.Operation() == b.Operation() && bytes.Equal(a.Value(), b.Value())
 }
 
 // replace sets the view to what a new watcher found for the key (nil: no
@@ -60,7 +68,7 @@ func (v *keyView) replace(e jetstream.KeyValueEntry) bool {
 		changed := v.latest != nil
 		v.latest, v.seenAt = nil, time.Time{}
 		return changed
-	case v.latest != nil && e.Revision() == v.latest.Revision():
+	case v.latest != nil && sameEntry(e, v.latest):
 		return false
 	}
 	v.latest, v.seenAt = e, time.Now()
