@@ -38,7 +38,7 @@ next node only once it has exited. If this agent is cut off from the
 servers, it sends SIGTERM at its renewal deadline, which comes an eighth
 of the TTL before another node can start the daemon, and SIGKILL half of
 that margin later (0.6 s at a 10 s TTL). Nothing a daemon starts outlives
-it, or this agent's hold on it: a guard process (election-guard) kills the
+it, or this agent's hold on it: a guard process (kvelect-guard) kills the
 whole tree, setsid and double forks included on Linux, if the agent dies or
 is paused past that deadline.
 

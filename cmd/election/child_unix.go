@@ -52,7 +52,7 @@ func startChild(leading context.Context, argv, env []string) (*child, error) {
 	}
 	c := &child{done: make(chan struct{}), control: controlW, deadline: monotonicAt(until)}
 	cmd := exec.Command(selfExecutable(), append([]string{guardCommand, strconv.FormatInt(c.deadline, 10), "--"}, argv...)...)
-	cmd.Args[0] = os.Args[0]
+	cmd.Args[0] = guardName
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{controlR, reportW} // the guard's fds 3 and 4

@@ -249,3 +249,20 @@ func exitCodeOf(err error) int {
 	}
 	return 0
 }
+
+// TestGuardKeepsItsPipesFromTheCommand lists the file descriptors COMMAND's
+// shell has: not the guard's pipes.
+func TestGuardKeepsItsPipesFromTheCommand(t *testing.T) {
+	fds := filepath.Join(t.TempDir(), "fds")
+	g := startGuard(t, `ls /proc/$$/fd > `+fds, time.Hour)
+	if code := g.wait(t); code != 0 {
+		t.Fatalf("the guard exited %d, want 0", code)
+	}
+	data, err := os.ReadFile(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(data)); slices.Contains(got, "3") || slices.Contains(got, "4") {
+		t.Errorf("COMMAND's shell has file descriptors %v, among them the guard's pipes 3 and 4", got)
+	}
+}

@@ -52,8 +52,10 @@ const (
 	guardReportFD  = 4
 )
 
-// guardName is the guard's process name (at most 15 bytes), for ps and top.
-const guardName = "election-guard"
+// guardName is the guard's process name (at most 15 bytes) and argv[0],
+// for ps and top. It does not contain "election", so that pkill election,
+// even with SIGKILL, leaves the guards to kill their COMMANDs.
+const guardName = "kvelect-guard"
 
 // guardMain runs the guard: args are the first deadline and COMMAND, as
 // "NS -- COMMAND [ARGS...]". It returns the exit status.
@@ -70,6 +72,10 @@ func guardMain(args []string, stderr io.Writer) int {
 	}
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	becomeReaper()
+	// The pipes are the guard's alone: a COMMAND holding the report pipe
+	// would hide the guard's death from election, and could write to it.
+	syscall.CloseOnExec(guardControlFD)
+	syscall.CloseOnExec(guardReportFD)
 
 	g := &guard{report: report, exited: make(chan int, 1), gone: make(chan struct{})}
 	pid, code, err := startCommand(args[2:])

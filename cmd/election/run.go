@@ -48,7 +48,7 @@ runs COMMAND. The bucket must exist (election bucket create).
   releases the key and exits with COMMAND's status, or 0 if COMMAND was not
   running.
 - Nothing COMMAND starts outlives it or this process's leadership: a guard
-  process between the two (this binary, shown as election-guard) kills
+  process between the two (this binary, shown as kvelect-guard) kills
   COMMAND and everything it started, whether or not COMMAND execs, when
   COMMAND exits, when this process dies however it dies (the key then
   expires after the bucket's TTL), and at the leadership's work deadline
