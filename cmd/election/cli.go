@@ -181,15 +181,22 @@ func (fs *flagSet) bucketVar(p *string, usage string) {
 	fs.Var(bucketFlag{p}, "bucket", usage)
 }
 
-// version says which build this is: the module version it was installed at
-// (go install …@v1.2.3), or "devel" with the commit it was built from, and
-// the Go version.
+// buildVersion is a release's version, set when it is built with
+// -ldflags "-X main.buildVersion=v1.2.3"; empty otherwise.
+var buildVersion string
+
+// version says which build this is: the release's version, the module
+// version it was installed at (go install …@v1.2.3), or "devel" with the
+// commit it was built from; and the Go version.
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "election (unknown version)"
 	}
 	v := info.Main.Version
+	if buildVersion != "" {
+		v = buildVersion
+	}
 	if v == "" || v == "(devel)" {
 		v = "devel"
 		for _, setting := range info.Settings {
