@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ type term struct {
 	adjusted []span // [start, end] minus paused windows
 }
 
+// span is a stretch of time, CLOCK_MONOTONIC ns from and to.
 type span struct{ from, to int64 }
 
 // history is everything one run recorded.
@@ -37,8 +39,12 @@ type history struct {
 	// leadership is what the bucket's leadership history recorded; nil for
 	// a run without one.
 	leadership []Event
+	// actors are the records of an -agents run's actors, one slice per
+	// actor; each node's are in workers too.
+	actors [][]Event
 }
 
+// loadHistory reads every history file of the run in dir.
 func loadHistory(dir string) (*history, error) {
 	h := &history{workers: map[string][]Event{}}
 	var err error
@@ -66,6 +72,9 @@ func loadHistory(dir string) (*history, error) {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "worker-"), ".jsonl")
 		h.workers[name] = events
 	}
+	if err := loadActors(dir, h); err != nil {
+		return nil, err
+	}
 	return h, nil
 }
 
@@ -74,6 +83,9 @@ func check(cfg config, dir string) (*report, error) {
 	hist, err := loadHistory(dir)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.agents {
+		return checkAgentsRun(cfg, hist), nil
 	}
 	interval := cfg.ttl * 3 / 4
 	validity := int64(interval + (cfg.ttl-interval)/2)
@@ -282,6 +294,7 @@ func overlap(terms []*term, spans func(*term) []span) ([]span, int) {
 	return out, len(out)
 }
 
+// total returns the summed length of the spans.
 func total(spans []span) int64 {
 	var t int64
 	for _, s := range spans {
@@ -481,18 +494,26 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
 }
 
 // checkScenarios measures, for each fault, the time to the next announced
-// leader, and counts announcements during quorum loss.
+// leader, and counts announcements during quorum loss (not during the
+// outage of a minority of the servers).
 func checkScenarios(rep *report, harness []Event, terms []*term) {
 	byName := map[string]*scenarioReport{}
 	var faults []Event
 	var outage int64
+	quorumLost := false
 	for _, ev := range harness {
 		switch ev.Kind {
 		case "fault":
 			faults = append(faults, ev)
 		case "outage-start":
-			outage = ev.T
+			// The target is how many of the cluster's three servers are
+			// down: one leaves a quorum, under which new leaders are due.
+			down, _ := strconv.Atoi(ev.Target)
+			outage, quorumLost = ev.T, down > 1
 		case "outage-end":
+			if !quorumLost {
+				continue
+			}
 			for _, t := range terms {
 				if t.start > outage && t.start < ev.T {
 					rep.QuorumLossLeaders++
@@ -557,6 +578,7 @@ func checkRoundTrips(rep *report, hist *history) {
 	rep.RoundTrip = summarize(samples)
 }
 
+// ms converts nanoseconds to milliseconds.
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
 // checkFleet measures, for each fault of a fleet run until the next one,
@@ -617,11 +639,9 @@ func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runE
 	}
 
 	load := map[string]int{}
-	for name, events := range rep.hist.workers {
-		for _, ev := range events {
-			if at, left := gone[name]; ev.Kind == "joined" && ev.T < end && (!left || at > end) {
-				load[name] = 0
-			}
+	for name, joined := range joins(rep.hist) {
+		if at, left := gone[name]; joined < end && (!left || at > end) {
+			load[name] = 0
 		}
 	}
 	for _, terms := range perDaemon {

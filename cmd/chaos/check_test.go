@@ -257,3 +257,22 @@ func TestCheckOfAFleetRunComparesEachDaemonsRunsOnly(t *testing.T) {
 		t.Error("report is ok despite d0 on two nodes")
 	}
 }
+
+func TestCheckCountsLeadersDuringQuorumLossOnly(t *testing.T) {
+	// w1 announces during the outage of one server of three, when a quorum
+	// is left; w2 during that of two, when none is.
+	dir := writeRun(t, baseRun(map[string][]Event{
+		"w0": leaderTerm(1, 0, sec, nil, 2*sec),
+		"w1": leaderTerm(3, 3*sec, 3500e6, nil, 4*sec),
+		"w2": leaderTerm(5, 6*sec, 6500e6, nil, 7*sec),
+	},
+		Event{T: 3 * sec, Kind: "outage-start", Target: "1"}, Event{T: 5 * sec, Kind: "outage-end"},
+		Event{T: 6 * sec, Kind: "outage-start", Target: "2"}, Event{T: 8 * sec, Kind: "outage-end"}))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.QuorumLossLeaders != 1 {
+		t.Errorf("%d leaders announced during quorum loss, want 1 (w2's)", rep.QuorumLossLeaders)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,8 +61,20 @@ type harness struct {
 	nextID      int
 	wins        chan Event    // won events, one at least since drainWins if any came
 	changed     chan struct{} // signalled when holders or settled may have changed
+
+	// An -agents run's: the election binary its agents run, the socket
+	// their daemons' actors write their records to, the actors connected
+	// (those that sent their start record), and which of them made each
+	// daemon's entry in holders.
+	agentBin    string
+	actorLn     net.Listener
+	actorConns  int
+	nextActor   int
+	actors      map[*actorProc]bool
+	holderActor map[string]*actorProc
 }
 
+// serverProc is a nats-server process of the run.
 type serverProc struct {
 	name string
 	args []string
@@ -70,18 +83,20 @@ type serverProc struct {
 	done chan struct{}
 }
 
+// workerProc is a worker, a fleet's node or an agent, and its proxies.
 type workerProc struct {
 	name     string
-	joined   bool // a fleet run's node has joined the fleet
+	joined   bool // a fleet run's node or agent has joined the fleet
 	cmd      *exec.Cmd
 	proxies  []*faultproxy.Proxy
 	done     chan struct{}
 	expected bool // its exit was asked for (kill, stop)
 	// hold is the worker's stdin: once its election has stopped, the
-	// worker exits only when hold is closed.
+	// worker exits only when hold is closed. An agent has none.
 	hold io.Closer
 }
 
+// newHarness returns the harness of a run that keeps its histories in dir.
 func newHarness(cfg config, dir string) (*harness, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -95,6 +110,7 @@ func newHarness(cfg config, dir string) (*harness, error) {
 		cfg: cfg, dir: dir, self: self, rec: newRecorder(f, "harness"), t0: monotonicNow(),
 		workers: map[string]*workerProc{}, holders: map[string]string{}, settled: map[string]bool{},
 		wins: make(chan Event, 4096), changed: make(chan struct{}, 1),
+		actors: map[*actorProc]bool{}, holderActor: map[string]*actorProc{},
 	}, nil
 }
 
@@ -180,6 +196,7 @@ func (h *harness) killServer(sp *serverProc) {
 	<-sp.done
 }
 
+// serverURLs returns the servers' own URLs, comma separated.
 func (h *harness) serverURLs() string {
 	var urls []string
 	for _, sp := range h.servers {
@@ -297,7 +314,7 @@ func (h *harness) dumpFence() {
 					return err
 				}
 				daemon := strings.TrimPrefix(strings.TrimPrefix(m.Subject(), fenceSubject), ".")
-				records = append(records, Event{Kind: "fence", Daemon: daemon, Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq})
+				records = append(records, Event{Kind: "fence", Daemon: daemon, Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq, PID: r.PID, Sent: r.Sent})
 			}
 			if err := batch.Error(); err != nil {
 				return err
@@ -361,7 +378,8 @@ func retry(ctx context.Context, attempt time.Duration, f func(context.Context) e
 	}
 }
 
-// spawnWorker starts a campaigner process behind one proxy per server.
+// spawnWorker starts a campaigner process, a fleet's node or an agent,
+// behind one proxy per server.
 func (h *harness) spawnWorker() error {
 	h.mu.Lock()
 	id := h.nextID
@@ -378,6 +396,9 @@ func (h *harness) spawnWorker() error {
 		}
 		w.proxies = append(w.proxies, p)
 		urls = append(urls, p.URL())
+	}
+	if h.cfg.agents {
+		return h.spawnAgent(w, strings.Join(urls, ","))
 	}
 	args := []string{"worker", "-name", name, "-urls", strings.Join(urls, ","),
 		"-bucket", bucketName, "-key", electionKey}
@@ -417,25 +438,32 @@ func (h *harness) spawnWorker() error {
 		h.follow(out, history)
 		cmd.Wait()
 		history.Close()
-		for _, p := range w.proxies {
-			p.Close()
-		}
-		h.mu.Lock()
-		crashed := !w.expected
-		for d, holder := range h.holders {
-			if holder == name {
-				delete(h.holders, d)
-			}
-		}
-		h.mu.Unlock()
-		h.signal()
-		if crashed {
-			h.rec.record(Event{Kind: "crash", Target: name, Cause: cmd.ProcessState.String()})
-		}
-		h.rec.record(Event{Kind: "exit", Target: name, PID: cmd.Process.Pid})
-		close(w.done)
+		h.exited(w)
 	}()
 	return nil
+}
+
+// exited closes the proxies of a worker whose process has exited, forgets
+// what it held, and records its exit: a crash unless it was asked for.
+func (h *harness) exited(w *workerProc) {
+	for _, p := range w.proxies {
+		p.Close()
+	}
+	h.mu.Lock()
+	crashed := !w.expected
+	for d, holder := range h.holders {
+		if holder == w.name {
+			delete(h.holders, d)
+			delete(h.holderActor, d)
+		}
+	}
+	h.mu.Unlock()
+	h.signal()
+	if crashed {
+		h.rec.record(Event{Kind: "crash", Target: w.name, Cause: w.cmd.ProcessState.String()})
+	}
+	h.rec.record(Event{Kind: "exit", Target: w.name, PID: w.cmd.Process.Pid})
+	close(w.done)
 }
 
 // follow copies a worker's history to its file and tracks who holds each
@@ -471,6 +499,8 @@ func (h *harness) follow(out io.Reader, history io.Writer) {
 	}
 }
 
+// signal tells whoever waits on changed that holders or settled may have
+// changed.
 func (h *harness) signal() {
 	select {
 	case h.changed <- struct{}{}:
@@ -615,7 +645,9 @@ func (h *harness) retire(w *workerProc, kind string, sig syscall.Signal) {
 // awaitExit lets a retired worker exit and waits for it. One still running
 // after startTimeout is recorded as hung and killed.
 func (h *harness) awaitExit(w *workerProc) {
-	w.hold.Close()
+	if w.hold != nil {
+		w.hold.Close()
+	}
 	select {
 	case <-w.done:
 	case <-time.After(startTimeout):
@@ -644,7 +676,8 @@ func (h *harness) stopAll(ws []*workerProc) {
 	}
 }
 
-// shutdown stops every worker gracefully, then the servers.
+// shutdown stops every worker gracefully, then in an -agents run waits for
+// the actors to go (and kills those left over), then stops the servers.
 func (h *harness) shutdown() {
 	h.rec.record(Event{Kind: "shutdown"})
 	h.mu.Lock()
@@ -654,6 +687,7 @@ func (h *harness) shutdown() {
 	}
 	h.mu.Unlock()
 	h.stopAll(ws)
+	h.endAgents()
 	if h.admin != nil {
 		h.dumpFence()
 		if !h.cfg.fleet { // fleet nodes record no leadership history

@@ -14,8 +14,19 @@
 //
 //	go run ./cmd/chaos -fleet           # 3 nodes, 12 daemons
 //
+// With -agents the nodes are election agent processes (the command, built
+// for the run or given with -election) whose daemons are shell commands that
+// fork: each runs an actor, this binary again, as a grandchild of the agent
+// or deeper. The actors record their own runs and acts, and the checker
+// asks of them what it asks of a fleet's daemons, plus that the daemons of a
+// killed or paused agent die in time and that none outlives its agent.
+//
+//	go run ./cmd/chaos -agents          # 3 agents, 8 daemons, TTL 2s
+//	go run ./cmd/chaos -short -agents -election /tmp/election-old
+//
 // It exits 1 when an invariant is broken and keeps the histories of that run.
-// It re-executes itself as "chaos worker …", "chaos node …" and "chaos server …".
+// It re-executes itself as "chaos worker …", "chaos node …", "chaos actor"
+// and "chaos server …".
 package main
 
 import (
@@ -24,8 +35,11 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/kvelect/election"
 )
 
+// config is what the harness's flags say.
 type config struct {
 	scenarios  []string
 	rounds     int
@@ -41,7 +55,15 @@ type config struct {
 	priorities bool
 	fleet      bool
 	daemons    int
+	// agents: the fleet's nodes are election agents, run from the binary
+	// election (built for the run if empty).
+	agents   bool
+	election string
 }
+
+// agentDaemons is the default number of daemons of an -agents run: two of
+// each shape of command (daemonShapes).
+const agentDaemons = 8
 
 // daemonNames returns the daemons of a fleet run, or the one key of a
 // single-key run, "".
@@ -56,9 +78,10 @@ func (cfg config) daemonNames() []string {
 	return names
 }
 
+// main runs the harness, or one of the roles it re-executes itself as.
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "worker" || os.Args[1] == "node" || os.Args[1] == "server") {
-		run := map[string]func([]string) error{"worker": runWorker, "node": runNode, "server": runServer}[os.Args[1]]
+	roles := map[string]func([]string) error{"worker": runWorker, "node": runNode, "actor": runActor, "server": runServer}
+	if run, ok := roles[firstArg(os.Args)]; ok {
 		if err := run(os.Args[2:]); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos %s: %v\n", os.Args[1], err)
 			os.Exit(1)
@@ -73,12 +96,21 @@ func main() {
 	os.Exit(runChaos(cfg))
 }
 
+// firstArg returns args[1], or "" if there is none.
+func firstArg(args []string) string {
+	if len(args) < 2 {
+		return ""
+	}
+	return args[1]
+}
+
+// parseFlags reads the harness's flags and refuses bad combinations.
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	var cfg config
 	names := fs.String("scenarios", "all", "comma-separated scenarios to run, or all: "+strings.Join(allScenarioNames(), ", "))
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds; each runs every chosen scenario once")
-	fs.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "bucket TTL (below 2s uses election.WithUnsafeShortTTL)")
+	fs.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "bucket TTL (below 2s uses election.WithUnsafeShortTTL; with -agents at least 2s, the agent's minimum, and -short's 1s becomes 2s)")
 	fs.IntVar(&cfg.workers, "workers", 3, "campaigner processes")
 	fs.BoolVar(&cfg.cluster, "cluster", false, "run a 3-node cluster with an R3 bucket instead of one server")
 	fs.DurationVar(&cfg.budget, "budget", 0, "stop starting scenarios after this long (0: no limit)")
@@ -89,13 +121,26 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.syncAlways, "sync-always", false, "servers fsync every write before acknowledging it (as for power loss; no fault here needs it)")
 	fs.BoolVar(&cfg.priorities, "priorities", false, "give each worker a higher priority than the one before, preferring higher (WithPreferHigher, ready after a TTL): leaders hand over as workers are replaced")
 	fs.BoolVar(&cfg.fleet, "fleet", false, "run fleet nodes (-workers of them) with daemons instead of campaigners for one key")
-	fs.IntVar(&cfg.daemons, "daemons", 12, "with -fleet: daemons, each able to run on every node")
-	short := fs.Bool("short", false, "CI mode: one round at TTL 1s, within about 2 minutes")
+	fs.IntVar(&cfg.daemons, "daemons", 12, fmt.Sprintf("with -fleet or -agents: daemons, each able to run on every node (-agents: default %d)", agentDaemons))
+	fs.BoolVar(&cfg.agents, "agents", false, "run a fleet whose nodes are election agent processes (-workers of them) and whose daemons are shell commands that fork; the TTL is at least 2s")
+	fs.StringVar(&cfg.election, "election", "", "with -agents: the election binary to run as the agent (default: built from ./cmd/election for the run)")
+	short := fs.Bool("short", false, fmt.Sprintf("CI mode: one round at TTL 1s, within about 2 minutes (with -agents: TTL 2s, no scenario started after %v, within about 90 s)", agentsShortBudget))
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if *short {
 		cfg.rounds, cfg.ttl, cfg.budget = 1, time.Second, 2*time.Minute
+		if cfg.agents {
+			cfg.budget = agentsShortBudget
+		}
+	}
+	if err := cfg.checkAgents(given); err != nil {
+		return cfg, err
 	}
 	if cfg.workers < 2 {
 		return cfg, fmt.Errorf("-workers %d: need at least 2", cfg.workers)
@@ -104,7 +149,7 @@ func parseFlags(args []string) (config, error) {
 		return cfg, fmt.Errorf("-daemons %d: allowed 1 to 100", cfg.daemons)
 	}
 	if cfg.fleet && cfg.priorities {
-		return cfg, fmt.Errorf("-priorities applies to campaigners for one key, not to -fleet")
+		return cfg, fmt.Errorf("-priorities applies to campaigners for one key, not to -fleet or -agents")
 	}
 	if cfg.rounds < 1 {
 		return cfg, fmt.Errorf("-rounds %d: need at least 1", cfg.rounds)
@@ -124,6 +169,33 @@ func parseFlags(args []string) (config, error) {
 	return cfg, nil
 }
 
+// checkAgents checks the flags of an -agents run, which is a fleet run,
+// and sets its defaults: the daemons unless given, and the TTL raised to
+// the agent's minimum.
+func (cfg *config) checkAgents(given map[string]bool) error {
+	if !cfg.agents {
+		if cfg.election != "" {
+			return fmt.Errorf("-election %s: applies to -agents only", cfg.election)
+		}
+		return nil
+	}
+	if given["ttl"] && cfg.ttl < election.MinTTL {
+		return fmt.Errorf("-ttl %v: an election agent needs a bucket TTL of at least %v", cfg.ttl, election.MinTTL)
+	}
+	cfg.fleet = true
+	if !given["daemons"] {
+		cfg.daemons = agentDaemons
+	}
+	cfg.ttl = max(cfg.ttl, election.MinTTL) // -short's 1s
+	if cfg.election != "" {
+		if _, err := os.Stat(cfg.election); err != nil {
+			return fmt.Errorf("-election: %w", err)
+		}
+	}
+	return nil
+}
+
+// allScenarioNames lists every scenario the harness knows.
 func allScenarioNames() []string {
 	var names []string
 	for _, s := range scenarios(time.Second) {
@@ -151,6 +223,7 @@ func (cfg config) chosen() []scenario {
 	return out
 }
 
+// contains reports whether list holds s.
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

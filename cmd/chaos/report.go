@@ -19,6 +19,7 @@ type report struct {
 	TTLMS   float64       `json:"ttl_ms"`
 	Cluster bool          `json:"cluster"`
 	Fleet   bool          `json:"fleet"`
+	Agents  bool          `json:"agents,omitempty"`
 	Daemons int           `json:"daemons,omitempty"`
 	Workers int           `json:"workers"`
 	Rounds  int           `json:"rounds"`
@@ -66,6 +67,28 @@ type report struct {
 	FinalLoads  map[string]int `json:"final_loads,omitempty"`
 	FinalSpread int            `json:"final_spread"`
 
+	// An -agents run's, from the actors' records: the daemons of a
+	// SIGKILLed agent gone later than the loss margin after the kill, those
+	// of an agent paused past its work deadline (counted from the pause)
+	// still alive when it resumed, the actors still running once every
+	// agent had exited, the acts accepted that the fence's log lacks and
+	// those it refused as stale; and the shortest time from a daemon's run
+	// ending on one node to its next starting on another, over so many
+	// handovers.
+	LossMarginMS      float64 `json:"loss_margin_ms,omitempty"`
+	WorkDeadlineMS    float64 `json:"work_deadline_ms,omitempty"`
+	KillLate          int     `json:"daemons_late_after_kill"`
+	PauseSurvivors    int     `json:"daemons_alive_past_work_deadline"`
+	Leftovers         int     `json:"daemons_outliving_agents"`
+	ActsMissing       int     `json:"accepted_acts_missing_from_fence"`
+	ActsRefused       int     `json:"acts_refused_stale"`
+	ClosestHandoverMS float64 `json:"closest_handover_ms"`
+	Handovers         int     `json:"handovers"`
+	// ClosestExitMS is the same from the harness's sight of an actor's
+	// end (its connection closing, after the process exited), a second
+	// opinion: reported, not an invariant.
+	ClosestExitMS float64 `json:"closest_handover_from_exit_ms"`
+
 	Problems []string `json:"problems"`
 
 	terms    []*term
@@ -77,10 +100,14 @@ type report struct {
 	runEnd   int64
 }
 
+// mode describes the run: servers, TTL, processes and rounds.
 func (r *report) mode() string {
 	servers := "single server"
 	if r.Cluster {
 		servers = "3-node cluster, R3 bucket"
+	}
+	if r.Agents {
+		return fmt.Sprintf("%s, TTL %v, a fleet of %d election agents and %d forking daemons, %d round(s)", servers, r.TTL, r.Workers, r.Daemons, r.Rounds)
 	}
 	if r.Fleet {
 		return fmt.Sprintf("%s, TTL %v, a fleet of %d nodes and %d daemons, %d round(s)", servers, r.TTL, r.Workers, r.Daemons, r.Rounds)
@@ -88,6 +115,7 @@ func (r *report) mode() string {
 	return fmt.Sprintf("%s, TTL %v, %d workers, %d round(s)", servers, r.TTL, r.Workers, r.Rounds)
 }
 
+// scenarioReport is what the checker found for one scenario.
 type scenarioReport struct {
 	Name       string `json:"name"`
 	Faults     int    `json:"faults"`
@@ -102,6 +130,12 @@ type scenarioReport struct {
 	Starts     int   `json:"daemon_starts,omitempty"`
 	Changed    int   `json:"daemons_moved,omitempty"`
 	unplaced   []float64
+
+	// An -agents run's: for each daemon of the agent the fault killed,
+	// stopped or paused, the time from that signal until its actor was
+	// gone.
+	GoneMS stats `json:"target_daemons_gone_ms"`
+	gone   []float64
 }
 
 // stats summarizes samples in milliseconds.
@@ -118,6 +152,8 @@ type mark struct {
 	label string
 }
 
+// summarize returns the count, median, 99th percentile and maximum of
+// samples.
 func summarize(samples []float64) stats {
 	if len(samples) == 0 {
 		return stats{}
@@ -130,17 +166,30 @@ func summarize(samples []float64) stats {
 	return stats{N: len(s), P50: pick(0.5), P99: pick(0.99), Max: round(s[len(s)-1])}
 }
 
+// round rounds v to one decimal.
 func round(v float64) float64 { return math.Round(v*10) / 10 }
 
 // printFleetScenarios writes a fleet run's table: per scenario, the time
 // to the first daemon started after the fault, the longest any daemon ran
 // nowhere until the next fault, the daemons started and those that ended
-// on another node.
+// on another node; in an -agents run also how long the daemons of the
+// agent killed, stopped or paused lived on after the signal.
 func (r *report) printFleetScenarios(tw io.Writer) {
-	fmt.Fprintln(tw, "scenario\tfaults\tfirst start p50 ms\tunplaced p50 ms\tunplaced max ms\tmax ×TTL\tstarts\tmoved\t")
+	gone := func(*scenarioReport) string { return "" }
+	header := "scenario\tfaults\tfirst start p50 ms\tunplaced p50 ms\tunplaced max ms\tmax ×TTL\tstarts\tmoved\t"
+	if r.Agents {
+		header += "its daemons gone: n\tp50 ms\tmax ms\t"
+		gone = func(s *scenarioReport) string {
+			if s.GoneMS.N == 0 {
+				return "0\t\t\t"
+			}
+			return fmt.Sprintf("%d\t%.0f\t%.0f\t", s.GoneMS.N, s.GoneMS.P50, s.GoneMS.Max)
+		}
+	}
+	fmt.Fprintln(tw, header)
 	for _, s := range r.Scenarios {
 		u := s.UnplacedMS
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%d\t\n", s.Name, s.Faults, s.FailoverMS.P50, u.P50, u.Max, u.Max/r.TTLMS, s.Starts, s.Changed)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%d\t%s\n", s.Name, s.Faults, s.FailoverMS.P50, u.P50, u.Max, u.Max/r.TTLMS, s.Starts, s.Changed, gone(s))
 	}
 }
 
@@ -158,13 +207,34 @@ func (r *report) ok() bool {
 	return r.SplitBrainMS == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
 		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0 &&
 		r.QuorumLossLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread && r.historyOK() &&
-		(!r.Fleet || r.FinalSpread <= 1)
+		(!r.Fleet || r.FinalSpread <= 1) && r.agentsOK()
+}
+
+// agentsOK reports whether the invariants only an -agents run checks
+// held: they are zero in other runs.
+func (r *report) agentsOK() bool {
+	return r.KillLate == 0 && r.PauseSurvivors == 0 && r.Leftovers == 0 && r.ActsMissing == 0
 }
 
 // historyOK reports whether the leadership history matched the workers'
 // records.
 func (r *report) historyOK() bool {
 	return r.HistoryMissing == 0 && r.HistoryDuplicated == 0 && r.HistoryUnknown == 0 && !r.HistoryUnread
+}
+
+// printAgents writes the lines of an -agents run's own invariants.
+func (r *report) printAgents(w io.Writer, verdict func(bool) string) {
+	fmt.Fprintf(w, "daemon on two nodes (actors' own records, first to last)  %.1f ms in %d episodes  %s\n",
+		r.SplitBrainMS, r.SplitBrainEpisodes, verdict(r.SplitBrainMS == 0))
+	fmt.Fprintf(w, "closest handover (a run's last record → the next run's first, on another node): %.1f ms over %d handovers; from the actor's exit as the harness saw it %.1f ms (reported)\n",
+		r.ClosestHandoverMS, r.Handovers, r.ClosestExitMS)
+	fmt.Fprintf(w, "daemons of SIGKILLed agents gone later than the loss margin (%.0f ms): %d  %s\n",
+		r.LossMarginMS, r.KillLate, verdict(r.KillLate == 0))
+	fmt.Fprintf(w, "daemons of agents paused past the work deadline (%.0f ms) alive at the resume: %d  %s\n",
+		r.WorkDeadlineMS, r.PauseSurvivors, verdict(r.PauseSurvivors == 0))
+	fmt.Fprintf(w, "daemons still running once every agent had exited: %d  %s\n", r.Leftovers, verdict(r.Leftovers == 0))
+	fmt.Fprintf(w, "acts the actors saw accepted missing from the fence's log: %d  %s; acts refused as stale: %d (reported)\n",
+		r.ActsMissing, verdict(r.ActsMissing == 0), r.ActsRefused)
 }
 
 // print writes the readable table, and with -json the summary as the last line.
@@ -207,10 +277,14 @@ func (r *report) print(w io.Writer, cfg config) {
 		twice = "daemon on two nodes"
 		fmt.Fprintf(w, "daemons per node at the end: %s; spread %d  %s\n", loadsText(r.FinalLoads), r.FinalSpread, verdict(r.FinalSpread <= 1))
 	}
-	fmt.Fprintf(w, "%s (pause-adjusted)  %8.1f ms in %d episodes  %s\n", twice, r.SplitBrainMS, r.SplitBrainEpisodes, verdict(r.SplitBrainMS == 0))
-	fmt.Fprintf(w, "%s (raw, with pauses) %7.1f ms  (reported, not an invariant)\n", twice, r.SplitBrainRawMS)
-	fmt.Fprintf(w, "self-demotion (stand-down − last good renewal sent)  p50 %.0f, p99 %.0f, max %.0f ms; bound %.0f ms  %s\n",
-		r.SelfDemotion.P50, r.SelfDemotion.P99, r.SelfDemotion.Max, r.DemotionBoundMS, verdict(r.DemotionViolations == 0))
+	if r.Agents {
+		r.printAgents(w, verdict)
+	} else {
+		fmt.Fprintf(w, "%s (pause-adjusted)  %8.1f ms in %d episodes  %s\n", twice, r.SplitBrainMS, r.SplitBrainEpisodes, verdict(r.SplitBrainMS == 0))
+		fmt.Fprintf(w, "%s (raw, with pauses) %7.1f ms  (reported, not an invariant)\n", twice, r.SplitBrainRawMS)
+		fmt.Fprintf(w, "self-demotion (stand-down − last good renewal sent)  p50 %.0f, p99 %.0f, max %.0f ms; bound %.0f ms  %s\n",
+			r.SelfDemotion.P50, r.SelfDemotion.P99, r.SelfDemotion.Max, r.DemotionBoundMS, verdict(r.DemotionViolations == 0))
+	}
 	fmt.Fprintf(w, "tokens: %d duplicated, %d regressions, %d wins not in the log (%d not audited), %d without a write  %s\n",
 		r.DuplicateTokens, r.TokenRegressions, r.UnbackedWins, r.UnauditedWins, r.UnvalidatedWins,
 		verdict(r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0))
@@ -223,7 +297,11 @@ func (r *report) print(w io.Writer, cfg config) {
 		fmt.Fprintf(w, "leadership history: %d wins recorded, %d missing (%d more killed within 1 s of winning), %d duplicated, %d unknown  %s\n",
 			r.HistoryWins, r.HistoryMissing, r.HistoryExcused, r.HistoryDuplicated, r.HistoryUnknown, verdict(r.historyOK()))
 	}
-	fmt.Fprintf(w, "workers crashed or hung: %d  %s\n", len(r.Crashed), verdict(len(r.Crashed) == 0))
+	workers := "workers"
+	if r.Agents {
+		workers = "agents"
+	}
+	fmt.Fprintf(w, "%s crashed or hung: %d  %s\n", workers, len(r.Crashed), verdict(len(r.Crashed) == 0))
 	for _, c := range r.Crashed {
 		fmt.Fprintln(w, "  ", c)
 	}

@@ -65,6 +65,11 @@ func (h *harness) run(ctx context.Context) error {
 	if err := h.setup(ctx); err != nil {
 		return fmt.Errorf("creating the bucket: %w", err)
 	}
+	if h.cfg.agents {
+		if err := h.prepareAgents(); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	h.rec.record(Event{Kind: "cold-start"})
 	for range h.cfg.workers {

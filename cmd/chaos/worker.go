@@ -118,11 +118,16 @@ func connectWorker(ctx context.Context, name, urls, bucket string) (*workerConn,
 	return c, nil
 }
 
-// fenceRecord is what a leader appends to the fenced resource.
+// fenceRecord is what a leader appends to the fenced resource, with the
+// time it sent the append. An -agents run's actor adds its process ID: an
+// append of an actor killed before it could record the act is its last
+// sign of life.
 type fenceRecord struct {
 	Token  uint64 `json:"token"`
 	Worker string `json:"w"`
 	Seq    int    `json:"seq"`
+	PID    int    `json:"pid,omitempty"`
+	Sent   int64  `json:"sent,omitempty"`
 }
 
 // actUntilDone appends r to the fenced resource's subject every
@@ -141,6 +146,7 @@ func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstre
 		sent := monotonicNow()
 		ctx, cancel := context.WithTimeout(leading, time.Second)
 		r.Seq = seq
+		r.Sent = sent
 		accepted, stale, err := fencedAppend(ctx, js, fence, subject, r)
 		cancel()
 		ev := Event{Kind: "act", Daemon: daemon, Sent: sent, Token: r.Token, Seq: seq, Accepted: accepted, Stale: stale}
@@ -151,6 +157,9 @@ func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstre
 	}
 }
 
+// fencedAppend appends r to subject unless the subject's last record
+// carries a higher token (stale), with a compare-and-set on that record's
+// sequence.
 func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.Stream, subject string, r fenceRecord) (accepted, stale bool, err error) {
 	var lastSeq uint64
 	last, err := fence.GetLastMsgForSubject(ctx, subject)
@@ -185,6 +194,7 @@ type recordingKV struct {
 	daemonOf func(key string) (daemon string, ok bool)
 }
 
+// Create records a Create call.
 func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
 	sent := monotonicNow()
 	rev, err := r.KeyValue.Create(ctx, key, value, opts...)
@@ -192,6 +202,7 @@ func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts
 	return rev, err
 }
 
+// Update records an Update call.
 func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
 	sent := monotonicNow()
 	rev, err := r.KeyValue.Update(ctx, key, value, revision)
@@ -199,6 +210,7 @@ func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revi
 	return rev, err
 }
 
+// Delete records a Delete call.
 func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
 	sent := monotonicNow()
 	err := r.KeyValue.Delete(ctx, key, opts...)
@@ -206,6 +218,8 @@ func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.
 	return err
 }
 
+// op records one call on key: when it was sent, its revision, and how it
+// ended.
 func (r *recordingKV) op(key, op string, sent int64, rev uint64, err error) {
 	ev := Event{Kind: "op", Op: op, Sent: sent, Rev: rev, Outcome: "ok"}
 	if r.daemonOf != nil {
