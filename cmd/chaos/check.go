@@ -92,7 +92,7 @@ func check(cfg config, dir string) (*report, error) {
 	// A stand-down may come late by scheduling delay: up to half the margin
 	// between the validity and the TTL, within which it is still safe.
 	bound := validity + (int64(cfg.ttl)-validity)/2
-	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, Workers: cfg.workers, Rounds: cfg.rounds}
+	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, SyncAlways: cfg.syncAlways, Workers: cfg.workers, Rounds: cfg.rounds}
 	if cfg.fleet {
 		rep.Fleet, rep.Daemons = true, cfg.daemons
 	}
@@ -170,6 +170,7 @@ func check(cfg config, dir string) (*report, error) {
 	checkLeadership(rep, hist, deaths)
 	checkScenarios(rep, hist.harness, terms)
 	checkRoundTrips(rep, hist)
+	checkKV(rep, hist, cfg.ttl, cfg.html, dir)
 
 	// Cold start: until every daemon ran (the leader led, in a single-key
 	// run). Leaderless: the time each daemon did not run after it first
@@ -436,8 +437,10 @@ const recordGrace = int64(time.Second)
 
 // checkLeadership compares the bucket's leadership history with the
 // workers' own records: every win recorded once, except one whose worker
-// was killed within recordGrace of it; no win or stand-down recorded twice;
-// nothing recorded that no worker did.
+// was killed within recordGrace of it, or whose acts JetStream refused as
+// temporarily unavailable (err_code 10008, as after quorum loss) within
+// recordGrace of it: the record, a best-effort write, met the same; no win
+// or stand-down recorded twice; nothing recorded that no worker did.
 func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
 	if hist.leadership == nil {
 		return
@@ -461,13 +464,19 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
 		}
 	}
 	wins, lost := map[leadership]int64{}, map[leadership]bool{}
+	unavailable := map[leadership]bool{} // JetStream refused the winner's acts right after its win
 	for name, events := range hist.workers {
 		for _, ev := range events {
+			l := leadership{name, ev.Token}
 			switch ev.Kind {
 			case "won":
-				wins[leadership{name, ev.Token}] = ev.T
+				wins[l] = ev.T
 			case "lost":
-				lost[leadership{name, ev.Token}] = true
+				lost[l] = true
+			case "act":
+				if ev.T-wins[l] < recordGrace && strings.Contains(ev.Err, "err_code=10008") {
+					unavailable[l] = true
+				}
 			}
 		}
 	}
@@ -475,7 +484,7 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
 		switch {
 		case recorded[election.EventWon][l] > 0:
 			rep.HistoryWins++
-		case deaths[l.worker] != 0 && deaths[l.worker]-at < recordGrace:
+		case deaths[l.worker] != 0 && deaths[l.worker]-at < recordGrace, unavailable[l]:
 			rep.HistoryExcused++
 		default:
 			rep.HistoryMissing++

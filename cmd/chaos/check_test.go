@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -207,8 +208,17 @@ func TestCheckLeadershipComparesTheHistoryWithTheWorkers(t *testing.T) {
 			rep.HistoryWins, rep.HistoryMissing, rep.HistoryExcused, rep.HistoryDuplicated, rep.HistoryUnknown, rep.historyOK())
 	}
 
+	// d's win came while JetStream was unavailable: its acts were refused.
 	rep = &report{}
+	unavailable := "nats: API error: code=503 err_code=10008 description=JetStream system temporarily unavailable"
+	hist.workers["d"] = []Event{{T: 10 * sec, Kind: "won", Token: 12}, {T: 10*sec + 50e6, Kind: "act", Token: 12, Err: unavailable}}
 	hist.leadership = []Event{{Kind: "recorded-won", Target: "a", Token: 2}, {Kind: "recorded-won", Target: "b", Token: 6}, {Kind: "recorded-won", Target: "c", Token: 9}}
+	if checkLeadership(rep, hist, nil); !rep.historyOK() || rep.HistoryExcused != 1 {
+		t.Errorf("a win whose acts JetStream refused, unrecorded: %d excused, ok %v; want 1 and ok", rep.HistoryExcused, rep.historyOK())
+	}
+	delete(hist.workers, "d")
+
+	rep = &report{}
 	if checkLeadership(rep, hist, nil); !rep.historyOK() || rep.HistoryWins != 3 {
 		t.Errorf("a complete history: %d wins recorded, ok %v; want 3 and ok", rep.HistoryWins, rep.historyOK())
 	}
@@ -274,5 +284,28 @@ func TestCheckCountsLeadersDuringQuorumLossOnly(t *testing.T) {
 	}
 	if rep.QuorumLossLeaders != 1 {
 		t.Errorf("%d leaders announced during quorum loss, want 1 (w2's)", rep.QuorumLossLeaders)
+	}
+}
+
+// TestCheckKVFailsOnAStoreThatBreaksCompareAndSet feeds the KV check two
+// workers' claims of one key that both won, as a store that accepts two
+// Creates would answer: not linearizable, and the history drawn with the
+// fault window marked.
+func TestCheckKVFailsOnAStoreThatBreaksCompareAndSet(t *testing.T) {
+	dir := t.TempDir()
+	hist := &history{
+		harness: []Event{{T: 0, Kind: "fault", Scenario: "blackhole"}, {T: 5e6, Kind: "heal", Scenario: "blackhole"}},
+		workers: map[string][]Event{
+			"a": {{T: 2e6, Kind: "op", Op: "update", Key: "k", Sent: 1e6, Outcome: "ok", Rev: 5}},
+			"b": {{T: 4e6, Kind: "op", Op: "update", Key: "k", Sent: 3e6, Outcome: "ok", Rev: 6}},
+		},
+	}
+	rep := &report{}
+	checkKV(rep, hist, time.Second, "", dir)
+	if rep.KVLinearizable != "false" || rep.KVOps != 2 || rep.kvOK() {
+		t.Errorf("two claims of one key over no entry, both won: linearizable %q over %d, ok %v; want false over 2, not ok", rep.KVLinearizable, rep.KVOps, rep.kvOK())
+	}
+	if page, err := os.ReadFile(filepath.Join(dir, "kv-linearizability.html")); err != nil || !strings.Contains(string(page), "blackhole") {
+		t.Errorf("the drawn history (%v) does not mark the fault", err)
 	}
 }

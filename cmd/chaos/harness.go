@@ -228,7 +228,9 @@ func (h *harness) setup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		h.kv = kv
+		// The key faults' writes are recorded with the workers' for the
+		// linearizability check.
+		h.kv = &recordingKV{KeyValue: kv, rec: h.rec}
 		if _, err := election.CreateHistory(ctx, h.js, bucketName, time.Hour); err != nil {
 			return err
 		}

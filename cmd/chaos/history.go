@@ -24,12 +24,13 @@ type Event struct {
 	Daemon string `json:"daemon,omitempty"`
 
 	// ev=op: a KV call on the election key. Sent is when it was sent.
-	Op      string `json:"op,omitempty"`  // create, update, delete
-	Key     string `json:"key,omitempty"` // in a fleet run
-	Sent    int64  `json:"sent,omitempty"`
-	Outcome string `json:"outcome,omitempty"` // ok, conflict, error
-	Rev     uint64 `json:"rev,omitempty"`
-	Err     string `json:"err,omitempty"`
+	Op       string `json:"op,omitempty"` // create, update, delete, purge, put
+	Key      string `json:"key,omitempty"`
+	Expected uint64 `json:"expected,omitempty"` // an update's expected revision (0: no entry)
+	Sent     int64  `json:"sent,omitempty"`
+	Outcome  string `json:"outcome,omitempty"` // ok, conflict, error
+	Rev      uint64 `json:"rev,omitempty"`
+	Err      string `json:"err,omitempty"`
 
 	// ev=won, lost, act.
 	Token    uint64 `json:"token,omitempty"`

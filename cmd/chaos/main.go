@@ -118,7 +118,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.html, "html", "", "write a timeline of the run to this HTML file")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the histories even when every invariant holds")
 	fs.BoolVar(&cfg.markers, "markers", false, "create the bucket with expiry markers (LimitMarkerTTL 1s): the audit log shows expiries")
-	fs.BoolVar(&cfg.syncAlways, "sync-always", false, "servers fsync every write before acknowledging it (as for power loss; no fault here needs it)")
+	lazy := fs.Bool("lazy-fsync", false, "servers fsync lazily, every 2 minutes (nats-server's default), instead of before acknowledging each write (sync_interval: always)")
 	fs.BoolVar(&cfg.priorities, "priorities", false, "give each worker a higher priority than the one before, preferring higher (WithPreferHigher, ready after a TTL): leaders hand over as workers are replaced")
 	fs.BoolVar(&cfg.fleet, "fleet", false, "run fleet nodes (-workers of them) with daemons instead of campaigners for one key")
 	fs.IntVar(&cfg.daemons, "daemons", 12, fmt.Sprintf("with -fleet or -agents: daemons, each able to run on every node (-agents: default %d)", agentDaemons))
@@ -128,6 +128,7 @@ func parseFlags(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	cfg.syncAlways = !*lazy
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}

@@ -184,10 +184,10 @@ func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.S
 	return true, false, nil
 }
 
-// recordingKV records the election's Create, Update and Delete calls on the
-// key: when each was sent, when it returned, and how. With daemonOf (a
-// fleet run's many keys), each call's key too, and its daemon if it is
-// about one.
+// recordingKV records the writes made through it (Create, Update, Delete,
+// Purge, Put): the key, when each was sent, when it returned, and how; an
+// Update's expected revision. With daemonOf (a fleet run's many keys), the
+// daemon a call is about, if any.
 type recordingKV struct {
 	jetstream.KeyValue
 	rec      *recorder
@@ -206,8 +206,24 @@ func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts
 func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
 	sent := monotonicNow()
 	rev, err := r.KeyValue.Update(ctx, key, value, revision)
-	r.op(key, "update", sent, rev, err)
+	r.op(key, "update", sent, rev, err, revision)
 	return rev, err
+}
+
+// Put records a Put call.
+func (r *recordingKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	sent := monotonicNow()
+	rev, err := r.KeyValue.Put(ctx, key, value)
+	r.op(key, "put", sent, rev, err)
+	return rev, err
+}
+
+// Purge records a Purge call.
+func (r *recordingKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	sent := monotonicNow()
+	err := r.KeyValue.Purge(ctx, key, opts...)
+	r.op(key, "purge", sent, 0, err)
+	return err
 }
 
 // Delete records a Delete call.
@@ -218,12 +234,14 @@ func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.
 	return err
 }
 
-// op records one call on key: when it was sent, its revision, and how it
-// ended.
-func (r *recordingKV) op(key, op string, sent int64, rev uint64, err error) {
-	ev := Event{Kind: "op", Op: op, Sent: sent, Rev: rev, Outcome: "ok"}
+// op records one call on key: when it was sent, its revision, how it ended,
+// and for an update the revision it expected.
+func (r *recordingKV) op(key, op string, sent int64, rev uint64, err error, expected ...uint64) {
+	ev := Event{Kind: "op", Op: op, Key: key, Sent: sent, Rev: rev, Outcome: "ok"}
+	if len(expected) > 0 {
+		ev.Expected = expected[0]
+	}
 	if r.daemonOf != nil {
-		ev.Key = key
 		ev.Daemon, _ = r.daemonOf(key)
 	}
 	if err != nil {

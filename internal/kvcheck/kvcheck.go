@@ -52,7 +52,10 @@ type Op struct {
 	Client   string // who called: a worker, a node, the harness
 	Key      string
 	Kind     Kind
-	Expected uint64 // the revision an Update (or a conditional Delete or Purge) requires
+	Expected uint64 // the revision an Update (or a conditional Delete or Purge) requires; 0 for an Update: no entry at all
+	// Unrecorded: a Delete or Purge whose condition the recorder could not
+	// see; it may have been taken or refused whatever the key held.
+	Unrecorded bool
 	Call     int64  // when it was sent, ns
 	Return   int64  // when it returned, ns; ignored for an Unknown outcome
 	Outcome  Outcome
@@ -162,6 +165,7 @@ type state struct {
 	live    bool   // it holds a value, not a marker or nothing
 	rev     uint64 // its latest revision if known; else a revision it is above
 	known   bool   // rev is exact
+	empty   bool   // with !known: it may also hold nothing at all (its value aged out)
 	written int64  // when the write of the live value was sent: it may age out a TTL later
 }
 
@@ -170,8 +174,11 @@ func (s state) String() string {
 	if s.live {
 		what = "value"
 	}
-	if s.known {
+	switch {
+	case s.known:
 		return fmt.Sprintf("%s at rev %d", what, s.rev)
+	case s.empty:
+		return fmt.Sprintf("%s above rev %d, or nothing", what, s.rev)
 	}
 	return fmt.Sprintf("%s above rev %d", what, s.rev)
 }
@@ -221,8 +228,8 @@ func step(s state, op Op, outcome Outcome, ttl time.Duration) []any {
 	if outcome == Unknown {
 		ret = math.MaxInt64
 	}
-	if s.live && ret-s.written >= int64(ttl) { // it may have aged out first
-		now = append(now, state{rev: s.rev})
+	if s.live && ret-s.written >= int64(ttl) { // it may have aged out first: nothing, or an expiry marker
+		now = append(now, state{rev: s.rev, empty: true})
 	}
 	var next []any
 	for _, s := range now {
@@ -240,6 +247,10 @@ func step(s state, op Op, outcome Outcome, ttl time.Duration) []any {
 
 // accepts reports whether the key in state s may take op.
 func accepts(s state, op Op) bool {
+	switch {
+	case op.Unrecorded:
+		return true
+	}
 	switch op.Kind {
 	case Create:
 		return !s.live
@@ -253,6 +264,10 @@ func accepts(s state, op Op) bool {
 
 // refuses reports whether the key in state s may refuse op.
 func refuses(s state, op Op) bool {
+	switch {
+	case op.Unrecorded:
+		return true
+	}
 	switch op.Kind {
 	case Create:
 		return s.live
@@ -264,12 +279,13 @@ func refuses(s state, op Op) bool {
 	return false // Put
 }
 
-// matches reports whether the key's latest revision may be rev.
+// matches reports whether the key's latest revision may be rev (0: it
+// holds nothing at all).
 func matches(s state, rev uint64) bool {
 	if s.known {
 		return s.rev == rev
 	}
-	return rev > s.rev
+	return rev > s.rev || s.empty && rev == 0
 }
 
 // marker reports whether op writes a marker, whose revision the caller is

@@ -69,6 +69,20 @@ func TestCheckJudgesHandWrittenHistories(t *testing.T) {
 			at("a", "k", Create, 0, 0, Unknown, 0, 0),
 			at("b", "k", Create, 10, 11, Conflict, 0, 0),
 		}, "true", false},
+		{"a claim over no entry once the holder's write aged out", []Op{
+			at("a", "k", Update, 0, 1, OK, 5, 0),
+			at("a", "k", Update, 2, 3, OK, 6, 5),
+			at("b", "k", Update, 1010, 1011, OK, 9, 0),
+		}, "true", false},
+		{"a claim over no entry while the holder's write is live", []Op{
+			at("a", "k", Update, 0, 1, OK, 5, 0),
+			at("a", "k", Update, 2, 3, OK, 6, 5),
+			at("b", "k", Update, 500, 501, OK, 9, 0),
+		}, "false", false},
+		{"a release of unrecorded condition, refused", []Op{
+			at("a", "k", Update, 0, 1, OK, 5, 0),
+			{Client: "a", Key: "k", Kind: Delete, Call: 2e6, Return: 3e6, Outcome: Conflict, Unrecorded: true},
+		}, "true", false},
 		{"a refused claim with nothing there", []Op{
 			at("b", "k", Create, 10, 11, Conflict, 0, 0),
 		}, "false", false},

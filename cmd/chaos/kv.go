@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kvelect/election/internal/kvcheck"
+)
+
+// kvCheckTimeout bounds the linearizability check: past it the verdict is
+// "inconclusive", which fails the run as "false" does.
+const kvCheckTimeout = 2 * time.Minute
+
+// checkKV checks every write the workers and the harness made on the
+// bucket's keys for linearizability (internal/kvcheck) and for the order of
+// their revisions. A failed check's history is drawn, with the fault
+// windows marked, to kv-linearizability.html beside the timeline page (or
+// in the histories' directory).
+func checkKV(rep *report, hist *history, ttl time.Duration, html, dir string) {
+	var ops []kvcheck.Op
+	add := func(events []Event) {
+		for _, ev := range events {
+			if ev.Kind == "op" {
+				ops = append(ops, kvOp(ev))
+			}
+		}
+	}
+	add(hist.harness)
+	for _, events := range hist.workers {
+		add(events)
+	}
+	r := kvcheck.Check(ops, ttl, kvCheckTimeout)
+	rep.KVOps, rep.KVLinearizable, rep.KVOrderProblems = r.Ops, r.Linearizable, len(r.Order)
+	rep.KVCheckMS = ms(int64(r.Took))
+	rep.KVProblems = append(r.Illegal, r.Order...)
+	if r.Linearizable == "true" && len(r.Order) == 0 {
+		return
+	}
+	page := filepath.Join(dir, "kv-linearizability.html")
+	if html != "" {
+		page = filepath.Join(filepath.Dir(html), "kv-linearizability.html")
+	}
+	if err := r.Visualize(page, faultWindows(hist.harness)); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: kv visualization:", err)
+		return
+	}
+	rep.KVPage = page
+}
+
+// kvOp is the call an op event records.
+func kvOp(ev Event) kvcheck.Op {
+	op := kvcheck.Op{Client: ev.Worker, Key: ev.Key, Call: ev.Sent, Return: ev.T, Rev: ev.Rev}
+	switch ev.Op {
+	case "create":
+		op.Kind = kvcheck.Create
+	case "update":
+		op.Kind, op.Expected = kvcheck.Update, ev.Expected
+	case "put":
+		op.Kind = kvcheck.Put
+	case "delete", "purge":
+		op.Kind = kvcheck.Delete
+		if ev.Op == "purge" {
+			op.Kind = kvcheck.Purge
+		}
+		// A worker's delete may be conditional (a release before the
+		// announce time); its revision is an option the recorder cannot
+		// read. The harness's key faults are not.
+		op.Unrecorded = ev.Worker != "harness"
+	}
+	switch ev.Outcome {
+	case "ok":
+		op.Outcome = kvcheck.OK
+	case "conflict":
+		op.Outcome = kvcheck.Conflict
+	default:
+		op.Outcome, op.Rev = kvcheck.Unknown, 0
+	}
+	return op
+}
+
+// faultWindows returns the harness's faults, from each fault to its heal.
+func faultWindows(harness []Event) []kvcheck.Window {
+	var windows []kvcheck.Window
+	open := -1
+	for _, ev := range harness {
+		switch ev.Kind {
+		case "fault":
+			windows = append(windows, kvcheck.Window{Name: ev.Scenario, Start: ev.T, End: ev.T})
+			open = len(windows) - 1
+		case "heal":
+			if open >= 0 {
+				windows[open].End = ev.T
+				open = -1
+			}
+		}
+	}
+	return windows
+}
