@@ -56,10 +56,10 @@ type Op struct {
 	// Unrecorded: a Delete or Purge whose condition the recorder could not
 	// see; it may have been taken or refused whatever the key held.
 	Unrecorded bool
-	Call     int64  // when it was sent, ns
-	Return   int64  // when it returned, ns; ignored for an Unknown outcome
-	Outcome  Outcome
-	Rev      uint64 // the revision an OK Create, Update or Put was given
+	Call       int64 // when it was sent, ns
+	Return     int64 // when it returned, ns; ignored for an Unknown outcome
+	Outcome    Outcome
+	Rev        uint64 // the revision an OK Create, Update or Put was given
 }
 
 // Result is what Check found.
