@@ -108,6 +108,71 @@ func scenarios(ttl time.Duration) []scenario {
 		{name: "quorum-loss", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
 			return h.outage(3*ttl, h.servers[0], h.servers[1])
 		}},
+		// Servers paused (SIGSTOP), alive to the kernel, their connections
+		// open: a stream leader that stops answering, and one that comes
+		// back after its peers moved on.
+		{name: "stream-leader-pause-0.5", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			sp, err := h.streamLeader(ctx)
+			if err != nil {
+				return err
+			}
+			h.pauseServers(times(0.5), sp)
+			return nil
+		}},
+		{name: "stream-leader-pause-3", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			sp, err := h.streamLeader(ctx)
+			if err != nil {
+				return err
+			}
+			h.pauseServers(times(3), sp)
+			return nil
+		}},
+		{name: "follower-pause-3", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			sp, err := h.streamFollower(ctx)
+			if err != nil {
+				return err
+			}
+			h.pauseServers(times(3), sp)
+			return nil
+		}},
+		// Jepsen's sequence behind nats-server issue 7567: two servers
+		// paused, the third killed and restarted meanwhile, the two resumed,
+		// then two others paused.
+		{name: "jepsen-7567", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+			a, b, c := h.servers[0], h.servers[1], h.servers[2]
+			h.stopServers(a, b)
+			h.killServer(c)
+			if err := h.startServer(c); err != nil {
+				h.continueServers(a, b)
+				return err
+			}
+			h.continueServers(a, b)
+			h.pauseServers(times(1), c, a)
+			return nil
+		}},
+	}
+}
+
+// pauseServers stops servers with SIGSTOP for d, then continues them.
+func (h *harness) pauseServers(d time.Duration, sps ...*serverProc) {
+	h.stopServers(sps...)
+	time.Sleep(d)
+	h.continueServers(sps...)
+}
+
+// stopServers stops servers with SIGSTOP, recording it.
+func (h *harness) stopServers(sps ...*serverProc) {
+	for _, sp := range sps {
+		h.rec.record(Event{Kind: "server-pause", Target: sp.name, PID: sp.cmd.Process.Pid})
+		sp.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// continueServers continues stopped servers, recording it.
+func (h *harness) continueServers(sps ...*serverProc) {
+	for _, sp := range sps {
+		sp.cmd.Process.Signal(syscall.SIGCONT)
+		h.rec.record(Event{Kind: "server-resume", Target: sp.name, PID: sp.cmd.Process.Pid})
 	}
 }
 
