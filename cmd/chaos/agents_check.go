@@ -171,6 +171,7 @@ func checkAgentsRun(cfg config, hist *history) *report {
 	checkFence(rep, hist)
 	checkFenceHoldsActs(rep, hist)
 	checkScenarios(rep, hist.harness, terms)
+	checkReplicaEvents(rep, hist.harness)
 	for _, terms := range perDaemon {
 		rep.ColdStartMS = max(rep.ColdStartMS, ms(terms[0].start-runStart))
 	}

@@ -171,6 +171,7 @@ func check(cfg config, dir string) (*report, error) {
 	checkScenarios(rep, hist.harness, terms)
 	checkRoundTrips(rep, hist)
 	checkKV(rep, hist, cfg.ttl, cfg.html, dir)
+	checkReplicaEvents(rep, hist.harness)
 
 	// Cold start: until every daemon ran (the leader led, in a single-key
 	// run). Leaderless: the time each daemon did not run after it first

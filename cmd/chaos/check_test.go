@@ -309,3 +309,20 @@ func TestCheckKVFailsOnAStoreThatBreaksCompareAndSet(t *testing.T) {
 		t.Errorf("the drawn history (%v) does not mark the fault", err)
 	}
 }
+
+// TestCheckReplicasFailsOnCopiesThatDiffer reads replicas that agree, and
+// one that lost its last message: that fails the run.
+func TestCheckReplicasFailsOnCopiesThatDiffer(t *testing.T) {
+	same := `[{"server":"n1","msgs":9,"first_seq":3,"last_seq":40},{"server":"n2","msgs":9,"first_seq":3,"last_seq":40},{"server":"n3","msgs":9,"first_seq":3,"last_seq":40}]`
+	rep := &report{KVLinearizable: "true"}
+	checkReplicaEvents(rep, []Event{{Kind: "replicas", Cause: same}})
+	if rep.ReplicasAgree == nil || !*rep.ReplicasAgree || !rep.ok() {
+		t.Fatalf("three equal copies: agree %v, ok %v; want true and ok", rep.ReplicasAgree, rep.ok())
+	}
+	differ := strings.Replace(same, `"server":"n3","msgs":9,"first_seq":3,"last_seq":40`, `"server":"n3","msgs":8,"first_seq":3,"last_seq":39`, 1)
+	rep = &report{KVLinearizable: "true"}
+	checkReplicaEvents(rep, []Event{{Kind: "replicas", Cause: differ}})
+	if rep.ReplicasAgree == nil || *rep.ReplicasAgree || rep.ok() || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "n3: 8 messages, 3–39") {
+		t.Errorf("a copy that lost its last message: agree %v, ok %v, problems %q; want false, not ok, and n3 named", rep.ReplicasAgree, rep.ok(), rep.Problems)
+	}
+}

@@ -76,11 +76,12 @@ type harness struct {
 
 // serverProc is a nats-server process of the run.
 type serverProc struct {
-	name string
-	args []string
-	port int
-	cmd  *exec.Cmd
-	done chan struct{}
+	name    string
+	args    []string
+	port    int
+	monitor int // HTTP monitoring port
+	cmd     *exec.Cmd
+	done    chan struct{}
 }
 
 // workerProc is a worker, a fleet's node or an agent, and its proxies.
@@ -120,7 +121,7 @@ func (h *harness) startServers() error {
 	if h.cfg.cluster {
 		n = 3
 	}
-	ports, err := embedded.FreePorts(2 * n)
+	ports, err := embedded.FreePorts(3 * n) // client, route and monitoring ports
 	if err != nil {
 		return err
 	}
@@ -129,9 +130,9 @@ func (h *harness) startServers() error {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
 	}
 	for i := range n {
-		sp := &serverProc{name: fmt.Sprintf("n%d", i+1), port: ports[i]}
+		sp := &serverProc{name: fmt.Sprintf("n%d", i+1), port: ports[i], monitor: ports[2*n+i]}
 		sp.args = []string{"server", "-name", sp.name, "-port", strconv.Itoa(sp.port),
-			"-store", filepath.Join(h.dir, "store-"+sp.name)}
+			"-store", filepath.Join(h.dir, "store-"+sp.name), "-monitor-port", strconv.Itoa(sp.monitor)}
 		if h.cfg.syncAlways {
 			sp.args = append(sp.args, "-sync-always")
 		}
@@ -690,6 +691,9 @@ func (h *harness) shutdown() {
 	h.mu.Unlock()
 	h.stopAll(ws)
 	h.endAgents()
+	if h.cfg.cluster {
+		h.checkReplicas()
+	}
 	if h.admin != nil {
 		h.dumpFence()
 		if !h.cfg.fleet { // fleet nodes record no leadership history

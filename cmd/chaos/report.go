@@ -61,6 +61,10 @@ type report struct {
 
 	RoundTrip stats `json:"kv_round_trip_ms"` // KV calls outside fault windows
 
+	// ReplicasAgree: every server's copy of the bucket's stream agreed
+	// after the run (cluster runs; nil elsewhere).
+	ReplicasAgree *bool `json:"replicas_agree,omitempty"`
+
 	// The linearizability check of every recorded write (checkKV).
 	KVOps           int      `json:"kv_ops_checked"`
 	KVLinearizable  string   `json:"kv_linearizable"` // true, false, inconclusive, or not recorded (-agents)
@@ -223,7 +227,7 @@ func (r *report) ok() bool {
 	return r.SplitBrainMS == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
 		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0 &&
 		r.QuorumLossLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread && r.historyOK() &&
-		(!r.Fleet || r.FinalSpread <= 1) && r.agentsOK() && r.kvOK()
+		(!r.Fleet || r.FinalSpread <= 1) && r.agentsOK() && r.kvOK() && (r.ReplicasAgree == nil || *r.ReplicasAgree)
 }
 
 // kvOK reports whether the recorded writes were found linearizable, with
@@ -298,6 +302,9 @@ func (r *report) print(w io.Writer, cfg config) {
 	}
 	if rt := r.RoundTrip; rt.N > 0 {
 		fmt.Fprintf(w, "KV call, send → reply, outside faults: p50 %.1f, p99 %.1f, max %.1f ms (%d calls)\n", rt.P50, rt.P99, rt.Max, rt.N)
+	}
+	if r.ReplicasAgree != nil {
+		fmt.Fprintf(w, "replicas of the bucket's stream agree after the run: %v  %s\n", *r.ReplicasAgree, verdict(*r.ReplicasAgree))
 	}
 	if r.KVLinearizable != kvNotRecorded {
 		fmt.Fprintf(w, "KV writes linearizable (Porcupine, one key with revisions): %s over %d writes in %.0f ms; revision-order problems %d  %s\n",

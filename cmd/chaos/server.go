@@ -23,6 +23,7 @@ func runServer(args []string) error {
 	clusterPort := fs.Int("cluster-port", 0, "cluster port")
 	routes := fs.String("routes", "", "cluster routes, comma separated")
 	syncAlways := fs.Bool("sync-always", false, "fsync every write before acknowledging it")
+	monitor := fs.Int("monitor-port", 0, "HTTP monitoring port (/jsz), 0 for none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -33,6 +34,8 @@ func runServer(args []string) error {
 		JetStream:  true,
 		StoreDir:   *store,
 		SyncAlways: *syncAlways,
+		HTTPHost:   "127.0.0.1",
+		HTTPPort:   *monitor,
 		NoLog:      true,
 		NoSigs:     true,
 	}
