@@ -110,18 +110,9 @@ func checkAgentsRun(cfg config, hist *history) *report {
 	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, SyncAlways: cfg.syncAlways, Workers: cfg.workers, Rounds: cfg.rounds,
 		Fleet: true, Agents: true, Daemons: cfg.daemons, LossMarginMS: ms(int64(fleet.LossMargin(cfg.ttl)))}
 	rep.KVLinearizable = kvNotRecorded // the agents are the election binary: their KV calls are not recorded
-	var runStart, runEnd int64
-	deaths := map[string]int64{}
+	runStart, runEnd, deaths, _ := readTimeline(rep, hist.harness)
 	for _, ev := range hist.harness {
 		switch ev.Kind {
-		case "cold-start":
-			runStart = ev.T
-		case "end":
-			runEnd = ev.T
-		case "kill":
-			deaths[ev.Target] = ev.T
-		case "crash":
-			rep.Crashed = append(rep.Crashed, ev.Target+": "+ev.Cause)
 		case "leftover":
 			rep.Leftovers++
 			rep.Problems = append(rep.Problems, fmt.Sprintf("daemon %s's actor (pid %d, token %d) of %s still ran once every agent had exited", ev.Daemon, ev.PID, ev.Token, ev.Target))
@@ -129,9 +120,6 @@ func checkAgentsRun(cfg config, hist *history) *report {
 			rep.Leftovers++
 			rep.Problems = append(rep.Problems, ev.Err)
 		}
-	}
-	if runEnd == 0 {
-		runEnd = monotonicNow()
 	}
 	runs := actorRuns(hist)
 	// The invariants take a run from its actor's first record to its last;

@@ -97,29 +97,7 @@ func check(cfg config, dir string) (*report, error) {
 		rep.Fleet, rep.Daemons = true, cfg.daemons
 	}
 
-	var runStart, runEnd int64
-	pauses := map[string][]span{}
-	deaths := map[string]int64{}
-	var open = map[string]int64{}
-	for _, ev := range hist.harness {
-		switch ev.Kind {
-		case "cold-start":
-			runStart = ev.T
-		case "end":
-			runEnd = ev.T
-		case "pause":
-			open[ev.Target] = ev.T
-		case "resume":
-			pauses[ev.Target] = append(pauses[ev.Target], span{open[ev.Target], ev.T})
-		case "kill":
-			deaths[ev.Target] = ev.T
-		case "crash":
-			rep.Crashed = append(rep.Crashed, ev.Target+": "+ev.Cause)
-		}
-	}
-	if runEnd == 0 {
-		runEnd = monotonicNow()
-	}
+	runStart, runEnd, deaths, pauses := readTimeline(rep, hist.harness)
 
 	var terms []*term
 	for name, events := range hist.workers {
@@ -184,6 +162,34 @@ func check(cfg config, dir string) (*report, error) {
 		checkFleet(rep, hist.harness, perDaemon, runEnd)
 	}
 	return rep, nil
+}
+
+// readTimeline reads the harness's history: when the run started and
+// ended (now, if it did not record its end), when each worker was killed,
+// and each worker's pauses; crashes go into rep.
+func readTimeline(rep *report, harness []Event) (start, end int64, deaths map[string]int64, pauses map[string][]span) {
+	deaths, pauses = map[string]int64{}, map[string][]span{}
+	paused := map[string]int64{}
+	for _, ev := range harness {
+		switch ev.Kind {
+		case "cold-start":
+			start = ev.T
+		case "end":
+			end = ev.T
+		case "pause":
+			paused[ev.Target] = ev.T
+		case "resume":
+			pauses[ev.Target] = append(pauses[ev.Target], span{paused[ev.Target], ev.T})
+		case "kill":
+			deaths[ev.Target] = ev.T
+		case "crash":
+			rep.Crashed = append(rep.Crashed, ev.Target+": "+ev.Cause)
+		}
+	}
+	if end == 0 {
+		end = monotonicNow()
+	}
+	return start, end, deaths, pauses
 }
 
 // byDaemon splits a worker's events by the daemon they are about: a

@@ -111,30 +111,9 @@ func scenarios(ttl time.Duration) []scenario {
 		// Servers paused (SIGSTOP), alive to the kernel, their connections
 		// open: a stream leader that stops answering, and one that comes
 		// back after its peers moved on.
-		{name: "stream-leader-pause-0.5", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
-			sp, err := h.streamLeader(ctx)
-			if err != nil {
-				return err
-			}
-			h.pauseServers(times(0.5), sp)
-			return nil
-		}},
-		{name: "stream-leader-pause-3", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
-			sp, err := h.streamLeader(ctx)
-			if err != nil {
-				return err
-			}
-			h.pauseServers(times(3), sp)
-			return nil
-		}},
-		{name: "follower-pause-3", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
-			sp, err := h.streamFollower(ctx)
-			if err != nil {
-				return err
-			}
-			h.pauseServers(times(3), sp)
-			return nil
-		}},
+		{name: "stream-leader-pause-0.5", mode: "cluster", inject: serverPause(times(0.5), (*harness).streamLeader)},
+		{name: "stream-leader-pause-3", mode: "cluster", inject: serverPause(times(3), (*harness).streamLeader)},
+		{name: "follower-pause-3", mode: "cluster", inject: serverPause(times(3), (*harness).streamFollower)},
 		// Jepsen's sequence behind nats-server issue 7567: two servers
 		// paused, the third killed and restarted meanwhile, the two resumed,
 		// then two others paused.
@@ -150,6 +129,18 @@ func scenarios(ttl time.Duration) []scenario {
 			h.pauseServers(times(1), c, a)
 			return nil
 		}},
+	}
+}
+
+// serverPause pauses the server pick returns for d.
+func serverPause(d time.Duration, pick func(*harness, context.Context) (*serverProc, error)) func(context.Context, *harness, *workerProc) error {
+	return func(ctx context.Context, h *harness, _ *workerProc) error {
+		sp, err := pick(h, ctx)
+		if err != nil {
+			return err
+		}
+		h.pauseServers(d, sp)
+		return nil
 	}
 }
 
