@@ -107,7 +107,7 @@ func workDeadlineAfter(ttl time.Duration) time.Duration {
 // the loss margin and those of a paused one at the work deadline, and no
 // actor outlives the agents. Per fault it measures what a fleet run does.
 func checkAgentsRun(cfg config, hist *history) *report {
-	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, SyncAlways: cfg.syncAlways, Workers: cfg.workers, Rounds: cfg.rounds,
+	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, SyncAlways: cfg.syncAlways, Seed: cfg.seed, Workers: cfg.workers, Rounds: cfg.rounds,
 		Fleet: true, Agents: true, Daemons: cfg.daemons, LossMarginMS: ms(int64(fleet.LossMargin(cfg.ttl)))}
 	rep.KVLinearizable = kvNotRecorded // the agents are the election binary: their KV calls are not recorded
 	runStart, runEnd, deaths, _ := readTimeline(rep, hist.harness)

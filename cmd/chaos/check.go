@@ -92,7 +92,7 @@ func check(cfg config, dir string) (*report, error) {
 	// A stand-down may come late by scheduling delay: up to half the margin
 	// between the validity and the TTL, within which it is still safe.
 	bound := validity + (int64(cfg.ttl)-validity)/2
-	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, SyncAlways: cfg.syncAlways, Workers: cfg.workers, Rounds: cfg.rounds}
+	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, SyncAlways: cfg.syncAlways, Seed: cfg.seed, Workers: cfg.workers, Rounds: cfg.rounds}
 	if cfg.fleet {
 		rep.Fleet, rep.Daemons = true, cfg.daemons
 	}

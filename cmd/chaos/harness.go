@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -40,6 +41,9 @@ type harness struct {
 	self string
 	rec  *recorder
 	t0   int64
+
+	rngMu sync.Mutex
+	rng   *rand.Rand // the combinations' draws, from the run's seed
 
 	servers []*serverProc
 	admin   *nats.Conn
@@ -108,7 +112,7 @@ func newHarness(cfg config, dir string) (*harness, error) {
 		return nil, err
 	}
 	return &harness{
-		cfg: cfg, dir: dir, self: self, rec: newRecorder(f, "harness"), t0: monotonicNow(),
+		cfg: cfg, dir: dir, self: self, rec: newRecorder(f, "harness"), t0: monotonicNow(), rng: newRand(cfg.seed),
 		workers: map[string]*workerProc{}, holders: map[string]string{}, settled: map[string]bool{},
 		wins: make(chan Event, 4096), changed: make(chan struct{}, 1),
 		actors: map[*actorProc]bool{}, holderActor: map[string]*actorProc{},

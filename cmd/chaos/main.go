@@ -32,6 +32,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
@@ -51,6 +52,7 @@ type config struct {
 	html       string
 	keep       bool
 	syncAlways bool
+	seed       uint64
 	markers    bool
 	priorities bool
 	fleet      bool
@@ -118,6 +120,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.html, "html", "", "write a timeline of the run to this HTML file")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the histories even when every invariant holds")
 	fs.BoolVar(&cfg.markers, "markers", false, "create the bucket with expiry markers (LimitMarkerTTL 1s): the audit log shows expiries")
+	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the combinations' draws (the combo scenario); 0 draws one, printed in the summary")
 	lazy := fs.Bool("lazy-fsync", false, "servers fsync lazily, every 2 minutes (nats-server's default), instead of before acknowledging each write (sync_interval: always)")
 	fs.BoolVar(&cfg.priorities, "priorities", false, "give each worker a higher priority than the one before, preferring higher (WithPreferHigher, ready after a TTL): leaders hand over as workers are replaced")
 	fs.BoolVar(&cfg.fleet, "fleet", false, "run fleet nodes (-workers of them) with daemons instead of campaigners for one key")
@@ -129,6 +132,9 @@ func parseFlags(args []string) (config, error) {
 		return cfg, err
 	}
 	cfg.syncAlways = !*lazy
+	if cfg.seed == 0 {
+		cfg.seed = rand.Uint64() | 1
+	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}

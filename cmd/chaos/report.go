@@ -20,13 +20,15 @@ type report struct {
 	Cluster bool          `json:"cluster"`
 	// SyncAlways: the servers fsync each write before acknowledging it
 	// (sync_interval: always), as docs/design.md asks of production.
-	SyncAlways bool    `json:"sync_always"`
-	Fleet      bool    `json:"fleet"`
-	Agents     bool    `json:"agents,omitempty"`
-	Daemons    int     `json:"daemons,omitempty"`
-	Workers    int     `json:"workers"`
-	Rounds     int     `json:"rounds"`
-	RunMS      float64 `json:"run_ms"`
+	SyncAlways bool `json:"sync_always"`
+	// Seed replays the combinations' draws: chaos -seed N.
+	Seed    uint64  `json:"seed"`
+	Fleet   bool    `json:"fleet"`
+	Agents  bool    `json:"agents,omitempty"`
+	Daemons int     `json:"daemons,omitempty"`
+	Workers int     `json:"workers"`
+	Rounds  int     `json:"rounds"`
+	RunMS   float64 `json:"run_ms"`
 
 	Faults    int `json:"faults_injected"`
 	Elections int `json:"elections"`
@@ -273,7 +275,7 @@ func (r *report) print(w io.Writer, cfg config) {
 	r.TTLMS = ms(int64(r.TTL))
 	r.SplitBrainMS, r.SplitBrainRawMS = round(r.SplitBrainMS), round(r.SplitBrainRawMS)
 	r.ColdStartMS, r.LeaderlessMS, r.RunMS = round(r.ColdStartMS), round(r.LeaderlessMS), round(r.RunMS)
-	fmt.Fprintf(w, "chaos: %s, %.1f s\n\n", r.mode(), r.RunMS/1000)
+	fmt.Fprintf(w, "chaos: %s, %.1f s, seed %d\n\n", r.mode(), r.RunMS/1000, r.Seed)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if r.Fleet {

@@ -108,6 +108,9 @@ func scenarios(ttl time.Duration) []scenario {
 		{name: "quorum-loss", mode: "cluster", inject: func(ctx context.Context, h *harness, _ *workerProc) error {
 			return h.outage(3*ttl, h.servers[0], h.servers[1])
 		}},
+		{name: "combo", inject: func(ctx context.Context, h *harness, l *workerProc) error {
+			return h.combo(ctx, l, ttl)
+		}},
 		// Servers paused (SIGSTOP), alive to the kernel, their connections
 		// open: a stream leader that stops answering, and one that comes
 		// back after its peers moved on.
