@@ -46,6 +46,7 @@ type harness struct {
 	rng   *rand.Rand // the combinations' draws, from the run's seed
 
 	servers []*serverProc
+	routes  map[[2]int]*faultproxy.Proxy // on a cluster, the route from server i to server j
 	admin   *nats.Conn
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
@@ -119,6 +120,10 @@ func newHarness(cfg config, dir string) (*harness, error) {
 	}, nil
 }
 
+// deadAddress is the route address the servers gossip: nothing listens
+// there, so a server can reach its peers only through the route proxies.
+const deadAddress = "127.0.0.1:1"
+
 // startServers starts one server process, or three clustered.
 func (h *harness) startServers() error {
 	n := 1
@@ -129,9 +134,23 @@ func (h *harness) startServers() error {
 	if err != nil {
 		return err
 	}
-	var routes []string
+	// Each server reaches each peer through a proxy of its own (route i→j),
+	// so that the harness can cut any pair; and gossips a dead route
+	// address, so that no server finds its way around a cut.
+	h.routes = map[[2]int]*faultproxy.Proxy{}
+	routes := make([][]string, n)
 	for i := range n {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
+		for j := range n {
+			if i == j {
+				continue
+			}
+			p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", ports[n+j]))
+			if err != nil {
+				return err
+			}
+			h.routes[[2]int{i, j}] = p
+			routes[i] = append(routes[i], strings.Replace(p.URL(), "nats://", "nats-route://", 1))
+		}
 	}
 	for i := range n {
 		sp := &serverProc{name: fmt.Sprintf("n%d", i+1), port: ports[i], monitor: ports[2*n+i]}
@@ -142,7 +161,7 @@ func (h *harness) startServers() error {
 		}
 		if h.cfg.cluster {
 			sp.args = append(sp.args, "-cluster", "chaos", "-cluster-port", strconv.Itoa(ports[n+i]),
-				"-routes", strings.Join(routes, ","))
+				"-routes", strings.Join(routes[i], ","), "-cluster-advertise", deadAddress)
 		}
 		h.servers = append(h.servers, sp)
 	}
@@ -713,6 +732,9 @@ func (h *harness) shutdown() {
 			sp.cmd.Process.Signal(syscall.SIGTERM)
 			<-sp.done
 		}
+	}
+	for _, p := range h.routes {
+		p.Close()
 	}
 	h.rec.record(Event{Kind: "end"})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -117,6 +118,12 @@ func scenarios(ttl time.Duration) []scenario {
 		{name: "stream-leader-pause-0.5", mode: "cluster", inject: serverPause(times(0.5), (*harness).streamLeader)},
 		{name: "stream-leader-pause-3", mode: "cluster", inject: serverPause(times(3), (*harness).streamLeader)},
 		{name: "follower-pause-3", mode: "cluster", inject: serverPause(times(3), (*harness).streamFollower)},
+		// Route partitions: a server cut off from its peers (every route
+		// to and from it silent) while it runs and its clients stay
+		// connected; and one whose routes carry traffic one way only.
+		{name: "stream-leader-cut-4", mode: "cluster", inject: routeCut(times(4), (*harness).streamLeader, (*faultproxy.Proxy).Blackhole)},
+		{name: "follower-cut-4", mode: "cluster", inject: routeCut(times(4), (*harness).streamFollower, (*faultproxy.Proxy).Blackhole)},
+		{name: "stream-leader-one-way-4", mode: "cluster", inject: routeCut(times(4), (*harness).streamLeader, (*faultproxy.Proxy).HalfOpen)},
 		// Jepsen's sequence behind nats-server issue 7567: two servers
 		// paused, the third killed and restarted meanwhile, the two resumed,
 		// then two others paused.
@@ -143,6 +150,30 @@ func serverPause(d time.Duration, pick func(*harness, context.Context) (*serverP
 			return err
 		}
 		h.pauseServers(d, sp)
+		return nil
+	}
+}
+
+// routeCut applies fault to every route to and from the server pick
+// returns, for d, then heals them.
+func routeCut(d time.Duration, pick func(*harness, context.Context) (*serverProc, error), fault func(*faultproxy.Proxy)) func(context.Context, *harness, *workerProc) error {
+	return func(ctx context.Context, h *harness, _ *workerProc) error {
+		sp, err := pick(h, ctx)
+		if err != nil {
+			return err
+		}
+		i := slices.Index(h.servers, sp)
+		h.rec.record(Event{Kind: "route-cut", Target: sp.name})
+		for pair, p := range h.routes {
+			if pair[0] == i || pair[1] == i {
+				fault(p)
+			}
+		}
+		time.Sleep(d)
+		for _, p := range h.routes {
+			p.Heal()
+		}
+		h.rec.record(Event{Kind: "route-heal", Target: sp.name})
 		return nil
 	}
 }

@@ -24,6 +24,7 @@ func runServer(args []string) error {
 	routes := fs.String("routes", "", "cluster routes, comma separated")
 	syncAlways := fs.Bool("sync-always", false, "fsync every write before acknowledging it")
 	monitor := fs.Int("monitor-port", 0, "HTTP monitoring port (/jsz), 0 for none")
+	advertise := fs.String("cluster-advertise", "", "the route address gossiped to other servers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,7 +42,7 @@ func runServer(args []string) error {
 	}
 	if *cluster != "" {
 		// NoAdvertise: clients reach servers only through the harness's proxies.
-		opts.Cluster = server.ClusterOpts{Name: *cluster, Host: "127.0.0.1", Port: *clusterPort, NoAdvertise: true}
+		opts.Cluster = server.ClusterOpts{Name: *cluster, Host: "127.0.0.1", Port: *clusterPort, NoAdvertise: true, Advertise: *advertise}
 		opts.Routes = server.RoutesFromStr(*routes)
 	}
 	s, err := server.NewServer(opts)
