@@ -105,11 +105,18 @@ func connectWorker(ctx context.Context, name, urls, bucket string) (*workerConn,
 	}
 	c := &workerConn{nc: nc}
 	if c.js, err = jetstream.New(nc); err == nil {
-		if c.kv, err = c.js.KeyValue(ctx, bucket); err != nil {
-			err = fmt.Errorf("binding bucket %s: %w", bucket, err)
-		} else if c.fence, err = c.js.Stream(ctx, fenceStream); err != nil {
-			err = fmt.Errorf("binding stream %s: %w", fenceStream, err)
-		}
+		// Right after a fault the cluster may not answer yet (a stream
+		// leader being elected): retry, as the servers' users would.
+		err = retry(ctx, 5*time.Second, func(ctx context.Context) error {
+			var err error
+			if c.kv, err = c.js.KeyValue(ctx, bucket); err != nil {
+				return fmt.Errorf("binding bucket %s: %w", bucket, err)
+			}
+			if c.fence, err = c.js.Stream(ctx, fenceStream); err != nil {
+				return fmt.Errorf("binding stream %s: %w", fenceStream, err)
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		nc.Close()
