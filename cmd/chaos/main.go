@@ -127,7 +127,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.daemons, "daemons", 12, fmt.Sprintf("with -fleet or -agents: daemons, each able to run on every node (-agents: default %d)", agentDaemons))
 	fs.BoolVar(&cfg.agents, "agents", false, "run a fleet whose nodes are election agent processes (-workers of them) and whose daemons are shell commands that fork; the TTL is at least 2s")
 	fs.StringVar(&cfg.election, "election", "", "with -agents: the election binary to run as the agent (default: built from ./cmd/election for the run)")
-	short := fs.Bool("short", false, fmt.Sprintf("CI mode: one round at TTL 1s, within about 2 minutes (with -agents: TTL 2s, no scenario started after %v, within about 90 s)", agentsShortBudget))
+	short := fs.Bool("short", false, fmt.Sprintf("CI mode: one round at TTL 1s, within about 2 minutes, 3 with -cluster (with -agents: TTL 2s, no scenario started after %v, within about 90 s)", agentsShortBudget))
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -142,8 +142,11 @@ func parseFlags(args []string) (config, error) {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if *short {
 		cfg.rounds, cfg.ttl, cfg.budget = 1, time.Second, 2*time.Minute
-		if cfg.agents {
+		switch {
+		case cfg.agents:
 			cfg.budget = agentsShortBudget
+		case cfg.cluster:
+			cfg.budget = 3 * time.Minute // the server pauses and partitions come last
 		}
 	}
 	if err := cfg.checkAgents(given); err != nil {
