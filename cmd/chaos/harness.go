@@ -92,7 +92,8 @@ type serverProc struct {
 // workerProc is a worker, a fleet's node or an agent, and its proxies.
 type workerProc struct {
 	name     string
-	joined   bool // a fleet run's node or agent has joined the fleet
+	joined   bool   // a fleet run's node or agent has joined the fleet
+	server   string // the server its connection is on, as it last said (workers)
 	cmd      *exec.Cmd
 	proxies  []*faultproxy.Proxy
 	done     chan struct{}
@@ -518,6 +519,10 @@ func (h *harness) follow(out io.Reader, history io.Writer) {
 		case ev.Kind == "joined":
 			if w := h.workers[ev.Worker]; w != nil {
 				w.joined = true
+			}
+		case ev.Kind == "connected":
+			if w := h.workers[ev.Worker]; w != nil {
+				w.server = ev.Target
 			}
 		}
 		h.mu.Unlock()

@@ -40,9 +40,14 @@ func runNode(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	c, err := connectWorker(ctx, *name, *urls, *bucket)
+	c, err := connectWorker(ctx, *name, *urls, *bucket, func(server string) {
+		rec.record(Event{Kind: "connected", Target: server})
+	})
 	if err != nil {
 		return err
+	}
+	if c.nc.IsConnected() {
+		rec.record(Event{Kind: "connected", Target: c.nc.ConnectedServerName()})
 	}
 	defer c.nc.Close()
 	js, kv, fence := c.js, c.kv, c.fence

@@ -118,6 +118,15 @@ func scenarios(ttl time.Duration) []scenario {
 		{name: "stream-leader-pause-0.5", mode: "cluster", inject: serverPause(times(0.5), (*harness).streamLeader)},
 		{name: "stream-leader-pause-3", mode: "cluster", inject: serverPause(times(3), (*harness).streamLeader)},
 		{name: "follower-pause-3", mode: "cluster", inject: serverPause(times(3), (*harness).streamFollower)},
+		{name: "leaders-server-pause-3", mode: "cluster", inject: func(_ context.Context, h *harness, l *workerProc) error {
+			sp, err := h.serverOf(l)
+			if err != nil { // an agent does not say: nothing to aim at
+				h.rec.record(Event{Kind: "skipped", Target: l.name, Cause: err.Error()})
+				return nil
+			}
+			h.pauseServers(times(3), sp)
+			return nil
+		}},
 		// Route partitions: a server cut off from its peers (every route
 		// to and from it silent) while it runs and its clients stay
 		// connected; and one whose routes carry traffic one way only.
@@ -152,6 +161,19 @@ func serverPause(d time.Duration, pick func(*harness, context.Context) (*serverP
 		h.pauseServers(d, sp)
 		return nil
 	}
+}
+
+// serverOf returns the server w's connection is on, as w last said.
+func (h *harness) serverOf(w *workerProc) (*serverProc, error) {
+	h.mu.Lock()
+	name := w.server
+	h.mu.Unlock()
+	for _, sp := range h.servers {
+		if sp.name == name {
+			return sp, nil
+		}
+	}
+	return nil, fmt.Errorf("%s has not said which server it is connected to (%q)", w.name, name)
 }
 
 // routeCut applies fault to every route to and from the server pick

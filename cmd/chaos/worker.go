@@ -46,9 +46,14 @@ func runWorker(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	c, err := connectWorker(ctx, *name, *urls, *bucket)
+	c, err := connectWorker(ctx, *name, *urls, *bucket, func(server string) {
+		rec.record(Event{Kind: "connected", Target: server}) // which server client faults of a cluster aim at
+	})
 	if err != nil {
 		return err
+	}
+	if c.nc.IsConnected() { // the handler runs only for a connection that was retried
+		rec.record(Event{Kind: "connected", Target: c.nc.ConnectedServerName()})
 	}
 	defer c.nc.Close()
 	js, kv, fence := c.js, c.kv, c.fence
@@ -95,11 +100,17 @@ type workerConn struct {
 
 // connectWorker connects a worker or node process to urls, only ever
 // through them (the proxies: a cluster gossips its servers' own addresses,
-// which would bypass the faults), and binds the bucket and the fence.
-func connectWorker(ctx context.Context, name, urls, bucket string) (*workerConn, error) {
+// which would bypass the faults), and binds the bucket and the fence. Each
+// of onConnect learns the server's name on every reconnection.
+func connectWorker(ctx context.Context, name, urls, bucket string, onConnect ...func(server string)) (*workerConn, error) {
+	connected := func(nc *nats.Conn) {
+		for _, f := range onConnect {
+			f(nc.ConnectedServerName())
+		}
+	}
 	nc, err := nats.Connect(urls, nats.Name(name), nats.MaxReconnects(-1),
 		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true),
-		nats.IgnoreDiscoveredServers())
+		nats.IgnoreDiscoveredServers(), nats.ConnectHandler(connected), nats.ReconnectHandler(connected))
 	if err != nil {
 		return nil, err
 	}

@@ -95,6 +95,7 @@ func Check(ops []Op, ttl, timeout time.Duration) Result {
 		end = max(end, op.Call, op.Return)
 	}
 	r.base = end
+	passed := passedBy(ops)
 	for i, op := range ops {
 		keys[op.Key] = true
 		if _, ok := clients[op.Client]; !ok {
@@ -103,6 +104,11 @@ func Check(ops []Op, ttl, timeout time.Duration) Result {
 		ret := op.Return
 		if op.Outcome == Unknown {
 			ret = end + 1 // it may take effect any time after it was sent
+			if op.Kind == Update && op.Expected > 0 {
+				if by, ok := passed(op.Key, op.Expected); ok {
+					ret = min(ret, max(by, op.Return))
+				}
+			}
 		}
 		r.base = min(r.base, op.Call)
 		history[i] = porcupine.Operation{ClientId: clients[op.Client], Input: op, Call: op.Call, Output: op.Outcome, Return: ret}
@@ -122,6 +128,31 @@ func Check(ops []Op, ttl, timeout time.Duration) Result {
 		r.Linearizable = "inconclusive"
 	}
 	return r
+}
+
+// passedBy returns, for a key and a revision rev, the earliest return of a
+// write that gave the key a revision above rev. An Update expecting rev
+// cannot take effect after that: a key's revision only grows (or becomes 0
+// when its value ages out), so it is never rev again. Bounding such an
+// Update of unknown outcome there, instead of at the end of the history,
+// keeps the search small; a store that reused a revision still fails, as
+// the write that reused it is then one the model cannot explain.
+func passedBy(ops []Op) func(key string, rev uint64) (int64, bool) {
+	writes := map[string][]Op{}
+	for _, op := range ops {
+		if op.Outcome == OK && op.Rev > 0 {
+			writes[op.Key] = append(writes[op.Key], op)
+		}
+	}
+	return func(key string, rev uint64) (int64, bool) {
+		earliest, found := int64(0), false
+		for _, w := range writes[key] {
+			if w.Rev > rev && (!found || w.Return < earliest) {
+				earliest, found = w.Return, true
+			}
+		}
+		return earliest, found
+	}
 }
 
 // illegalKeys returns the keys whose history alone no order explains.
