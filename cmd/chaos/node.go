@@ -46,9 +46,6 @@ func runNode(args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.nc.IsConnected() {
-		rec.record(Event{Kind: "connected", Target: c.nc.ConnectedServerName()})
-	}
 	defer c.nc.Close()
 	js, kv, fence := c.js, c.kv, c.fence
 	var defaults []election.Option

@@ -52,9 +52,6 @@ func runWorker(args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.nc.IsConnected() { // the handler runs only for a connection that was retried
-		rec.record(Event{Kind: "connected", Target: c.nc.ConnectedServerName()})
-	}
 	defer c.nc.Close()
 	js, kv, fence := c.js, c.kv, c.fence
 	history, err := election.OpenHistory(ctx, js, *bucket)
@@ -101,7 +98,8 @@ type workerConn struct {
 // connectWorker connects a worker or node process to urls, only ever
 // through them (the proxies: a cluster gossips its servers' own addresses,
 // which would bypass the faults), and binds the bucket and the fence. Each
-// of onConnect learns the server's name on every reconnection.
+// of onConnect learns the server's name on the connection and on every
+// reconnection.
 func connectWorker(ctx context.Context, name, urls, bucket string, onConnect ...func(server string)) (*workerConn, error) {
 	connected := func(nc *nats.Conn) {
 		for _, f := range onConnect {
@@ -113,6 +111,9 @@ func connectWorker(ctx context.Context, name, urls, bucket string, onConnect ...
 		nats.IgnoreDiscoveredServers(), nats.ConnectHandler(connected), nats.ReconnectHandler(connected))
 	if err != nil {
 		return nil, err
+	}
+	if nc.IsConnected() { // the handler runs only for a connection that had to be retried
+		connected(nc)
 	}
 	c := &workerConn{nc: nc}
 	if c.js, err = jetstream.New(nc); err == nil {

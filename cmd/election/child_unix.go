@@ -27,9 +27,8 @@ type child struct {
 	code    int           // COMMAND's status (128+N for signal N); set before done is closed
 	expired bool          // the guard killed COMMAND at the work deadline; set before done is closed
 
-	mu       sync.Mutex
-	control  *os.File // to the guard
-	deadline int64    // the last deadline sent, CLOCK_MONOTONIC ns
+	mu      sync.Mutex
+	control *os.File // to the guard
 }
 
 // startChild starts argv with env under a guard, for the leadership whose
@@ -50,8 +49,8 @@ func startChild(leading context.Context, argv, env []string) (*child, error) {
 		controlW.Close()
 		return nil, err
 	}
-	c := &child{done: make(chan struct{}), control: controlW, deadline: monotonicAt(until)}
-	cmd := exec.Command(selfExecutable(), append([]string{guardCommand, strconv.FormatInt(c.deadline, 10), "--"}, argv...)...)
+	c := &child{done: make(chan struct{}), control: controlW}
+	cmd := exec.Command(selfExecutable(), append([]string{guardCommand, strconv.FormatInt(monotonicAt(until), 10), "--"}, argv...)...)
 	cmd.Args[0] = guardName
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

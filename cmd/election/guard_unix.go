@@ -77,7 +77,7 @@ func guardMain(args []string, stderr io.Writer) int {
 	syscall.CloseOnExec(guardControlFD)
 	syscall.CloseOnExec(guardReportFD)
 
-	g := &guard{report: report, exited: make(chan int, 1), gone: make(chan struct{})}
+	g := &guard{report: report, exited: make(chan int, 1), reaped: make(chan struct{}, 1), gone: make(chan struct{})}
 	pid, code, err := startCommand(args[2:])
 	if err != nil {
 		fmt.Fprintf(report, "failed %d %s\n", code, strings.ReplaceAll(err.Error(), "\n", " "))
@@ -122,10 +122,11 @@ func startCommand(argv []string) (pid, code int, err error) {
 
 // guard is the state of a running guard.
 type guard struct {
-	pid    int      // COMMAND, the leader of its process group
-	report *os.File // to election
-	exited chan int // COMMAND's status, once it has exited
-	gone   chan struct{}
+	pid    int           // COMMAND, the leader of its process group
+	report *os.File      // to election
+	exited chan int      // COMMAND's status, once it has exited
+	reaped chan struct{} // signalled (buffered 1) whenever a child was reaped
+	gone   chan struct{} // closed once no child is left
 
 	// groupGone: COMMAND's process group was found empty. Its ID may then
 	// be reused for another group, so the guard never signals it again.
@@ -152,8 +153,14 @@ func (g *guard) reap() {
 		case errors.Is(err, syscall.EINTR):
 		case err != nil: // ECHILD: no child left
 			return
-		case pid == g.pid:
-			g.exited <- statusCode(ws)
+		default:
+			if pid == g.pid {
+				g.exited <- statusCode(ws)
+			}
+			select {
+			case g.reaped <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -223,9 +230,11 @@ func (g *guard) supervise(messages <-chan control, deadline int64) int {
 	}
 }
 
-// killTree kills COMMAND's process group and every process reparented to
-// the guard, again as more are reparented, until none is left, and returns
-// COMMAND's status (code, if it had exited already).
+// killTree kills COMMAND's process group and every child of the guard,
+// again each time a child is reaped, until none is left, and returns
+// COMMAND's status (code, if it had exited already). Every descendant still
+// alive has an ancestor among the children just killed, so a reaping is
+// always to come, and with it the descendants that child left to the guard.
 func (g *guard) killTree(code int) int {
 	for {
 		g.signalGroup(syscall.SIGKILL)
@@ -233,22 +242,19 @@ func (g *guard) killTree(code int) int {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		select {
-		case code = <-g.exited:
+		case <-g.reaped:
 		case <-g.gone:
 			if code < 0 {
 				code = <-g.exited
 			}
 			return code
-		case <-time.After(reparentPoll):
-			// A child reaped meanwhile may have left children of its own
-			// to the guard: look again.
+		}
+		select {
+		case code = <-g.exited:
+		default:
 		}
 	}
 }
-
-// reparentPoll is how often killTree looks again for processes reparented
-// to the guard while it waits for its children to die.
-const reparentPoll = time.Millisecond
 
 // monotonicNow reads CLOCK_MONOTONIC, the clock Go's timers and
 // election's validity deadlines run on, shared by every process of the
