@@ -310,6 +310,49 @@ func TestCheckKVFailsOnAStoreThatBreaksCompareAndSet(t *testing.T) {
 	}
 }
 
+// TestCheckKVSettlesUnknownWritesFromTheAudit: b's claim timed out while a
+// held the key, and a's renewal was then refused. On its own the claim may
+// have taken effect after a's value aged out; the audit shows it took
+// revision 6 over a's live value, which fails the check. A check that runs
+// out of time fails the run too.
+func TestCheckKVSettlesUnknownWritesFromTheAudit(t *testing.T) {
+	hist := func(withRecord bool) *history {
+		h := &history{
+			workers: map[string][]Event{
+				"a": {
+					{T: 2e6, Kind: "op", Op: "update", Key: "k", Value: "a", Sent: 1e6, Outcome: "ok", Rev: 5},
+					{T: 9e6, Kind: "op", Op: "update", Key: "k", Value: "a", Expected: 5, Sent: 7e6, Outcome: "conflict"},
+					{T: 9e6, Kind: "op", Op: "put", Key: "other", Value: "a", Sent: 8e6, Outcome: "ok", Rev: 7},
+				},
+				"b": {{T: 6e6, Kind: "op", Op: "update", Key: "k", Value: "b", Sent: 3e6, Outcome: "error"}},
+			},
+		}
+		if withRecord {
+			h.audit = []Event{
+				{Kind: "audit", Rev: 5, Op: "PUT", Key: "k", Value: "a", Conditional: true},
+				{Kind: "audit", Rev: 6, Op: "PUT", Key: "k", Value: "b", Conditional: true},
+				{Kind: "audit", Rev: 7, Op: "PUT", Key: "other", Value: "a"},
+			}
+			h.harness = []Event{{Kind: "last-revision", Rev: 7}}
+		}
+		return h
+	}
+	rep := &report{}
+	checkKV(rep, hist(false), time.Second, "", t.TempDir())
+	if rep.KVLinearizable != "true" || rep.KVUnknown != 1 || rep.KVSettled != 0 {
+		t.Errorf("without the audit: linearizable %q, %d unknown, %d settled; want true, 1, 0", rep.KVLinearizable, rep.KVUnknown, rep.KVSettled)
+	}
+	rep = &report{}
+	checkKV(rep, hist(true), time.Second, "", t.TempDir())
+	if rep.KVLinearizable != "false" || rep.KVSettled != 1 || rep.KVRecordGaps != 4 || rep.KVUnexplained != 0 || rep.kvOK() {
+		t.Errorf("with the audit: linearizable %q, %d settled, %d gaps, %d unexplained, ok %v; want false, 1, 4 (revisions 1 to 4), 0, not ok",
+			rep.KVLinearizable, rep.KVSettled, rep.KVRecordGaps, rep.KVUnexplained, rep.kvOK())
+	}
+	if (&report{KVLinearizable: "inconclusive"}).kvOK() {
+		t.Errorf("an inconclusive check passes the run")
+	}
+}
+
 // TestCheckReplicasFailsOnCopiesThatDiffer reads replicas that agree, and
 // one that lost its last message: that fails the run.
 func TestCheckReplicasFailsOnCopiesThatDiffer(t *testing.T) {

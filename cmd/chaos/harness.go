@@ -50,7 +50,7 @@ type harness struct {
 	admin   *nats.Conn
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
-	audit   jetstream.ConsumeContext
+	audit   *audit
 
 	mu      sync.Mutex
 	workers map[string]*workerProc
@@ -245,7 +245,8 @@ func (h *harness) setup(ctx context.Context) error {
 	}
 	replicas := len(h.servers)
 	err = retry(ctx, 5*time.Second, func(ctx context.Context) error {
-		cfg := jetstream.KeyValueConfig{Bucket: bucketName, TTL: h.cfg.ttl, Replicas: replicas}
+		cfg := jetstream.KeyValueConfig{Bucket: bucketName, TTL: h.cfg.ttl, Replicas: replicas,
+			RePublish: &jetstream.RePublish{Source: ">", Destination: recordPrefix + ">"}}
 		if h.cfg.markers {
 			cfg.LimitMarkerTTL = time.Second
 		}
@@ -267,39 +268,7 @@ func (h *harness) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.startAudit(ctx)
-}
-
-// startAudit records the messages of the election bucket's stream, in
-// order, to audit.jsonl: which revision holds whose value, and which are
-// deletes, purges and expiry markers. The server delivers only messages the
-// stream still holds: a revision replaced before the consumer reached it
-// (the bucket keeps one per key) is missing, and a win at it is reported as
-// not audited.
-func (h *harness) startAudit(ctx context.Context) error {
-	f, err := os.Create(filepath.Join(h.dir, "audit.jsonl"))
-	if err != nil {
-		return err
-	}
-	audit := newRecorder(f, "audit")
-	c, err := h.js.OrderedConsumer(ctx, "KV_"+bucketName, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return err
-	}
-	h.audit, err = c.Consume(func(m jetstream.Msg) {
-		meta, err := m.Metadata()
-		if err != nil {
-			return
-		}
-		op := m.Headers().Get("KV-Operation")
-		if reason := m.Headers().Get("Nats-Marker-Reason"); reason != "" {
-			op = "marker-" + reason
-		}
-		if op == "" {
-			op = "PUT"
-		}
-		audit.record(Event{Kind: "audit", Rev: meta.Sequence.Stream, Op: op, Worker: string(m.Data())})
-	})
+	h.audit, err = startAudit(ctx, h.js, h.serverURLs(), filepath.Join(h.dir, "audit.jsonl"))
 	return err
 }
 
@@ -719,6 +688,9 @@ func (h *harness) shutdown() {
 	h.mu.Unlock()
 	h.stopAll(ws)
 	h.endAgents()
+	if h.admin != nil {
+		h.recordLastRevision()
+	}
 	if h.cfg.cluster {
 		h.checkReplicas()
 	}
@@ -727,7 +699,7 @@ func (h *harness) shutdown() {
 		if !h.cfg.fleet { // fleet nodes record no leadership history
 			h.dumpLeadership()
 		}
-		h.audit.Stop()
+		h.audit.stop()
 		h.admin.Close()
 	}
 	for _, sp := range h.servers {

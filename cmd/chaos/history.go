@@ -31,6 +31,9 @@ type Event struct {
 	Outcome  string `json:"outcome,omitempty"` // ok, conflict, error
 	Rev      uint64 `json:"rev,omitempty"`
 	Err      string `json:"err,omitempty"`
+	Value    string `json:"value,omitempty"` // what a write wrote; ev=audit: what the stream holds
+	// ev=audit: the write required the key's last revision to be Expected.
+	Conditional bool `json:"conditional,omitempty"`
 
 	// ev=won, lost, act.
 	Token    uint64 `json:"token,omitempty"`

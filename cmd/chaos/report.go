@@ -68,12 +68,24 @@ type report struct {
 	ReplicasAgree *bool `json:"replicas_agree,omitempty"`
 
 	// The linearizability check of every recorded write (checkKV).
-	KVOps           int      `json:"kv_ops_checked"`
-	KVLinearizable  string   `json:"kv_linearizable"` // true, false, inconclusive, or not recorded (-agents)
-	KVOrderProblems int      `json:"kv_revision_order_problems"`
-	KVCheckMS       float64  `json:"kv_check_ms"`
-	KVProblems      []string `json:"kv_problems,omitempty"`
-	KVPage          string   `json:"kv_page,omitempty"`
+	KVOps           int     `json:"kv_ops_checked"`
+	KVLinearizable  string  `json:"kv_linearizable"` // true, false, inconclusive, or not recorded (-agents)
+	KVOrderProblems int     `json:"kv_revision_order_problems"`
+	KVCheckMS       float64 `json:"kv_check_ms"`
+	// Of the writes of unknown outcome, those the stream's record settled
+	// (shown to have had no effect, or to have taken effect at a revision)
+	// and those it bounded (shown to have taken effect, if at all, before a
+	// later write returned); and the revisions the record misses (checkKV,
+	// kvcheck.Resolve).
+	KVUnknown    int `json:"kv_unknown_outcomes"`
+	KVSettled    int `json:"kv_unknown_settled"`
+	KVBounded    int `json:"kv_unknown_bounded"`
+	KVRecordGaps int `json:"kv_record_gaps"`
+	// KVUnexplained counts entries of the stream that no recorded write can
+	// have made (at most 20).
+	KVUnexplained int      `json:"kv_unexplained_entries"`
+	KVProblems    []string `json:"kv_problems,omitempty"`
+	KVPage        string   `json:"kv_page,omitempty"`
 
 	ColdStartMS  float64           `json:"cold_start_ms"`
 	LeaderlessMS float64           `json:"leaderless_ms"`
@@ -232,14 +244,12 @@ func (r *report) ok() bool {
 		(!r.Fleet || r.FinalSpread <= 1) && r.agentsOK() && r.kvOK() && (r.ReplicasAgree == nil || *r.ReplicasAgree)
 }
 
-// kvOK reports whether the recorded writes were not found to break
-// linearizability, with their revisions in order. A check that ran out of
-// time ("inconclusive") is reported, never as a pass, but does not fail the
-// run: on histories with long outages at a short TTL the search can take
-// longer than any budget. A run that records no writes (-agents) is not
-// judged by it.
+// kvOK reports whether the recorded writes were found linearizable, with
+// their revisions in order. A check that ran out of time ("inconclusive")
+// fails the run as "false" does: it is not a pass. A run that records no
+// writes (-agents) is not judged by it.
 func (r *report) kvOK() bool {
-	return r.KVLinearizable != "false" && r.KVOrderProblems == 0
+	return (r.KVLinearizable == "true" || r.KVLinearizable == kvNotRecorded) && r.KVOrderProblems == 0 && r.KVUnexplained == 0
 }
 
 // kvNotRecorded is the verdict of a run whose KV calls are not recorded:
@@ -312,12 +322,10 @@ func (r *report) print(w io.Writer, cfg config) {
 		fmt.Fprintf(w, "replicas of the bucket's stream agree after the run: %v  %s\n", *r.ReplicasAgree, verdict(*r.ReplicasAgree))
 	}
 	if r.KVLinearizable != kvNotRecorded {
-		v := verdict(r.kvOK())
-		if r.KVLinearizable == "inconclusive" {
-			v = "(inconclusive: not a pass, reported)"
-		}
 		fmt.Fprintf(w, "KV writes linearizable (Porcupine, one key with revisions): %s over %d writes in %.0f ms; revision-order problems %d  %s\n",
-			r.KVLinearizable, r.KVOps, r.KVCheckMS, r.KVOrderProblems, v)
+			r.KVLinearizable, r.KVOps, r.KVCheckMS, r.KVOrderProblems, verdict(r.kvOK()))
+		fmt.Fprintf(w, "  writes of unknown outcome %d: settled by the stream's record %d, bounded by it %d; revisions the record misses %d; entries no recorded write made %d\n",
+			r.KVUnknown, r.KVSettled, r.KVBounded, r.KVRecordGaps, r.KVUnexplained)
 		for _, p := range r.KVProblems {
 			fmt.Fprintf(w, "  %s\n", p)
 		}

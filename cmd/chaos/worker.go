@@ -217,7 +217,7 @@ type recordingKV struct {
 func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
 	sent := monotonicNow()
 	rev, err := r.KeyValue.Create(ctx, key, value, opts...)
-	r.op(key, "create", sent, rev, err)
+	r.op(key, "create", value, sent, rev, err)
 	return rev, err
 }
 
@@ -225,7 +225,7 @@ func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts
 func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
 	sent := monotonicNow()
 	rev, err := r.KeyValue.Update(ctx, key, value, revision)
-	r.op(key, "update", sent, rev, err, revision)
+	r.op(key, "update", value, sent, rev, err, revision)
 	return rev, err
 }
 
@@ -233,7 +233,7 @@ func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revi
 func (r *recordingKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
 	sent := monotonicNow()
 	rev, err := r.KeyValue.Put(ctx, key, value)
-	r.op(key, "put", sent, rev, err)
+	r.op(key, "put", value, sent, rev, err)
 	return rev, err
 }
 
@@ -241,7 +241,7 @@ func (r *recordingKV) Put(ctx context.Context, key string, value []byte) (uint64
 func (r *recordingKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
 	sent := monotonicNow()
 	err := r.KeyValue.Purge(ctx, key, opts...)
-	r.op(key, "purge", sent, 0, err)
+	r.op(key, "purge", nil, sent, 0, err)
 	return err
 }
 
@@ -249,14 +249,14 @@ func (r *recordingKV) Purge(ctx context.Context, key string, opts ...jetstream.K
 func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
 	sent := monotonicNow()
 	err := r.KeyValue.Delete(ctx, key, opts...)
-	r.op(key, "delete", sent, 0, err)
+	r.op(key, "delete", nil, sent, 0, err)
 	return err
 }
 
-// op records one call on key: when it was sent, its revision, how it ended,
-// and for an update the revision it expected.
-func (r *recordingKV) op(key, op string, sent int64, rev uint64, err error, expected ...uint64) {
-	ev := Event{Kind: "op", Op: op, Key: key, Sent: sent, Rev: rev, Outcome: "ok"}
+// op records one call on key: what it wrote, when it was sent, its
+// revision, how it ended, and for an update the revision it expected.
+func (r *recordingKV) op(key, op string, value []byte, sent int64, rev uint64, err error, expected ...uint64) {
+	ev := Event{Kind: "op", Op: op, Key: key, Value: string(value), Sent: sent, Rev: rev, Outcome: "ok"}
 	if len(expected) > 0 {
 		ev.Expected = expected[0]
 	}

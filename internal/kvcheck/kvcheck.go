@@ -60,6 +60,11 @@ type Op struct {
 	Return     int64 // when it returned, ns; ignored for an Unknown outcome
 	Outcome    Outcome
 	Rev        uint64 // the revision an OK Create, Update or Put was given
+	Value      string // what a Create, Update or Put wrote, for Resolve
+	// Before bounds a call of unknown outcome: if it took effect, it did so
+	// before this time (0: it may have at any time after it was sent).
+	// Resolve sets it.
+	Before int64
 }
 
 // Result is what Check found.
@@ -104,6 +109,9 @@ func Check(ops []Op, ttl, timeout time.Duration) Result {
 		ret := op.Return
 		if op.Outcome == Unknown {
 			ret = end + 1 // it may take effect any time after it was sent
+			if op.Before > 0 {
+				ret = min(ret, op.Before)
+			}
 			if op.Kind == Update && op.Expected > 0 {
 				if by, ok := passed(op.Key, op.Expected); ok {
 					ret = min(ret, max(by, op.Return))
