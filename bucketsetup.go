@@ -137,8 +137,8 @@ func (cfg BucketConfig) Validate() error {
 	if err := CheckBucketName(cfg.Bucket); err != nil {
 		return err
 	}
-	if cfg.TTL < MinTTL || cfg.TTL > MaxTTL {
-		return fmt.Errorf("%w: bucket TTL %v, allowed %v to %v", ErrInvalidTTL, cfg.TTL, MinTTL, MaxTTL)
+	if p := ttlProblem(cfg.TTL, false); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidTTL, p)
 	}
 	switch cfg.Replicas {
 	case 0, 1, 3, 5:
@@ -183,8 +183,8 @@ func CheckBucket(ctx context.Context, kv jetstream.KeyValue) (warnings []string,
 	case ttl == 0:
 		problems = append(problems, problem(ErrBucketNoTTL,
 			"no TTL, so a crashed leader's key never expires; allowed: a TTL from %v to %v", MinTTL, MaxTTL))
-	case ttl < MinTTL || ttl > MaxTTL:
-		problems = append(problems, problem(ErrInvalidTTL, "TTL %v, allowed %v to %v", ttl, MinTTL, MaxTTL))
+	case ttlProblem(ttl, false) != "":
+		problems = append(problems, problem(ErrInvalidTTL, "%s", ttlProblem(ttl, false)))
 	}
 
 	bs, ok := status.(*jetstream.KeyValueBucketStatus)

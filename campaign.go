@@ -51,31 +51,22 @@ type leadership struct {
 	since  time.Time // when leadership was announced
 }
 
+// run is Start's campaign: it campaigns and holds the key, tenure after
+// tenure, until ctx is done.
 func (c *campaigner) run(ctx context.Context) {
-	c.since = time.Now()
-	c.opts.metrics.Campaigning(c.key, c.name, c.timing.interval)
-	defer c.opts.metrics.Stopped(c.key, c.name)
 	if !c.opts.noSplay && c.timing.maxSplay > 0 {
 		if !sleep(ctx, rand.N(c.timing.maxSplay)) {
 			return
 		}
 	}
-	c.sub = c.hub.subscribe(c.key)
-	defer c.hub.unsubscribe(c.sub)
-	c.hub.noteInterval(c.timing.interval, 1)
-	defer c.hub.noteInterval(c.timing.interval, -1)
-	c.requests = c.hub.subscribe(requestKey(c.key))
-	defer c.hub.unsubscribe(c.requests)
-	if !c.opts.noPresence {
-		c.awaitOwnRecord(ctx)
-	}
+	defer c.begin(ctx)()
 	if c.opts.priority == 0 { // a standby: listed, never claiming
 		<-ctx.Done()
 		return
 	}
 	for {
-		t, ok := c.campaign(ctx)
-		if !ok {
+		t, _ := c.campaign(ctx, endNever)
+		if t == nil {
 			return
 		}
 		c.hold(ctx, t)
@@ -85,37 +76,88 @@ func (c *campaigner) run(ctx context.Context) {
 	}
 }
 
-// campaign waits for the key to be free and claims it, until a claim wins or
-// ctx is done. The watcher says when the key is free; a fallback timer covers
-// what it cannot say (a key that aged out without an expiry marker) or does
-// not say in time (a watcher stalled by a dead server): when a holder has not
-// renewed within a TTL, the candidate claims over no entry, which succeeds
-// only once the key is gone. While the holder renews, waiting candidates
-// write nothing.
-func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
+// begin starts campaigning: it counts the campaign in the metrics and the
+// hub, subscribes to the key and to requests to its leader, and waits for
+// this node's candidate record. It returns the function that undoes it.
+func (c *campaigner) begin(ctx context.Context) (end func()) {
+	c.since = time.Now()
+	c.opts.metrics.Campaigning(c.key, c.name, c.timing.interval)
+	c.sub = c.hub.subscribe(c.key)
+	c.hub.noteInterval(c.timing.interval, 1)
+	c.requests = c.hub.subscribe(requestKey(c.key))
+	if !c.opts.noPresence {
+		c.awaitOwnRecord(ctx)
+	}
+	return func() {
+		c.hub.unsubscribe(c.requests)
+		c.hub.noteInterval(c.timing.interval, -1)
+		c.hub.unsubscribe(c.sub)
+		c.opts.metrics.Stopped(c.key, c.name)
+	}
+}
+
+// campaignEnd is when a campaign gives up without a win: Start's never
+// does; Once's does once its wait has passed, or at once when the key
+// shows the work done or a holder of this node's own name.
+type campaignEnd struct {
+	until time.Time                    // give up once the next claim could come only after it; zero: never
+	stop  func(v *keyView) OnceOutcome // an outcome ends the campaign at once; nil: never
+}
+
+// endNever is Start's campaignEnd.
+var endNever = campaignEnd{}
+
+// campaign waits for the key to be free and claims it, until a claim wins,
+// end says to give up, or ctx is done; it returns the tenure won, or why it
+// gave up (0 when ctx is done). The watcher says when the key is free; a
+// fallback timer covers what it cannot say (a key that aged out without an
+// expiry marker) or does not say in time (a watcher stalled by a dead
+// server): when a holder has not renewed within a TTL, the candidate claims
+// over no entry, which succeeds only once the key is gone. While the holder
+// renews, waiting candidates write nothing.
+func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, OnceOutcome) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	lost := 0
 	tried, triedAny := uint64(0), false // the revision a lost claim expected: wait for the key to change
 	for {
 		view := c.hub.view(c.key)
+		if end.stop != nil && view.ready {
+			if outcome := end.stop(&view); outcome != 0 {
+				return nil, outcome
+			}
+		}
 		if c.canClaim(&view, tried, triedAny) {
 			if t := c.claim(ctx, view.latest, c.proven(view.classify())); t != nil {
-				return t, true
+				return t, 0
 			}
 			if ctx.Err() != nil {
-				return nil, false
+				return nil, 0
 			}
 			lost++
 			tried, triedAny = view.expected(), true
 		}
 
-		timer.Reset(time.Until(c.fallbackAt(&view, lost)))
+		at := c.fallbackAt(&view, lost)
+		wake := at
+		if until, ok := c.patience(&view, end.until); ok {
+			if now := time.Now(); !now.Before(until) && at.After(now) {
+				if lost > 0 {
+					return nil, OnceConflict
+				}
+				return nil, OnceOtherLeader
+			}
+			wake = earliest(at, until)
+		}
+		timer.Reset(time.Until(wake))
 		select {
 		case <-ctx.Done():
-			return nil, false
+			return nil, 0
 		case <-c.sub.changed:
 		case <-timer.C:
+			if time.Now().Before(at) {
+				continue // woken to give up
+			}
 			if v := c.hub.view(c.key); c.canClaim(&v, tried, triedAny) {
 				continue // a handoff to another candidate or a resignation no longer keeps this node away
 			}
@@ -123,14 +165,31 @@ func (c *campaigner) campaign(ctx context.Context) (*tenure, bool) {
 			// leaves no news. Claim over no entry; that fails while any
 			// entry is there.
 			if t := c.claim(ctx, nil, c.proven(predecessorNone)); t != nil {
-				return t, true
+				return t, 0
 			}
 			if ctx.Err() != nil {
-				return nil, false
+				return nil, 0
 			}
 			lost++
 		}
 	}
+}
+
+// patience returns when a campaign that gives up at until (zero: never)
+// stops waiting for the key as seen in v, if it does: past until through
+// the vouch window after a removal, and not at all while the watcher has not
+// read the key yet or while a holder silent for a TTL is about to age out
+// (claims then win within the server's expiry lag).
+func (c *campaigner) patience(v *keyView, until time.Time) (time.Time, bool) {
+	switch {
+	case until.IsZero() || !v.ready:
+		return time.Time{}, false
+	case v.held() && !v.seenAt.Add(c.timing.ttl).After(time.Now()):
+		return time.Time{}, false
+	case v.free() && v.latest != nil && v.classify() == predecessorEarly:
+		return later(until, v.seenAt.Add(c.timing.vouchWait)), true
+	}
+	return until, true
 }
 
 // fallbackAt is when a candidate claims without word from the watcher: a TTL
@@ -178,7 +237,7 @@ func (c *campaigner) claimableAt(v *keyView) time.Time {
 	case handoff && to == c.name:
 		return at
 	case handoff || (v.latest != nil && v.latest.Revision() == c.sitOut):
-		at = v.seenAt.Add(c.timing.ttl / 2)
+		at = v.seenAt.Add(c.timing.sitOut)
 	case v.latest != nil && v.classify() == predecessorEarly:
 		at = v.seenAt.Add(c.timing.vouchWait)
 	}

@@ -107,11 +107,9 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 	for _, opt := range opts {
 		opt(&o)
 	}
-	interval := o.interval
-	if interval == 0 {
-		interval = info.ttl * 3 / 4
-	}
-	if err := checkLimits(info.ttl, interval, o.unsafeShorter); err != nil {
+	t := newTiming(info.ttl, o.interval)
+	t.absenceProvesExpiry = info.absenceProvesExpiry
+	if err := checkLimits(t.ttl, t.interval, o.unsafeShorter); err != nil {
 		return nil, err
 	}
 	if err := o.checkPriority(info.ttl); err != nil {
@@ -120,8 +118,6 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 	if err := checkMetadata(o.metadata, o.noPresence); err != nil {
 		return nil, err
 	}
-	t := newTiming(info.ttl, interval)
-	t.absenceProvesExpiry = info.absenceProvesExpiry
 
 	if o.metrics == nil {
 		o.metrics = noMetrics{}

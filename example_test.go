@@ -121,3 +121,12 @@ func ExampleWorkDeadline() {
 	// Output:
 	// leading; the work must stop within a TTL unless renewed: true
 }
+
+// A leader cut off from the servers stands down at its validity deadline;
+// what its leadership started then has ExpiryMargin to stop before another
+// candidate can win the key. With a 10 s TTL and the default campaign
+// interval (7.5 s):
+func ExampleExpiryMargin() {
+	fmt.Println(election.ExpiryMargin(10*time.Second, 0))
+	// Output: 1.25s
+}

@@ -29,28 +29,43 @@ type hub struct {
 	log  *slog.Logger
 
 	mu        sync.Mutex
-	views     map[string]*keyView             // by key: every key seen or subscribed to
-	records   map[string]map[string]struct{}  // candidate records' keys, by election key
-	subs      map[string]map[*hubSub]struct{} // by key
-	prefixes  map[*prefixSub]struct{}         // subscribers to every key under a prefix
-	ready     bool                            // the first watcher delivered its initial state
-	readyCh   chan struct{}                   // closed when ready turns true
-	lastMsg   time.Time                       // when the watcher last delivered anything
-	seenRev   uint64                          // the highest revision the watcher delivered
-	expected  uint64                          // the highest revision this process wrote
-	expectAt  time.Time                       // since when the watcher owes a write of this process, without progress
-	intervals map[time.Duration]int           // the campaign intervals of the elections running here, counted
-	replaced  int                             // watchers replaced as stalled so far
-	reason    string                          // why the latest was replaced
+	views     map[string]*keyView            // by key: every key seen or subscribed to
+	records   map[string]map[string]struct{} // candidate records' keys, by election key
+	subs      map[*hubSub]struct{}
+	ready     bool                  // the first watcher delivered its initial state
+	readyCh   chan struct{}         // closed when ready turns true
+	lastMsg   time.Time             // when the watcher last delivered anything
+	seenRev   uint64                // the highest revision the watcher delivered
+	expected  uint64                // the highest revision this process wrote
+	expectAt  time.Time             // since when the watcher owes a write of this process, without progress
+	intervals map[time.Duration]int // the campaign intervals of the elections running here, counted
+	replaced  int                   // watchers replaced as stalled so far
+	reason    string                // why the latest was replaced
 }
 
-// hubSub is one subscriber's interest in one key: changed receives a value
-// (buffered 1, so signals coalesce) whenever the key's view changes.
+// hubSub is one subscriber's interest in one key, or in every election key
+// under a prefix: changed receives a value (buffered 1, so signals
+// coalesce) whenever the view of such a key changes.
 type hubSub struct {
-	key     string
+	key     string // the key, or with prefix the prefix
+	prefix  bool
 	changed chan struct{}
-	logs    bool                      // keep every entry, for observers
-	entries []jetstream.KeyValueEntry // kept entries not yet drained; a nil entry: the key had none
+	logs    bool       // keep every entry, for observers
+	entries []keyEntry // kept entries not yet drained
+}
+
+// keyEntry is an entry of a key (nil: the key has none).
+type keyEntry struct {
+	key   string
+	entry jetstream.KeyValueEntry
+}
+
+// covers reports whether s is interested in key.
+func (s *hubSub) covers(key string) bool {
+	if s.prefix {
+		return strings.HasPrefix(key, s.key) && !strings.HasPrefix(key, reservedPrefix)
+	}
+	return key == s.key
 }
 
 // watchAbortGrace is how long a watcher's creation may go on after the hub
@@ -69,8 +84,7 @@ func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.L
 		log:       log,
 		views:     make(map[string]*keyView),
 		records:   make(map[string]map[string]struct{}),
-		prefixes:  make(map[*prefixSub]struct{}),
-		subs:      make(map[string]map[*hubSub]struct{}),
+		subs:      make(map[*hubSub]struct{}),
 		intervals: make(map[time.Duration]int),
 		readyCh:   make(chan struct{}),
 	}
@@ -78,16 +92,16 @@ func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.L
 
 // quietLimitLocked is how long the bucket may stay silent while a key is
 // held before the hub suspects its watcher: a holder renews once per
-// campaign interval I, so the limit is I + (TTL−I)/2 for the longest
-// interval of the elections running here, and at least that for the default
-// interval (3/4 TTL, which makes it 7/8 TTL). A holder elsewhere with a longer interval
-// makes the hub replace its watcher needlessly, once per renewal.
+// campaign interval, so the limit is the validity of the longest interval
+// of the elections running here, and at least that of the default interval
+// (7/8 TTL). A holder elsewhere with a longer interval makes the hub replace
+// its watcher needlessly, once per renewal.
 func (h *hub) quietLimitLocked() time.Duration {
-	longest := h.ttl * 3 / 4
+	limit := newTiming(h.ttl, 0).validity
 	for i := range h.intervals {
-		longest = max(longest, i)
+		limit = max(limit, newTiming(h.ttl, i).validity)
 	}
-	return longest + (h.ttl-longest)/2
+	return limit
 }
 
 // noteInterval counts an election renewing every interval in (delta 1) or
@@ -107,25 +121,20 @@ func (h *hub) subscribe(key string) *hubSub {
 	return h.add(&hubSub{key: key, changed: make(chan struct{}, 1)})
 }
 
-// subscribeLog registers interest in every entry of key, which the caller
-// takes with drain; if the hub is ready, the key's latest entry comes first.
+// subscribeLog registers interest in every entry of key, and subscribePrefix
+// in every entry of each election key under prefix, which the caller takes
+// with drain; if the hub is ready, the latest entry of each such key comes
+// first (for one key, a nil entry if it has none).
 func (h *hub) subscribeLog(key string) *hubSub {
-	s := h.add(&hubSub{key: key, changed: make(chan struct{}, 1), logs: true})
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.ready {
-		var latest jetstream.KeyValueEntry
-		if v := h.views[key]; v != nil {
-			latest = v.latest
-		}
-		s.entries = append(s.entries, latest)
-		s.changed <- struct{}{}
-	}
-	return s
+	return h.add(&hubSub{key: key, changed: make(chan struct{}, 1), logs: true})
+}
+
+func (h *hub) subscribePrefix(prefix string) *hubSub {
+	return h.add(&hubSub{key: prefix, prefix: true, changed: make(chan struct{}, 1), logs: true})
 }
 
 // drain returns whether the hub is ready and the entries kept for s.
-func (h *hub) drain(s *hubSub) (bool, []jetstream.KeyValueEntry) {
+func (h *hub) drain(s *hubSub) (bool, []keyEntry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	entries := s.entries
@@ -147,23 +156,33 @@ func (h *hub) snapshot() map[string]keyView {
 }
 
 func (h *hub) add(s *hubSub) *hubSub {
-	key := s.key
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.subs[key] == nil {
-		h.subs[key] = make(map[*hubSub]struct{})
+	h.subs[s] = struct{}{}
+	if s.logs && h.ready {
+		switch {
+		case s.prefix:
+			for key, v := range h.views {
+				if s.covers(key) {
+					s.entries = append(s.entries, keyEntry{key, v.latest})
+				}
+			}
+		default:
+			e := keyEntry{key: s.key}
+			if v := h.views[s.key]; v != nil {
+				e.entry = v.latest
+			}
+			s.entries = append(s.entries, e)
+		}
+		s.changed <- struct{}{}
 	}
-	h.subs[key][s] = struct{}{}
 	return s
 }
 
 func (h *hub) unsubscribe(s *hubSub) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.subs[s.key], s)
-	if len(h.subs[s.key]) == 0 {
-		delete(h.subs, s.key)
-	}
+	delete(h.subs, s)
 }
 
 // view returns a copy of what the hub knows of key.
@@ -398,39 +417,33 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64)
 			h.wakeLocked(key)
 		}
 	}
-	for key := range h.subs {
-		h.wakeLocked(key) // the first resync makes every view ready
+	for s := range h.subs {
+		wake(s) // the first resync makes every view ready
 	}
 }
 
 // logLocked keeps e (nil: no entry) for the key's observers.
 func (h *hub) logLocked(key string, e jetstream.KeyValueEntry) {
-	for s := range h.subs[key] {
-		if s.logs {
-			s.entries = append(s.entries, e)
-		}
-	}
-	for s := range h.prefixes {
-		if s.covers(key) {
+	for s := range h.subs {
+		if s.logs && s.covers(key) {
 			s.entries = append(s.entries, keyEntry{key, e})
 		}
 	}
 }
 
 func (h *hub) wakeLocked(key string) {
-	for s := range h.subs[key] {
-		select {
-		case s.changed <- struct{}{}:
-		default:
+	for s := range h.subs {
+		if s.covers(key) {
+			wake(s)
 		}
 	}
-	for s := range h.prefixes {
-		if s.covers(key) {
-			select {
-			case s.changed <- struct{}{}:
-			default:
-			}
-		}
+}
+
+// wake signals s, unless a signal is already pending.
+func wake(s *hubSub) {
+	select {
+	case s.changed <- struct{}{}:
+	default:
 	}
 }
 

@@ -49,14 +49,28 @@ const (
 	unsafeMinIntervalGap      = 10 * time.Millisecond
 )
 
-// checkLimits returns an error naming the limit broken and the value given.
-func checkLimits(ttl, interval time.Duration, unsafeShort bool) error {
-	minTTL, minInterval, minGap := MinTTL, MinCampaignInterval, MinIntervalGap
+// ttlProblem says what is wrong with a bucket TTL outside the range an
+// election accepts (with unsafeShort, down to the server's own minimum),
+// naming the value and the range; "" if nothing is.
+func ttlProblem(ttl time.Duration, unsafeShort bool) string {
+	minTTL := MinTTL
 	if unsafeShort {
-		minTTL, minInterval, minGap = unsafeMinTTL, unsafeMinCampaignInterval, unsafeMinIntervalGap
+		minTTL = unsafeMinTTL
 	}
 	if ttl < minTTL || ttl > MaxTTL {
-		return fmt.Errorf("%w: bucket TTL %v, allowed %v to %v", ErrInvalidTTL, ttl, minTTL, MaxTTL)
+		return fmt.Sprintf("bucket TTL %v, allowed %v to %v", ttl, minTTL, MaxTTL)
+	}
+	return ""
+}
+
+// checkLimits returns an error naming the limit broken and the value given.
+func checkLimits(ttl, interval time.Duration, unsafeShort bool) error {
+	minInterval, minGap := MinCampaignInterval, MinIntervalGap
+	if unsafeShort {
+		minInterval, minGap = unsafeMinCampaignInterval, unsafeMinIntervalGap
+	}
+	if p := ttlProblem(ttl, unsafeShort); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidTTL, p)
 	}
 	if interval < minInterval {
 		return fmt.Errorf("%w: campaign interval %v is below the minimum %v", ErrInvalidCampaignInterval, interval, minInterval)

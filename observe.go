@@ -153,7 +153,8 @@ func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64, ol
 	given := false
 	for {
 		_, entries := b.hub.drain(sub)
-		for _, e := range entries {
+		for _, ke := range entries {
+			e := ke.entry
 			v := keyView{ready: true}
 			v.observe(e)
 			switch {
@@ -234,8 +235,8 @@ func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub,
 			o.pending = o.pending[1:]
 		case <-sub.changed:
 			ready, entries := h.drain(sub)
-			for _, e := range entries {
-				o.see(e)
+			for _, ke := range entries {
+				o.see(ke.entry)
 			}
 			if ready && !o.started {
 				o.started = true

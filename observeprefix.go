@@ -4,63 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
-
-// prefixSub is a subscriber to every election key under a prefix: it keeps
-// each entry the watcher delivers for those keys, with its key.
-type prefixSub struct {
-	prefix  string
-	changed chan struct{}
-	entries []keyEntry // kept entries not yet drained
-}
-
-// keyEntry is an entry of a key (nil: the key has none).
-type keyEntry struct {
-	key   string
-	entry jetstream.KeyValueEntry
-}
-
-// covers reports whether key is an election key under the prefix.
-func (s *prefixSub) covers(key string) bool {
-	return strings.HasPrefix(key, s.prefix) && !strings.HasPrefix(key, reservedPrefix)
-}
-
-// subscribePrefix registers interest in every election key under prefix;
-// if the hub is ready, the latest entry of each comes first.
-func (h *hub) subscribePrefix(prefix string) *prefixSub {
-	s := &prefixSub{prefix: prefix, changed: make(chan struct{}, 1)}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.prefixes[s] = struct{}{}
-	if h.ready {
-		for key, v := range h.views {
-			if s.covers(key) {
-				s.entries = append(s.entries, keyEntry{key, v.latest})
-			}
-		}
-		s.changed <- struct{}{}
-	}
-	return s
-}
-
-func (h *hub) unsubscribePrefix(s *prefixSub) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.prefixes, s)
-}
-
-// drainPrefix returns whether the hub is ready and the entries kept for s.
-func (h *hub) drainPrefix(s *prefixSub) (bool, []keyEntry) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	entries := s.entries
-	s.entries = nil
-	return h.ready, entries
-}
 
 // ObservePrefix returns a channel that receives, for every election key
 // that starts with prefix ("": every key of the bucket), who holds it each
@@ -76,7 +21,7 @@ func (b *Bucket) ObservePrefix(ctx context.Context, prefix string) (<-chan Leade
 	sub := b.hub.subscribePrefix(prefix)
 	go func() {
 		defer close(out)
-		defer b.hub.unsubscribePrefix(sub)
+		defer b.hub.unsubscribe(sub)
 		o := prefixObserver{ttl: b.info.ttl, current: map[string]*observer{}, expiry: time.NewTimer(time.Hour)}
 		defer o.expiry.Stop()
 		o.run(ctx, b.done, sub, b.hub, out)
@@ -99,7 +44,7 @@ type prefixObserver struct {
 	armed     time.Time // when expiry fires; zero: stopped
 }
 
-func (p *prefixObserver) run(ctx context.Context, closed <-chan struct{}, sub *prefixSub, h *hub, out chan<- Leader) {
+func (p *prefixObserver) run(ctx context.Context, closed <-chan struct{}, sub *hubSub, h *hub, out chan<- Leader) {
 	p.expiry.Stop()
 	for {
 		var send chan<- Leader
@@ -115,7 +60,7 @@ func (p *prefixObserver) run(ctx context.Context, closed <-chan struct{}, sub *p
 		case send <- next:
 			p.pending = p.pending[1:]
 		case <-sub.changed:
-			ready, entries := h.drainPrefix(sub)
+			ready, entries := h.drain(sub)
 			for _, ke := range entries {
 				p.see(ke)
 			}

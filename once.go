@@ -104,81 +104,30 @@ func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx c
 // once is Once's campaign: it claims the key if it is free, or becomes free
 // before wait has passed, and runs work if the claim leads.
 func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(context.Context) error) (OnceOutcome, error) {
-	c.since = time.Now()
-	c.opts.metrics.Campaigning(c.key, c.name, c.timing.interval)
-	defer c.opts.metrics.Stopped(c.key, c.name)
-	c.sub = c.hub.subscribe(c.key)
-	defer c.hub.unsubscribe(c.sub)
-	c.hub.noteInterval(c.timing.interval, 1)
-	defer c.hub.noteInterval(c.timing.interval, -1)
-	c.requests = c.hub.subscribe(requestKey(c.key))
-	defer c.hub.unsubscribe(c.requests)
-	if !c.opts.noPresence {
-		c.awaitOwnRecord(ctx)
+	defer c.begin(ctx)()
+	t, outcome := c.campaign(ctx, campaignEnd{until: time.Now().Add(wait), stop: c.onceStop})
+	switch {
+	case t != nil:
+		return c.runOnce(ctx, t, work)
+	case outcome == 0:
+		return 0, ctx.Err()
 	}
+	return outcome, nil
+}
 
-	giveUpAt := time.Now().Add(wait)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	lost, tried := false, uint64(0) // a lost claim, and the revision it expected
-	for {
-		view := c.hub.view(c.key)
-		now := time.Now()
-		next := time.Time{} // when to look again without news; zero: only on news
-		switch {
-		case !view.ready:
-		case view.held():
-			holder := view.latest.Value()
-			switch {
-			case string(holder) == c.name:
-				return OnceAlreadyLeader, nil
-			case isDone(holder):
-				return OnceDone, nil
-			case !view.seenAt.Add(c.timing.ttl).After(now):
-				// Silent for a TTL: the holder's key may have aged out,
-				// which leaves no news. Claim over no entry.
-				if t := c.claim(ctx, nil, c.proven(predecessorNone)); t != nil {
-					return c.runOnce(ctx, t, work)
-				}
-				next = now.Add(firstRetry)
-			case !now.Before(giveUpAt):
-				if lost {
-					return OnceConflict, nil
-				}
-				return OnceOtherLeader, nil
-			default:
-				next = earliest(giveUpAt, view.seenAt.Add(c.timing.ttl))
-			}
-		case lost && view.expected() == tried:
-			// the winner's claim is on its way
-		default:
-			at := c.claimableAt(&view)
-			if !at.After(now) {
-				if t := c.claim(ctx, view.latest, c.proven(view.classify())); t != nil {
-					return c.runOnce(ctx, t, work)
-				}
-				lost, tried = true, view.expected()
-				continue
-			}
-			if _, handoff := view.handoffTo(); handoff && !at.Before(giveUpAt) {
-				return OnceOtherLeader, nil // handed to another candidate, which may take it
-			}
-			next = at // the vouch window, or a handoff that ends before giveUpAt
-		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		if next.IsZero() {
-			next = now.Add(c.timing.interval)
-		}
-		timer.Reset(time.Until(next))
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-c.sub.changed:
-		case <-timer.C:
-		}
+// onceStop ends Once's campaign at once when the key is held under this
+// node's own name or marked done.
+func (c *campaigner) onceStop(v *keyView) OnceOutcome {
+	if !v.held() {
+		return 0
 	}
+	switch holder := v.latest.Value(); {
+	case string(holder) == c.name:
+		return OnceAlreadyLeader
+	case isDone(holder):
+		return OnceDone
+	}
+	return 0
 }
 
 // runOnce holds the tenure t while work runs once this node leads, then

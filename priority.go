@@ -72,12 +72,6 @@ func (o *options) checkPriority(ttl time.Duration) error {
 // maxPriorityWait caps the wait per higher priority before a claim.
 const maxPriorityWait = time.Second
 
-// priorityWait is how long a candidate waits, per higher priority among the
-// live candidates, before it claims a free key.
-func priorityWait(ttl time.Duration) time.Duration {
-	return min(ttl/10, maxPriorityWait)
-}
-
 // priorityDelay is how long this node lets higher priorities claim first:
 // priorityWait for each distinct priority above its own among the key's
 // live candidates, but for the one whose release is the key's latest entry:
@@ -94,7 +88,7 @@ func (c *campaigner) priorityDelay() time.Duration {
 			higher = append(higher, other.Priority)
 		}
 	}
-	return time.Duration(len(higher)) * priorityWait(c.timing.ttl)
+	return time.Duration(len(higher)) * c.timing.priorityWait
 }
 
 // preference tracks, for a leader that prefers higher priorities, since

@@ -43,6 +43,8 @@ type timing struct {
 	workMargin    time.Duration // the leadership's work must stop this long after its validity deadline (WorkDeadline)
 	announceDelay time.Duration // a winner over a delete or purge announces this long after its claim
 	vouchWait     time.Duration // candidates wait this long after a removal for the old leader's vouch
+	sitOut        time.Duration // a handoff to another keeps this node away, and a resignation or vouch keeps its writer away, this long
+	priorityWait  time.Duration // a candidate lets each higher priority among the live candidates claim a free key first for this long
 	renewRetry    time.Duration // wait between retries of a failed renewal
 	opTimeout     time.Duration // timeout of one KV call
 	maxSplay      time.Duration // upper bound of the random start delay
@@ -60,10 +62,17 @@ const maxOpTimeout = 5 * time.Second
 // (a few round trips), short against the TTL a winner waits without one.
 const maxVouchWait = 250 * time.Millisecond
 
-// maxSplay caps the random start delay, as in the seed library.
+// maxSplay caps the random start delay: a crowd of candidates starting at
+// once spreads its first claims over up to this long.
 const maxSplay = 5 * time.Second
 
+// newTiming derives every duration of an election from its bucket's TTL and
+// its campaign interval (0: the default, three quarters of the TTL). It is
+// the one place each is computed.
 func newTiming(ttl, interval time.Duration) timing {
+	if interval == 0 {
+		interval = ttl * 3 / 4
+	}
 	validity := interval + (ttl-interval)/2
 	return timing{
 		ttl:           ttl,
@@ -72,8 +81,21 @@ func newTiming(ttl, interval time.Duration) timing {
 		workMargin:    (ttl - validity) / 2,
 		announceDelay: ttl,
 		vouchWait:     min(ttl/20, maxVouchWait),
+		sitOut:        ttl / 2,
+		priorityWait:  min(ttl/10, maxPriorityWait),
 		renewRetry:    (validity - interval) / 4,
 		opTimeout:     min(interval, maxOpTimeout),
 		maxSplay:      min(interval, maxSplay),
 	}
+}
+
+// ExpiryMargin is how long before its key can age out a leader's validity
+// deadline comes, on a bucket with the given TTL and with the given campaign
+// interval (0: the default): (TTL − interval)/2, an eighth of the TTL at the
+// default interval. A leader cut off from the servers stands down when its
+// validity ends; whatever its leadership started has this long to stop
+// before another candidate can win the key.
+func ExpiryMargin(ttl, interval time.Duration) time.Duration {
+	t := newTiming(ttl, interval)
+	return t.ttl - t.validity
 }

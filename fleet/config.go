@@ -121,11 +121,12 @@ func (cfg *Config) Validate() error {
 // LossMargin is how long a daemon has to return once its context is
 // cancelled because its node lost the daemon (cut off from the servers)
 // rather than revoked it, on a fleet whose bucket has the given TTL: the
-// node's renewal deadline comes this long before the daemon's key can age
-// out and another node start it. It is (TTL − campaign interval)/2, with
-// the election's default interval of three quarters of the TTL.
+// node's validity deadline comes this long before the daemon's key can age
+// out and another node start it. It is the election's ExpiryMargin at the
+// default campaign interval, which the fleet's elections use: an eighth of
+// the TTL.
 func LossMargin(ttl time.Duration) time.Duration {
-	return (ttl - ttl*3/4) / 2
+	return election.ExpiryMargin(ttl, 0)
 }
 
 // capacity returns the node's weight.

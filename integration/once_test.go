@@ -191,3 +191,46 @@ func TestOnceRefusesBadInput(t *testing.T) {
 		t.Errorf("a name starting with done: %v, want ErrInvalidName", err)
 	}
 }
+
+// TestOnceWaitsOutAHolderThatStoppedRenewing: a holder that wrote once and
+// died leaves its value to age out without a word from the watcher; a Once
+// waiting longer than a TTL claims it once it has, and runs.
+func TestOnceWaitsOutAHolderThatStoppedRenewing(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWithBucket(t, "ONCE_GHOST")
+	kvs := handles(t, s.ClientURL(), "ONCE_GHOST", 1)
+	if _, err := admin.Put(context.Background(), "job", []byte("ghost")); err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	var ranAt time.Time
+	outcome, err := onceElection(t, kvs[0], "a").Once(context.Background(), 3*ttl, func(context.Context) error { ranAt = time.Now(); return nil })
+	if outcome != election.OnceRan || err != nil {
+		t.Fatalf("Once over a holder that stopped renewing = %v, %v; want ran, nil", outcome, err)
+	}
+	if ranAt.Sub(written) < ttl {
+		t.Errorf("the work ran %v after the holder's write, before it can have aged out (TTL %v)", ranAt.Sub(written), ttl)
+	}
+}
+
+// TestOnceGivesUpWhenItsWaitPasses: while a leader renews, a Once with a
+// wait returns OnceOtherLeader once the wait has passed, not before and not
+// a renewal later.
+func TestOnceGivesUpWhenItsWaitPasses(t *testing.T) {
+	t.Parallel()
+	s, _ := serverWithBucket(t, "ONCE_GIVE_UP")
+	kvs := handles(t, s.ClientURL(), "ONCE_GIVE_UP", 2)
+	g := startGroup(t, "c", "job", kvs[:1])
+	g.awaitWin()
+
+	wait := ttl / 2
+	started := time.Now()
+	outcome, err := onceElection(t, kvs[1], "other").Once(context.Background(), wait, func(context.Context) error { return nil })
+	took := time.Since(started)
+	if outcome != election.OnceOtherLeader || err != nil {
+		t.Fatalf("Once while another leads = %v, %v; want other leader, nil", outcome, err)
+	}
+	if took < wait || took > wait+ttl/4 {
+		t.Errorf("Once with a wait of %v gave up after %v; want within %v of the wait", wait, took, ttl/4)
+	}
+}

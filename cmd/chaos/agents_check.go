@@ -93,7 +93,8 @@ func actorRuns(hist *history) []*actorRun {
 // workDeadlineAfter is how long after a leader's last good write its
 // work deadline comes (election.WorkDeadline): its validity plus half the
 // margin before the key can age out, at the default interval of three
-// quarters of the TTL.
+// quarters of the TTL: stated here, not read from the library, so that a
+// library with the rule broken fails the check.
 func workDeadlineAfter(ttl time.Duration) time.Duration {
 	interval := ttl * 3 / 4
 	validity := interval + (ttl-interval)/2

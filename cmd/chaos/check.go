@@ -87,6 +87,9 @@ func check(cfg config, dir string) (*report, error) {
 	if cfg.agents {
 		return checkAgentsRun(cfg, hist), nil
 	}
+	// The checker states the rules it checks on its own, not through the
+	// library's timing, so that a library with the rules broken fails it:
+	// a leader's validity at the default interval (3/4 TTL).
 	interval := cfg.ttl * 3 / 4
 	validity := int64(interval + (cfg.ttl-interval)/2)
 	// A stand-down may come late by scheduling delay: up to half the margin
