@@ -78,6 +78,9 @@ var (
 // documentation), even with a wait of 0, and the winner may have to wait
 // out a TTL before it leads.
 //
+// Once campaigns as Start does: it lets higher priorities among the live
+// candidates claim a free key first, within its wait, and claims over a
+// holder silent for a TTL until the key has aged out, even past its wait.
 // OnWon and OnLost run as with Start, OnWon before work. Like Start, Once
 // runs once per Election; it returns ErrAlreadyStarted or ErrStopped as
 // Start does, and Stop interrupts it.
