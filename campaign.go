@@ -24,7 +24,6 @@ type campaigner struct {
 	work      func(context.Context) // Once's work, run after OnWon when this node leads
 	workDone  atomic.Bool           // Once's work returned while this node led: the release marks the key done
 	pref      preference            // with WithPreferHigher: the higher candidates seen while leading
-	recorder  *recorder             // with WithHistory: sends the wins and stand-downs
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -81,7 +80,7 @@ func (c *campaigner) run(ctx context.Context) {
 // this node's candidate record. It returns the function that undoes it.
 func (c *campaigner) begin(ctx context.Context) (end func()) {
 	c.since = time.Now()
-	c.opts.metrics.Campaigning(c.key, c.name, c.timing.interval)
+	c.emit(Event{Kind: EventCampaigning, Duration: c.timing.interval})
 	c.sub = c.hub.subscribe(c.key)
 	c.hub.noteInterval(c.timing.interval, 1)
 	c.requests = c.hub.subscribe(requestKey(c.key))
@@ -92,7 +91,7 @@ func (c *campaigner) begin(ctx context.Context) (end func()) {
 		c.hub.unsubscribe(c.requests)
 		c.hub.noteInterval(c.timing.interval, -1)
 		c.hub.unsubscribe(c.sub)
-		c.opts.metrics.Stopped(c.key, c.name)
+		c.emit(Event{Kind: EventStopped, Duration: c.timing.opTimeout})
 	}
 }
 
@@ -390,7 +389,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		opCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(deadline, sent.Add(c.timing.opTimeout)))
 		rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), t.revision)
 		cancel()
-		c.opts.metrics.Renewed(c.key, c.name, time.Since(sent), err)
+		c.emit(Event{Kind: EventRenewed, Duration: time.Since(sent), Err: err})
 		switch {
 		case err == nil:
 			t.revision = rev
@@ -442,8 +441,7 @@ func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	c.mu.Unlock()
 
 	c.log.Info("leading", "revision", t.token)
-	c.opts.metrics.Leading(c.key, c.name, t.lead.since.Sub(c.since))
-	c.note(HistoryEvent{Kind: EventWon, Token: t.token, After: t.after})
+	c.emit(Event{Kind: EventWon, Token: t.token, After: t.after, Duration: t.lead.since.Sub(c.since)})
 	t.announced = true
 	if c.opts.onWon != nil {
 		c.callbacks.push(func() { c.opts.onWon(leadCtx) })
@@ -516,8 +514,7 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 	t.lead.expiry.Stop()
 	t.lead.cancel()
 	c.since = time.Now()
-	c.opts.metrics.Lost(c.key, c.name, cause, c.since.Sub(t.lead.since))
-	c.note(HistoryEvent{Kind: EventStoodDown, Token: t.token, Cause: cause.Error()})
+	c.emit(Event{Kind: EventLost, Token: t.token, Err: cause, Duration: c.since.Sub(t.lead.since)})
 	t.lead = nil
 	c.log.Info("stood down", "revision", t.revision, "cause", cause)
 	if c.opts.onLost != nil {

@@ -119,9 +119,6 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 		return nil, err
 	}
 
-	if o.metrics == nil {
-		o.metrics = noMetrics{}
-	}
 	return &Election{
 		name:      name,
 		key:       key,
@@ -214,9 +211,7 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 			c.present(presenceCtx)
 		}
 	}()
-	c.startRecorder()
 	body(ctx, c)
-	c.stopRecorder()
 	endPresence() // after the campaign: a candidate shows until it has released the key
 	<-presenceDone
 	stopHub()

@@ -18,13 +18,12 @@ type options struct {
 	logger        *slog.Logger
 	interval      time.Duration
 	unsafeShorter bool
-	metrics       Metrics
 	noPresence    bool
 	priority      int
 	prioritySet   bool
 	preferHigher  bool
 	readyFor      time.Duration
-	history       *History
+	hooks         []func(Event)
 	metadata      map[string]string
 }
 
@@ -129,13 +128,6 @@ func WithCampaignInterval(d time.Duration) Option {
 // often. Do not use it in production.
 func WithUnsafeShortTTL() Option {
 	return func(o *options) { o.unsafeShorter = true }
-}
-
-// WithMetrics sends the election's measurements to m: leadership won and
-// lost, tenure, renewal latency and failures, time to acquire. The default
-// records nothing.
-func WithMetrics(m Metrics) Option {
-	return func(o *options) { o.metrics = m }
 }
 
 // log returns the logger the options set, or one that discards.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go"
@@ -51,11 +52,11 @@ func candidate(t *testing.T, url, bucket, key, name string) *election.Election {
 	if err != nil {
 		t.Fatal(err)
 	}
-	history, err := election.OpenHistory(context.Background(), js, bucket)
+	history, err := history.Open(context.Background(), js, bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := election.NewElection(name, key, kv, election.WithoutSplay(), election.WithHistory(history))
+	e, err := election.NewElection(name, key, kv, election.WithoutSplay(), election.WithEventHook(history.Record))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := election.CreateHistory(ctx, js, "DASH", 0); err != nil {
+	if _, err := history.Create(ctx, js, "DASH", 0); err != nil {
 		t.Fatal(err)
 	}
 	a, b := candidate(t, s.ClientURL(), "DASH", "scheduler", "node-a"), candidate(t, s.ClientURL(), "DASH", "scheduler", "node-b")

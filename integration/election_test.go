@@ -292,7 +292,7 @@ func TestExpiryMarkerOfAShortLivedOverwriteNeverOverlapsACutOffLeader(t *testing
 	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: "MARKER", TTL: ttl, LimitMarkerTTL: time.Second})
 	kvs, proxies := proxied(t, s, "MARKER", 3)
 	renewed := renewals{acked: make(chan string, 16)}
-	g := startGroup(t, "c", "k", kvs, election.WithMetrics(renewed))
+	g := startGroup(t, "c", "k", kvs, election.WithEventHook(renewed.Record))
 	leader := g.awaitWin()
 	w, err := admin.Watch(context.Background(), "k", jetstream.UpdatesOnly())
 	if err != nil {
@@ -330,21 +330,17 @@ func TestExpiryMarkerOfAShortLivedOverwriteNeverOverlapsACutOffLeader(t *testing
 	}
 }
 
-// renewals is a Metrics that reports who had a renewal acknowledged.
+// renewals is an event hook that reports who had a renewal acknowledged.
 type renewals struct{ acked chan string }
 
-func (r renewals) Renewed(_, name string, _ time.Duration, err error) {
-	if err == nil {
+func (r renewals) Record(ev election.Event) {
+	if ev.Kind == election.EventRenewed && ev.Err == nil {
 		select {
-		case r.acked <- name:
+		case r.acked <- ev.Name:
 		default:
 		}
 	}
 }
-func (renewals) Campaigning(string, string, time.Duration) {}
-func (renewals) Leading(string, string, time.Duration)     {}
-func (renewals) Lost(string, string, error, time.Duration) {}
-func (renewals) Stopped(string, string)                    {}
 
 // TestWinnerStoppedBeforeItAnnouncesDoesNotShortenTheDelay stops the
 // candidate that won a cut-off leader's deleted key while it still waits out

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,14 +9,15 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/testenv"
 )
 
 // historyOf opens the history of bucket on a connection of its own.
-func historyOf(t *testing.T, url, bucket string) *election.History {
+func historyOf(t *testing.T, url, bucket string) *history.History {
 	t.Helper()
 	_, js := testenv.Connect(t, url)
-	h, err := election.OpenHistory(context.Background(), js, bucket)
+	h, err := history.Open(context.Background(), js, bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestHistoryRecordsEveryChangeOnce(t *testing.T) {
 	t.Parallel()
 	s, admin := serverWithBucket(t, "HISTORY")
 	_, js := testenv.Connect(t, s.ClientURL())
-	if _, err := election.CreateHistory(context.Background(), js, "HISTORY", 0); err != nil {
+	if _, err := history.Create(context.Background(), js, "HISTORY", 0); err != nil {
 		t.Fatal(err)
 	}
 	g := newGroup(t, "k")
@@ -43,11 +43,11 @@ func TestHistoryRecordsEveryChangeOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := election.OpenHistory(context.Background(), js, "HISTORY")
+		h, err := history.Open(context.Background(), js, "HISTORY")
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.add(name, kv, election.WithHistory(h))
+		g.add(name, kv, election.WithEventHook(h.Record))
 		conns[name] = nc.Close
 	}
 	var wins []event
@@ -72,8 +72,8 @@ func TestHistoryRecordsEveryChangeOnce(t *testing.T) {
 	h := historyOf(t, s.ClientURL(), "HISTORY")
 	testenv.Eventually(t, "the third win recorded", awaitTimeout, func() bool {
 		events, err := h.Events(context.Background(), "k", time.Time{})
-		return err == nil && slices.ContainsFunc(events, func(ev election.HistoryEvent) bool {
-			return ev.Kind == election.EventWon && ev.Token == third.token
+		return err == nil && slices.ContainsFunc(events, func(ev history.Event) bool {
+			return ev.Kind == history.Won && ev.Token == third.token
 		})
 	})
 	conns[third.name]()
@@ -87,7 +87,7 @@ func TestHistoryRecordsEveryChangeOnce(t *testing.T) {
 			want[fmt.Sprintf("stood_down %s %d", w.name, w.token)]++
 		}
 	}
-	events := testenv.Poll(t, "the history to hold every event", awaitTimeout, func() ([]election.HistoryEvent, bool) {
+	events := testenv.Poll(t, "the history to hold every event", awaitTimeout, func() ([]history.Event, bool) {
 		events, err := h.Events(context.Background(), "k", time.Time{})
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +110,7 @@ func TestHistoryRecordsEveryChangeOnce(t *testing.T) {
 			t.Errorf("recorded twice: %s", id)
 		}
 		seen[id] = true
-		if want[id] == 0 && !(ev.Kind == election.EventStoodDown && ev.Name == third.name) {
+		if want[id] == 0 && !(ev.Kind == history.StoodDown && ev.Name == third.name) {
 			t.Errorf("recorded %s, which did not happen", id)
 		}
 		if ev.At.IsZero() || ev.Key != "k" {
@@ -119,7 +119,7 @@ func TestHistoryRecordsEveryChangeOnce(t *testing.T) {
 	}
 	after := map[uint64]string{}
 	for _, ev := range events {
-		if ev.Kind == election.EventWon {
+		if ev.Kind == history.Won {
 			after[ev.Token] = ev.After
 		}
 	}
@@ -130,30 +130,9 @@ func TestHistoryRecordsEveryChangeOnce(t *testing.T) {
 	}
 	if stood := fmt.Sprintf("stood_down %s %d", second.name, second.token); seen[stood] {
 		for _, ev := range events {
-			if ev.Kind == election.EventStoodDown && ev.Token == second.token && !strings.Contains(ev.Cause, election.ErrRevisionGone.Error()) {
+			if ev.Kind == history.StoodDown && ev.Token == second.token && !strings.Contains(ev.Cause, election.ErrRevisionGone.Error()) {
 				t.Errorf("the deleted key's leader recorded cause %q, want %v", ev.Cause, election.ErrRevisionGone)
 			}
 		}
-	}
-}
-
-func TestHistoryMustExistAndRetainAMinute(t *testing.T) {
-	t.Parallel()
-	s, _ := serverWithBucket(t, "NOHISTORY")
-	_, js := testenv.Connect(t, s.ClientURL())
-	if _, err := election.OpenHistory(context.Background(), js, "NOHISTORY"); !errors.Is(err, election.ErrNoHistory) ||
-		!strings.Contains(err.Error(), "election bucket create --bucket NOHISTORY --history") {
-		t.Errorf("OpenHistory of a bucket without one: %v, want ErrNoHistory saying how to create it", err)
-	}
-	if _, err := election.CreateHistory(context.Background(), js, "NOHISTORY", time.Second); !errors.Is(err, election.ErrInvalidRetention) {
-		t.Errorf("CreateHistory keeping a second: %v, want ErrInvalidRetention", err)
-	}
-	h, err := election.CreateHistory(context.Background(), js, "NOHISTORY", time.Hour)
-	if err != nil || h.Retention() != time.Hour {
-		t.Fatalf("CreateHistory for an hour: %v, %v", h, err)
-	}
-	again, err := election.CreateHistory(context.Background(), js, "NOHISTORY", 0)
-	if err != nil || again.Retention() != time.Hour {
-		t.Errorf("CreateHistory again: retention %v, %v; want the existing stream, an hour", again.Retention(), err)
 	}
 }

@@ -51,11 +51,11 @@ func TestARemovalTheLeaderSawFailsOverOverItsVouch(t *testing.T) {
 			if next.name == leader.name {
 				t.Errorf("%s led again right after it vouched; it sits out half a TTL", leader.name)
 			}
-			history := keyHistory(t, admin, "k")
-			i := history.index(next.token)
-			if i < 2 || !history.isRelease(i-1, leader.name) || !r.isIt(history[i-2]) {
+			revs := keyHistory(t, admin, "k")
+			i := revs.index(next.token)
+			if i < 2 || !revs.isRelease(i-1, leader.name) || !r.isIt(revs[i-2]) {
 				t.Errorf("%s claimed at revision %d over something other than %s's vouch over the %s; the key's history: %v",
-					next.name, next.token, leader.name, r.name, history)
+					next.name, next.token, leader.name, r.name, revs)
 			}
 		})
 	}
@@ -111,7 +111,7 @@ func TestAVouchOverAClaimWaitingToAnnounceStopsItsAnnouncement(t *testing.T) {
 	defer w.Stop()
 	kvs, proxies := proxied(t, s, "CONFIRM", 3)
 	renewed := renewalLog{results: make(chan renewal, 1024)}
-	g := startGroup(t, "c", "k", kvs, election.WithMetrics(renewed))
+	g := startGroup(t, "c", "k", kvs, election.WithEventHook(renewed.Record))
 	if err := admin.Delete(context.Background(), "k"); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestAVouchOverAClaimWaitingToAnnounceStopsItsAnnouncement(t *testing.T) {
 	renewed.await(t, claimant, false)
 }
 
-// renewalLog is a Metrics that reports each renewal's outcome.
+// renewalLog is an event hook that reports each renewal's outcome.
 type renewalLog struct{ results chan renewal }
 
 type renewal struct {
@@ -146,13 +146,11 @@ type renewal struct {
 	ok   bool
 }
 
-func (r renewalLog) Renewed(_, name string, _ time.Duration, err error) {
-	r.results <- renewal{name, err == nil}
+func (r renewalLog) Record(ev election.Event) {
+	if ev.Kind == election.EventRenewed {
+		r.results <- renewal{ev.Name, ev.Err == nil}
+	}
 }
-func (renewalLog) Campaigning(string, string, time.Duration) {}
-func (renewalLog) Leading(string, string, time.Duration)     {}
-func (renewalLog) Lost(string, string, error, time.Duration) {}
-func (renewalLog) Stopped(string, string)                    {}
 
 // await waits for a renewal by name that succeeded (ok) or failed.
 func (r renewalLog) await(t *testing.T, name string, ok bool) {
@@ -170,10 +168,10 @@ func (r renewalLog) await(t *testing.T, name string, ok bool) {
 	}
 }
 
-// history is a key's history as the bucket keeps it.
-type history []jetstream.KeyValueEntry
+// revisions is a key's history as the bucket keeps it.
+type revisions []jetstream.KeyValueEntry
 
-func keyHistory(t *testing.T, kv jetstream.KeyValue, key string) history {
+func keyHistory(t *testing.T, kv jetstream.KeyValue, key string) revisions {
 	t.Helper()
 	h, err := kv.History(context.Background(), key)
 	if err != nil {
@@ -183,7 +181,7 @@ func keyHistory(t *testing.T, kv jetstream.KeyValue, key string) history {
 }
 
 // index returns the position of revision, or -1.
-func (h history) index(revision uint64) int {
+func (h revisions) index(revision uint64) int {
 	for i, e := range h {
 		if e.Revision() == revision {
 			return i
@@ -193,11 +191,11 @@ func (h history) index(revision uint64) int {
 }
 
 // isRelease reports whether the entry at i is name's release.
-func (h history) isRelease(i int, name string) bool {
+func (h revisions) isRelease(i int, name string) bool {
 	return h[i].Operation() == jetstream.KeyValuePut && string(h[i].Value()) == "released:"+name
 }
 
-func (h history) String() string {
+func (h revisions) String() string {
 	s := ""
 	for _, e := range h {
 		s += fmt.Sprintf("[%d %v %q]", e.Revision(), e.Operation(), e.Value())

@@ -3,7 +3,6 @@ package promelection
 import (
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/kvelect/election"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,8 +19,8 @@ const (
 
 // Collector records the measurements of any number of elections and exports
 // them as Prometheus metrics (see the package documentation for the list).
-// Make one with NewCollector, pass it to elections with
-// election.WithMetrics, and register it in a prometheus.Registerer. It is safe
+// Make one with NewCollector, pass its Record to elections with
+// election.WithEventHook, and register it in a prometheus.Registerer. It is safe
 // for concurrent use.
 type Collector struct {
 	isLeader         *prometheus.GaugeVec
@@ -38,10 +37,7 @@ type Collector struct {
 	watched map[*election.Election]struct{} // whose health is read at each scrape
 }
 
-var (
-	_ election.Metrics     = (*Collector)(nil)
-	_ prometheus.Collector = (*Collector)(nil)
-)
+var _ prometheus.Collector = (*Collector)(nil)
 
 // NewCollector makes a Collector. It returns an error wrapping
 // ErrInvalidBuckets if an option gives bad histogram bounds.
@@ -171,51 +167,45 @@ func (c *Collector) Forget(key, name string) {
 	}
 }
 
-// Campaigning records the campaign interval and sets is_leader to 0; it
-// creates every counter and histogram at 0, so that an alert on their
-// increase sees the first event.
-func (c *Collector) Campaigning(key, name string, interval time.Duration) {
-	c.campaignInterval.WithLabelValues(key, name).Set(interval.Seconds())
-	c.isLeader.WithLabelValues(key, name).Set(0)
-	c.won.WithLabelValues(key, name)
-	c.renewFailures.WithLabelValues(key, name)
-	c.tenure.WithLabelValues(key, name)
-	c.renewLatency.WithLabelValues(key, name)
-	c.acquire.WithLabelValues(key, name)
-	for _, cause := range []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeHandedOver, causeOther} {
-		c.lost.WithLabelValues(key, name, cause)
+// Record is an election's event hook (election.WithEventHook(c.Record)):
+// it records the election's measurements. EventCampaigning records the
+// campaign interval, sets is_leader to 0 and creates every counter and
+// histogram at 0, so that an alert on their increase sees the first event;
+// EventWon sets is_leader to 1, counts a leadership won and observes how
+// long it took to acquire; EventRenewed observes a renewal's round trip and
+// counts a failed one; EventLost sets is_leader to 0, counts the loss by
+// cause and observes the tenure; EventStopped sets is_leader to 0 and keeps
+// the series (Forget drops them).
+func (c *Collector) Record(ev election.Event) {
+	key, name := ev.Key, ev.Name
+	switch ev.Kind {
+	case election.EventCampaigning:
+		c.campaignInterval.WithLabelValues(key, name).Set(ev.Duration.Seconds())
+		c.isLeader.WithLabelValues(key, name).Set(0)
+		c.won.WithLabelValues(key, name)
+		c.renewFailures.WithLabelValues(key, name)
+		c.tenure.WithLabelValues(key, name)
+		c.renewLatency.WithLabelValues(key, name)
+		c.acquire.WithLabelValues(key, name)
+		for _, cause := range []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeHandedOver, causeOther} {
+			c.lost.WithLabelValues(key, name, cause)
+		}
+	case election.EventWon:
+		c.isLeader.WithLabelValues(key, name).Set(1)
+		c.won.WithLabelValues(key, name).Inc()
+		c.acquire.WithLabelValues(key, name).Observe(ev.Duration.Seconds())
+	case election.EventRenewed:
+		c.renewLatency.WithLabelValues(key, name).Observe(ev.Duration.Seconds())
+		if ev.Err != nil {
+			c.renewFailures.WithLabelValues(key, name).Inc()
+		}
+	case election.EventLost:
+		c.isLeader.WithLabelValues(key, name).Set(0)
+		c.lost.WithLabelValues(key, name, causeLabel(ev.Err)).Inc()
+		c.tenure.WithLabelValues(key, name).Observe(ev.Duration.Seconds())
+	case election.EventStopped:
+		c.isLeader.WithLabelValues(key, name).Set(0)
 	}
-}
-
-// Leading sets is_leader to 1, counts a leadership won and observes how long
-// it took to acquire.
-func (c *Collector) Leading(key, name string, waited time.Duration) {
-	c.isLeader.WithLabelValues(key, name).Set(1)
-	c.won.WithLabelValues(key, name).Inc()
-	c.acquire.WithLabelValues(key, name).Observe(waited.Seconds())
-}
-
-// Lost sets is_leader to 0, counts a leadership lost by cause and observes
-// its tenure.
-func (c *Collector) Lost(key, name string, cause error, tenure time.Duration) {
-	c.isLeader.WithLabelValues(key, name).Set(0)
-	c.lost.WithLabelValues(key, name, causeLabel(cause)).Inc()
-	c.tenure.WithLabelValues(key, name).Observe(tenure.Seconds())
-}
-
-// Renewed observes a renewal's latency and counts it as a failure if err is
-// not nil.
-func (c *Collector) Renewed(key, name string, latency time.Duration, err error) {
-	c.renewLatency.WithLabelValues(key, name).Observe(latency.Seconds())
-	if err != nil {
-		c.renewFailures.WithLabelValues(key, name).Inc()
-	}
-}
-
-// Stopped sets is_leader to 0 and keeps the series (see the package
-// documentation; Forget drops them).
-func (c *Collector) Stopped(key, name string) {
-	c.isLeader.WithLabelValues(key, name).Set(0)
 }
 
 // causeLabel classifies why a leadership ended.

@@ -144,7 +144,7 @@ func TestLostCauses(t *testing.T) {
 		{nil, "other"},
 	} {
 		c, reg := newCollector(t)
-		c.Lost("k", "a", tt.cause, time.Second)
+		c.Record(election.Event{Kind: election.EventLost, Key: "k", Name: "a", Err: tt.cause, Duration: time.Second})
 		if n := value(t, reg, "lost_total", "k", "a", tt.label); n != 1 {
 			t.Errorf("Lost(%v): lost_total{cause=%q} = %v, want 1", tt.cause, tt.label, n)
 		}
@@ -156,8 +156,8 @@ func TestLostCauses(t *testing.T) {
 func TestCollectorsAreIndependent(t *testing.T) {
 	c1, reg1 := newCollector(t)
 	_, reg2 := newCollector(t)
-	c1.Campaigning("k", "a", time.Second)
-	c1.Leading("k", "a", time.Second)
+	c1.Record(election.Event{Kind: election.EventCampaigning, Key: "k", Name: "a", Duration: time.Second})
+	c1.Record(election.Event{Kind: election.EventWon, Key: "k", Name: "a", Duration: time.Second})
 
 	if n := value(t, reg1, "won_total", "k", "a"); n != 1 {
 		t.Errorf("first registry: won_total = %v, want 1", n)
@@ -179,11 +179,11 @@ func TestCollectorsAreIndependent(t *testing.T) {
 func TestForgetDropsAnElectionsSeries(t *testing.T) {
 	c, reg := newCollector(t)
 	for _, name := range []string{"a", "b"} {
-		c.Campaigning("k", name, time.Second)
-		c.Leading("k", name, time.Second)
-		c.Renewed("k", name, time.Millisecond, nil)
-		c.Lost("k", name, election.ErrStopped, time.Minute)
-		c.Stopped("k", name)
+		c.Record(election.Event{Kind: election.EventCampaigning, Key: "k", Name: name, Duration: time.Second})
+		c.Record(election.Event{Kind: election.EventWon, Key: "k", Name: name, Duration: time.Second})
+		c.Record(election.Event{Kind: election.EventRenewed, Key: "k", Name: name, Duration: time.Millisecond, Err: nil})
+		c.Record(election.Event{Kind: election.EventLost, Key: "k", Name: name, Err: election.ErrStopped, Duration: time.Minute})
+		c.Record(election.Event{Kind: election.EventStopped, Key: "k", Name: name})
 	}
 	c.Forget("k", "a")
 	for _, metric := range []string{"is_leader", "won_total", "lost_total", "tenure_seconds",
@@ -220,7 +220,7 @@ func TestNewCollectorRejectsBadBuckets(t *testing.T) {
 func TestBucketOptionsApply(t *testing.T) {
 	want := []float64{0.001, 0.01, 0.1}
 	c, reg := newCollector(t, promelection.WithRenewLatencyBuckets(want))
-	c.Renewed("k", "a", 5*time.Millisecond, nil)
+	c.Record(election.Event{Kind: election.EventRenewed, Key: "k", Name: "a", Duration: 5 * time.Millisecond, Err: nil})
 	m := find(t, reg, "renew_latency_seconds", "k", "a")
 	var got []float64
 	for _, b := range m.GetHistogram().GetBucket() {
@@ -249,7 +249,7 @@ func newCollector(t *testing.T, opts ...promelection.Option) (*promelection.Coll
 // ends (or it is stopped earlier), reporting to c.
 func start(t *testing.T, name string, kv jetstream.KeyValue, c *promelection.Collector, opts ...election.Option) *election.Election {
 	t.Helper()
-	opts = append([]election.Option{election.WithoutSplay(), election.WithMetrics(c), election.WithCampaignInterval(time.Second)}, opts...)
+	opts = append([]election.Option{election.WithoutSplay(), election.WithEventHook(c.Record), election.WithCampaignInterval(time.Second)}, opts...)
 	e, err := election.NewElection(name, "svc", kv, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,8 @@
 // Package promelection exports an election's measurements as Prometheus
 // metrics.
 //
-// A Collector is both an election.Metrics, passed to elections with
-// election.WithMetrics, and a prometheus.Collector, registered by the caller
+// A Collector is both an election event hook, its Record passed to
+// elections with election.WithEventHook, and a prometheus.Collector, registered by the caller
 // in a registry of its choice. The package registers nothing by itself and
 // keeps no global state, so several collectors can live in one process.
 //
@@ -11,7 +11,7 @@
 //		return err
 //	}
 //	registry.MustRegister(metrics)
-//	e, err := election.NewElection("replica-1", "scheduler", kv, election.WithMetrics(metrics))
+//	e, err := election.NewElection("replica-1", "scheduler", kv, election.WithEventHook(metrics.Record))
 //
 // # Metrics
 //

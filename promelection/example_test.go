@@ -46,7 +46,7 @@ func ExampleNewCollector() {
 
 	e, err := election.NewElection("replica-1", "scheduler", kv,
 		election.WithoutSplay(),
-		election.WithMetrics(metrics),
+		election.WithEventHook(metrics.Record),
 		election.OnWon(func() { cancel() }), // lead, then stop at once
 	)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvelect/election"
+	lhistory "github.com/kvelect/election/history"
 )
 
 // term is one announced leadership of one worker.
@@ -492,7 +492,7 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
 	}
 	for l, at := range wins {
 		switch {
-		case recorded[election.EventWon][l] > 0:
+		case recorded[lhistory.Won][l] > 0:
 			rep.HistoryWins++
 		case deaths[l.worker] != 0 && deaths[l.worker]-at < recordGrace, unavailable[l]:
 			rep.HistoryExcused++
@@ -504,7 +504,7 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
 	for kind, counts := range recorded {
 		for l, n := range counts {
 			rep.HistoryDuplicated += n - 1
-			if kind == election.EventWon && wins[l] == 0 || kind == election.EventStoodDown && !lost[l] {
+			if kind == lhistory.Won && wins[l] == 0 || kind == lhistory.StoodDown && !lost[l] {
 				rep.HistoryUnknown++
 				rep.Problems = append(rep.Problems, fmt.Sprintf("the leadership history records %s %s with token %d, which no worker did", l.worker, kind, l.token))
 			}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	lhistory "github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/nats-io/nats.go"
@@ -257,7 +258,7 @@ func (h *harness) setup(ctx context.Context) error {
 		// The key faults' writes are recorded with the workers' for the
 		// linearizability check.
 		h.kv = &recordingKV{KeyValue: kv, rec: h.rec}
-		if _, err := election.CreateHistory(ctx, h.js, bucketName, time.Hour); err != nil {
+		if _, err := lhistory.Create(ctx, h.js, bucketName, time.Hour); err != nil {
 			return err
 		}
 		_, err = h.js.CreateStream(ctx, jetstream.StreamConfig{
@@ -337,9 +338,9 @@ func (h *harness) dumpLeadership() {
 	}
 	defer f.Close()
 	out := newRecorder(f, "leadership")
-	var events []election.HistoryEvent
+	var events []lhistory.Event
 	err = retry(context.Background(), 30*time.Second, func(ctx context.Context) error {
-		history, err := election.OpenHistory(ctx, h.js, bucketName)
+		history, err := lhistory.Open(ctx, h.js, bucketName)
 		if err != nil {
 			return err
 		}

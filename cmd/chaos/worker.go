@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	lhistory "github.com/kvelect/election/history"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -54,7 +55,7 @@ func runWorker(args []string) error {
 	}
 	defer c.nc.Close()
 	js, kv, fence := c.js, c.kv, c.fence
-	history, err := election.OpenHistory(ctx, js, *bucket)
+	history, err := lhistory.Open(ctx, js, *bucket)
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func runWorker(args []string) error {
 	if *unsafeTTL {
 		opts = append(opts, election.WithUnsafeShortTTL())
 	}
-	opts = append(opts, election.WithPriority(*priority), election.WithHistory(history))
+	opts = append(opts, election.WithPriority(*priority), election.WithEventHook(history.Record))
 	if *preferHigher > 0 {
 		opts = append(opts, election.WithPreferHigher(*preferHigher))
 	}

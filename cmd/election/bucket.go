@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -139,7 +140,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "created bucket %s\n", cfg.Bucket)
 	}
 	if retention > 0 {
-		h, err := election.CreateHistory(ctx, js, cfg.Bucket, retention)
+		h, err := history.Create(ctx, js, cfg.Bucket, retention)
 		if err != nil {
 			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}

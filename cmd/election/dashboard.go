@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -269,12 +270,12 @@ func (d *dashboard) serveHistory(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	h, err := election.OpenHistory(r.Context(), d.js, d.name)
-	if errors.Is(err, election.ErrNoHistory) {
+	h, err := history.Open(r.Context(), d.js, d.name)
+	if errors.Is(err, history.ErrNoHistory) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
-	var events []election.HistoryEvent
+	var events []history.Event
 	if err == nil {
 		events, err = h.Events(r.Context(), key, time.Time{})
 	}

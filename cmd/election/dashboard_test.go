@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -65,7 +66,7 @@ func TestDashboardListsKeysAndFollowsChanges(t *testing.T) {
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "DASH", TTL: 2 * time.Second})
-	if _, err := election.CreateHistory(context.Background(), js, "DASH", 0); err != nil {
+	if _, err := history.Create(context.Background(), js, "DASH", 0); err != nil {
 		t.Fatal(err)
 	}
 	job := candidates(t, url, "DASH", "job", "node0", "node1")

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
 )
 
 const historyAbout = `Usage:
@@ -22,7 +22,7 @@ Prints the leadership history of the bucket B, oldest first: each win, with
 how the key became free ("no key": never held or aged out; "released by N";
 "handed over to N"; "deleted"; "purged"), and each stand-down, with its
 cause. Elections record it when they run with --history (election run) or
-WithHistory (the library), in the stream the bucket's history lives in:
+history.History.Record (the library), in the stream the bucket's history lives in:
 create it with election bucket create --history 7d. A leader that crashed
 did not record its end: the next win says how the key became free.
 
@@ -69,7 +69,7 @@ func historyMain(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	defer nc.Close()
-	h, err := election.OpenHistory(ctx, js, bucket)
+	h, err := history.Open(ctx, js, bucket)
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
@@ -87,11 +87,11 @@ func historyMain(args []string, stdout, stderr io.Writer) int {
 
 // historyJSON is one event as --json prints it.
 type historyJSON struct {
-	election.HistoryEvent
+	history.Event
 	At time.Time `json:"at"`
 }
 
-func printHistory(w io.Writer, events []election.HistoryEvent, asJSON bool) {
+func printHistory(w io.Writer, events []history.Event, asJSON bool) {
 	if asJSON {
 		p := leaderPrinter{w: w, json: true}
 		for _, ev := range events {
@@ -103,7 +103,7 @@ func printHistory(w io.Writer, events []election.HistoryEvent, asJSON bool) {
 	fmt.Fprintln(tw, "TIME\tKEY\tEVENT\tNAME\tTOKEN\tDETAIL")
 	for _, ev := range events {
 		detail := ev.After
-		if ev.Kind == election.EventStoodDown {
+		if ev.Kind == history.StoodDown {
 			detail = strings.TrimPrefix(ev.Cause, "election: ")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.At.Local().Format("2006-01-02 15:04:05.000"),

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -312,14 +312,14 @@ func droppingEach(p permissionSet) []droppedPermission {
 var historyExercises = map[string]func(t *testing.T, user, root string) error{
 	roleCandidate: func(t *testing.T, user, root string) error {
 		js := rootBucket(t, root)
-		if _, err := election.CreateHistory(context.Background(), js, "ELECTIONS", 0); err != nil {
+		if _, err := history.Create(context.Background(), js, "ELECTIONS", 0); err != nil {
 			t.Fatal(err)
 		}
 		return expect(user, exitOK, "", "run", "--key", "job", "--once", "--history", "--", "true")
 	},
 	roleObserver: func(t *testing.T, user, root string) error {
 		js := rootBucket(t, root)
-		if _, err := election.CreateHistory(context.Background(), js, "ELECTIONS", 0); err != nil {
+		if _, err := history.Create(context.Background(), js, "ELECTIONS", 0); err != nil {
 			t.Fatal(err)
 		}
 		var out, errOut bytes.Buffer

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/slogrus"
 	"github.com/sirupsen/logrus"
 )
@@ -272,9 +273,9 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	for _, w := range warnings {
 		clog.Warn("bucket: " + w)
 	}
-	var history *election.History
+	var record *history.History
 	if cfg.history {
-		if history, err = election.OpenHistory(ctx, js, cfg.bucket); err != nil {
+		if record, err = history.Open(ctx, js, cfg.bucket, history.WithLogger(slogrus.New(log))); err != nil {
 			return 0, deniedOr(ctx, err)
 		}
 	}
@@ -289,8 +290,8 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		}),
 	}
 	opts = append(opts, election.WithPriority(cfg.priority))
-	if history != nil {
-		opts = append(opts, election.WithHistory(history))
+	if record != nil {
+		opts = append(opts, election.WithEventHook(record.Record))
 	}
 	if cfg.prefer {
 		opts = append(opts, election.WithPreferHigher(cfg.readyFor))
@@ -299,7 +300,7 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		opts = append(opts, election.OnWon(sup.lead))
 	}
 	if metrics != nil {
-		opts = append(opts, election.WithMetrics(metrics.collector))
+		opts = append(opts, election.WithEventHook(metrics.collector.Record))
 	}
 	e, err := election.NewElection(cfg.name, cfg.key, kv, opts...)
 	if err != nil {

@@ -1,0 +1,106 @@
+package election
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EventKind is what happened to an election.
+type EventKind int
+
+// The kinds of Event, in the order an election goes through them.
+const (
+	// EventCampaigning: the election started to campaign. Duration is the
+	// campaign interval at which it renews once it leads.
+	EventCampaigning EventKind = iota + 1
+	// EventWon: this node announced leadership. Token is its fencing token,
+	// After says how the key became free, and Duration is how long it
+	// campaigned: since it started, or since its previous leadership ended.
+	EventWon
+	// EventRenewed: a renewal returned. Duration is its round trip; Err is
+	// nil if it was acknowledged.
+	EventRenewed
+	// EventLost: leadership ended. Token is the leadership's, Err the cause
+	// (matching ErrRevisionGone, ErrRenewDeadline, ErrStopped or
+	// ErrHandedOver), and Duration how long it led.
+	EventLost
+	// EventStopped: the election stopped campaigning. Duration is its KV
+	// call timeout, the longest an event hook should take to finish what
+	// it holds for the election.
+	EventStopped
+)
+
+// String returns "campaigning", "won", "renewed", "lost" or "stopped".
+func (k EventKind) String() string {
+	switch k {
+	case EventCampaigning:
+		return "campaigning"
+	case EventWon:
+		return "won"
+	case EventRenewed:
+		return "renewed"
+	case EventLost:
+		return "lost"
+	case EventStopped:
+		return "stopped"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is something that happened to an election on this node, for what
+// only watches it: metrics (package promelection), a leadership history
+// (package history), logs of your own. Which fields are set depends on
+// Kind.
+type Event struct {
+	Kind     EventKind
+	Key      string
+	Name     string // the candidate
+	Token    uint64
+	Duration time.Duration
+	Err      error
+	// After says, for EventWon, how the key became free: "no key" (never
+	// held, or aged out), "released by NAME", "handed over to NAME",
+	// "taken over from NAME", "deleted", or "purged" (or an expiry marker).
+	After string
+}
+
+// WithEventHook makes the election call hook with each of its events. Give
+// it as often as there are hooks: each receives every event. Hooks run on
+// the election's campaign goroutine, in order, and must return quickly
+// (EventStopped excepted, which may take up to its Duration); one hook may
+// serve many elections at once.
+func WithEventHook(hook func(Event)) Option {
+	return func(o *options) { o.hooks = append(o.hooks, hook) }
+}
+
+// emit sends ev, stamped with the election's key and name, to every hook.
+func (c *campaigner) emit(ev Event) {
+	ev.Key, ev.Name = c.key, c.name
+	for _, hook := range c.opts.hooks {
+		hook(ev)
+	}
+}
+
+// freedBy says how a key became free, from the entry a claim was made over
+// (nil: none).
+func freedBy(over jetstream.KeyValueEntry) string {
+	switch {
+	case over == nil:
+		return "no key"
+	case over.Operation() == jetstream.KeyValueDelete:
+		return "deleted"
+	case over.Operation() == jetstream.KeyValuePurge:
+		return "purged"
+	}
+	value := string(over.Value())
+	if name, ok := strings.CutPrefix(value, releasePrefix); ok {
+		return "released by " + name
+	}
+	if to, ok := strings.CutPrefix(value, handoffPrefix); ok {
+		return "handed over to " + to
+	}
+	return "taken over from " + value
+}

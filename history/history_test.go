@@ -1,0 +1,105 @@
+package history_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestRecordKeepsWinsAndStandDownsInOrder drives Record as two elections
+// of one key would: every win and stand-down is in the history, in order,
+// as soon as the last election's EventStopped returns.
+func TestRecordKeepsWinsAndStandDownsInOrder(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "REC", TTL: 2 * time.Second})
+	h, err := history.Create(context.Background(), js, "REC", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Retention() != history.DefaultRetention {
+		t.Errorf("retention %v, want the default %v", h.Retention(), history.DefaultRetention)
+	}
+	for _, name := range []string{"a", "b"} {
+		h.Record(election.Event{Kind: election.EventCampaigning, Key: "k", Name: name, Duration: time.Second})
+	}
+	h.Record(election.Event{Kind: election.EventWon, Key: "k", Name: "a", Token: 3, After: "no key"})
+	h.Record(election.Event{Kind: election.EventRenewed, Key: "k", Name: "a", Duration: time.Millisecond})
+	h.Record(election.Event{Kind: election.EventLost, Key: "k", Name: "a", Token: 3, Err: election.ErrStopped})
+	h.Record(election.Event{Kind: election.EventStopped, Key: "k", Name: "a", Duration: time.Second})
+	h.Record(election.Event{Kind: election.EventWon, Key: "k", Name: "b", Token: 5, After: "released by a"})
+	h.Record(election.Event{Kind: election.EventStopped, Key: "k", Name: "b", Duration: time.Second})
+
+	events, err := h.Events(context.Background(), "k", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range events {
+		got = append(got, ev.Name+" "+ev.Kind+" "+ev.After+ev.Cause)
+	}
+	want := []string{"a won no key", "a stood_down " + election.ErrStopped.Error(), "b won released by a"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("the history holds %q, want %q", got, want)
+	}
+}
+
+// TestRecordGivesUpWhenItCannotWrite: with its server gone, an election's
+// EventStopped waits no longer than its Duration for the records still to
+// send, and the history logs what it could not record.
+func TestRecordGivesUpWhenItCannotWrite(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "GONE", TTL: 2 * time.Second})
+	var logged bytes.Buffer
+	h, err := history.Create(context.Background(), js, "GONE", 0, history.WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	h.Record(election.Event{Kind: election.EventCampaigning, Key: "k", Name: "a"})
+	h.Record(election.Event{Kind: election.EventWon, Key: "k", Name: "a", Token: 3})
+	started := time.Now()
+	h.Record(election.Event{Kind: election.EventStopped, Key: "k", Name: "a", Duration: 200 * time.Millisecond})
+	if took := time.Since(started); took > time.Second {
+		t.Errorf("EventStopped waited %v for the history, want about its Duration, 200ms", took)
+	}
+	if !strings.Contains(logged.String(), "could not record a leadership event") {
+		t.Errorf("nothing logged about the lost record: %q", logged.String())
+	}
+}
+
+// TestCreateAndOpenRefuseBadInput: a bucket without a history, a bad name
+// and a short retention each get an error naming what is wrong; a second
+// Create opens the history as it is.
+func TestCreateAndOpenRefuseBadInput(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	if _, err := history.Open(context.Background(), js, "NONE"); !errors.Is(err, history.ErrNoHistory) ||
+		!strings.Contains(err.Error(), "election bucket create --bucket NONE --history") {
+		t.Errorf("Open of a bucket without a history: %v, want ErrNoHistory saying how to create one", err)
+	}
+	if _, err := history.Create(context.Background(), js, "NONE", time.Second); !errors.Is(err, history.ErrInvalidRetention) {
+		t.Errorf("Create keeping a second: %v, want ErrInvalidRetention", err)
+	}
+	if _, err := history.Create(context.Background(), js, "bad name", 0); !errors.Is(err, election.ErrBucketConfig) {
+		t.Errorf("Create with a bad bucket name: %v, want ErrBucketConfig", err)
+	}
+	h, err := history.Create(context.Background(), js, "NONE", time.Hour)
+	if err != nil || h.Retention() != time.Hour {
+		t.Fatalf("Create for an hour: %v, %v", h, err)
+	}
+	again, err := history.Create(context.Background(), js, "NONE", 0)
+	if err != nil || again.Retention() != time.Hour {
+		t.Errorf("Create again: retention %v, %v; want the existing stream, an hour", again.Retention(), err)
+	}
+}
