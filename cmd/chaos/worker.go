@@ -55,7 +55,11 @@ func runWorker(args []string) error {
 	}
 	defer c.nc.Close()
 	js, kv, fence := c.js, c.kv, c.fence
-	history, err := lhistory.Open(ctx, js, *bucket)
+	var history *lhistory.History
+	err = retry(ctx, 5*time.Second, func(ctx context.Context) error { // as connectWorker binds the bucket
+		history, err = lhistory.Open(ctx, js, *bucket)
+		return err
+	})
 	if err != nil {
 		return err
 	}
