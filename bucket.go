@@ -34,7 +34,7 @@ type Bucket struct {
 // watcher's logger.
 func OpenBucket(ctx context.Context, kv jetstream.KeyValue, defaults ...Option) (*Bucket, error) {
 	if kv == nil {
-		return nil, fmt.Errorf("%w: pass a jetstream.KeyValue bound to the election bucket", ErrNilBucket)
+		return nil, fmt.Errorf("%w: the bucket is nil; pass a jetstream.KeyValue bound to the election bucket", ErrInvalidArgument)
 	}
 	info, err := readBucket(ctx, kv)
 	if err != nil {

@@ -29,7 +29,7 @@ func TestAbsenceProvesExpiryOnlyWhereKeysOnlyAgeOut(t *testing.T) {
 	}
 
 	for kv, want := range map[jetstream.KeyValue]bool{plain: true, markers: false, evicting: false} {
-		e, err := NewElection("m", "k", kv)
+		e, err := NewElection(context.Background(), "m", "k", kv)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,8 +19,8 @@ import (
 // loses its keys, and its revisions start again, if all of its servers
 // restart at once; CheckBucket warns about it.
 type BucketConfig struct {
-	// Bucket is the bucket's name: letters, digits, - and _.
-	Bucket string
+	// Name is the bucket's name: letters, digits, - and _.
+	Name string
 	// TTL is how long a key lives after its last write: the longest a crashed
 	// leader blocks its election. From MinTTL to MaxTTL.
 	TTL time.Duration
@@ -34,43 +34,22 @@ type BucketConfig struct {
 }
 
 // BucketError lists every setting of a bucket that makes it unusable for
-// elections. errors.Is matches it to ErrBucketConfig, and to the sentinel of
-// each problem it holds: ErrBucketNoTTL, ErrInvalidTTL, ErrBucketEvicts.
+// elections. errors.Is matches it to ErrBucketConfig.
 type BucketError struct {
 	// Bucket is the bucket's name.
 	Bucket string
-	// Problems has one error per problem, each saying what is wrong and what
+	// Problems has one line per problem, each saying what is wrong and what
 	// is allowed.
-	Problems []error
+	Problems []string
 }
 
 // Error lists the problems on one line.
 func (e *BucketError) Error() string {
-	msgs := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		msgs[i] = p.Error()
-	}
-	return fmt.Sprintf("%v: bucket %q: %s", ErrBucketConfig, e.Bucket, strings.Join(msgs, "; "))
+	return fmt.Sprintf("%v: bucket %q: %s", ErrBucketConfig, e.Bucket, strings.Join(e.Problems, "; "))
 }
 
-// Unwrap returns ErrBucketConfig and the problems, for errors.Is.
-func (e *BucketError) Unwrap() []error {
-	return append([]error{ErrBucketConfig}, e.Problems...)
-}
-
-// bucketProblem is one problem of a bucket: its own message, matching a
-// sentinel with errors.Is without repeating the sentinel's text.
-type bucketProblem struct {
-	msg  string
-	kind error
-}
-
-func (p *bucketProblem) Error() string { return p.msg }
-func (p *bucketProblem) Unwrap() error { return p.kind }
-
-func problem(kind error, format string, args ...any) error {
-	return &bucketProblem{msg: fmt.Sprintf(format, args...), kind: kind}
-}
+// Unwrap returns ErrBucketConfig, for errors.Is.
+func (e *BucketError) Unwrap() error { return ErrBucketConfig }
 
 // validBucket is what nats.go accepts as a bucket name.
 var validBucket = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
@@ -91,17 +70,17 @@ func CheckBucketName(name string) error {
 // CreateBucket never updates one.
 //
 // A cfg out of bounds gives an error matching ErrBucketConfig, or
-// ErrInvalidTTL for the TTL, that names the field and what is allowed; an
+// ErrBucketConfig for the TTL, that names the field and what is allowed; an
 // unusable existing bucket a *BucketError; a failure to reach the server one
 // matching ErrBucketStatus.
 func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (jetstream.KeyValue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	kv, err := js.KeyValue(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      cfg.Bucket,
+			Bucket:      cfg.Name,
 			Description: "leader elections (github.com/kvelect/election)",
 			TTL:         cfg.TTL,
 			Replicas:    max(cfg.Replicas, 1),
@@ -114,15 +93,15 @@ func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		switch {
 		case errors.Is(err, jetstream.ErrBucketExists):
 		case errors.As(err, &apiErr):
-			return nil, fmt.Errorf("%w: the server refused bucket %q: %w", ErrBucketConfig, cfg.Bucket, err)
+			return nil, fmt.Errorf("%w: the server refused bucket %q: %w", ErrBucketConfig, cfg.Name, err)
 		default:
-			return nil, fmt.Errorf("%w %q: creating it: %w", ErrBucketStatus, cfg.Bucket, err)
+			return nil, fmt.Errorf("%w %q: creating it: %w", ErrBucketStatus, cfg.Name, err)
 		}
 		// Another client created it meanwhile: check theirs.
-		kv, err = js.KeyValue(ctx, cfg.Bucket)
+		kv, err = js.KeyValue(ctx, cfg.Name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrBucketStatus, cfg.Bucket, err)
+		return nil, fmt.Errorf("%w %q: %w", ErrBucketStatus, cfg.Name, err)
 	}
 	if _, err := CheckBucket(ctx, kv); err != nil {
 		return nil, err
@@ -131,14 +110,14 @@ func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 }
 
 // Validate says what is wrong with cfg, without asking the server: an error
-// matching ErrInvalidTTL for the TTL, or ErrBucketConfig for the other
+// matching ErrBucketConfig for the TTL, or ErrBucketConfig for the other
 // fields, naming the value and what is allowed. CreateBucket calls it first.
 func (cfg BucketConfig) Validate() error {
-	if err := CheckBucketName(cfg.Bucket); err != nil {
+	if err := CheckBucketName(cfg.Name); err != nil {
 		return err
 	}
 	if p := ttlProblem(cfg.TTL, false); p != "" {
-		return fmt.Errorf("%w: %s", ErrInvalidTTL, p)
+		return fmt.Errorf("%w: %s", ErrBucketConfig, p)
 	}
 	switch cfg.Replicas {
 	case 0, 1, 3, 5:
@@ -172,19 +151,19 @@ func (cfg BucketConfig) Validate() error {
 //     above could not be made.
 func CheckBucket(ctx context.Context, kv jetstream.KeyValue) (warnings []string, err error) {
 	if kv == nil {
-		return nil, fmt.Errorf("%w: pass a jetstream.KeyValue bound to the election bucket", ErrNilBucket)
+		return nil, fmt.Errorf("%w: the bucket is nil; pass a jetstream.KeyValue bound to the election bucket", ErrInvalidArgument)
 	}
 	status, err := kv.Status(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrBucketStatus, kv.Bucket(), err)
 	}
-	var problems []error
+	var problems []string
 	switch ttl := status.TTL(); {
 	case ttl == 0:
-		problems = append(problems, problem(ErrBucketNoTTL,
+		problems = append(problems, fmt.Sprintf(
 			"no TTL, so a crashed leader's key never expires; allowed: a TTL from %v to %v", MinTTL, MaxTTL))
 	case ttlProblem(ttl, false) != "":
-		problems = append(problems, problem(ErrInvalidTTL, "%s", ttlProblem(ttl, false)))
+		problems = append(problems, ttlProblem(ttl, false))
 	}
 
 	bs, ok := status.(*jetstream.KeyValueBucketStatus)
@@ -203,17 +182,17 @@ func CheckBucket(ctx context.Context, kv jetstream.KeyValue) (warnings []string,
 }
 
 // checkStream checks the stream behind a bucket.
-func checkStream(sc jetstream.StreamConfig) (problems []error, warnings []string) {
+func checkStream(sc jetstream.StreamConfig) (problems, warnings []string) {
 	if sc.Discard == jetstream.DiscardOld && (sc.MaxMsgs > 0 || sc.MaxBytes > 0) {
-		problems = append(problems, problem(ErrBucketEvicts,
+		problems = append(problems, fmt.Sprintf(
 			"stream %s discards old messages at a limit (max messages %d, max bytes %d), which evicts keys before their TTL; "+
 				"allowed: discard policy new, or no message or byte limit", sc.Name, sc.MaxMsgs, sc.MaxBytes))
 	}
 	if sc.Sealed {
-		problems = append(problems, problem(ErrBucketConfig, "stream %s is sealed and refuses writes; allowed: an unsealed bucket", sc.Name))
+		problems = append(problems, fmt.Sprintf("stream %s is sealed and refuses writes; allowed: an unsealed bucket", sc.Name))
 	}
 	if sc.Mirror != nil {
-		problems = append(problems, problem(ErrBucketConfig,
+		problems = append(problems, fmt.Sprintf(
 			"mirrors %s, so its revisions are not the origin's and compare-and-set fails; allowed: the origin bucket", sc.Mirror.Name))
 	}
 	if sc.AllowMsgTTL {

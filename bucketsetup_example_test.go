@@ -24,7 +24,7 @@ func ExampleCreateBucket() {
 	ctx := context.Background()
 
 	// Creates the bucket, or checks the one that exists and leaves it as it is.
-	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "JOBS", TTL: 10 * time.Second})
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "JOBS", TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err) // the error lists what is wrong with an existing bucket
 	}

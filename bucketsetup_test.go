@@ -18,8 +18,8 @@ func TestCreateBucketCreatesWithSettings(t *testing.T) {
 	ctx := context.Background()
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	for _, cfg := range []election.BucketConfig{
-		{Bucket: "FILE", TTL: 3 * time.Second},
-		{Bucket: "MEMORY", TTL: time.Hour, Replicas: 1, Storage: jetstream.MemoryStorage},
+		{Name: "FILE", TTL: 3 * time.Second},
+		{Name: "MEMORY", TTL: time.Hour, Replicas: 1, Storage: jetstream.MemoryStorage},
 	} {
 		kv, err := election.CreateBucket(ctx, js, cfg)
 		if err != nil {
@@ -33,15 +33,15 @@ func TestCreateBucketCreatesWithSettings(t *testing.T) {
 		if got.MaxAge != cfg.TTL || got.Storage != cfg.Storage || got.Replicas != 1 || got.AllowMsgTTL ||
 			got.Discard != jetstream.DiscardNew {
 			t.Errorf("%s: stream config TTL %v, storage %v, replicas %d, per-message TTL %v, discard %v; want TTL %v, storage %v, 1 replica, no per-message TTL, discard new",
-				cfg.Bucket, got.MaxAge, got.Storage, got.Replicas, got.AllowMsgTTL, got.Discard, cfg.TTL, cfg.Storage)
+				cfg.Name, got.MaxAge, got.Storage, got.Replicas, got.AllowMsgTTL, got.Discard, cfg.TTL, cfg.Storage)
 		}
 		warnings, err := election.CheckBucket(ctx, kv)
 		if err != nil {
-			t.Errorf("%s: CheckBucket on a bucket CreateBucket made: %v", cfg.Bucket, err)
+			t.Errorf("%s: CheckBucket on a bucket CreateBucket made: %v", cfg.Name, err)
 		}
 		wantMemoryWarning := cfg.Storage == jetstream.MemoryStorage
 		if len(warnings) != btoi(wantMemoryWarning) || wantMemoryWarning && !strings.Contains(warnings[0], "memory storage") {
-			t.Errorf("%s: warnings %q, want only a memory storage warning on memory buckets", cfg.Bucket, warnings)
+			t.Errorf("%s: warnings %q, want only a memory storage warning on memory buckets", cfg.Name, warnings)
 		}
 	}
 }
@@ -58,7 +58,7 @@ func TestCreateBucketLeavesAnExistingBucketAsItIs(t *testing.T) {
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 5 * time.Second, History: 3})
 
-	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "E", TTL: 10 * time.Second})
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "E", TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,17 +73,17 @@ func TestCreateBucketLeavesAnExistingBucketAsItIs(t *testing.T) {
 
 func TestCreateBucketRejectsBadConfig(t *testing.T) {
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
-	ok := election.BucketConfig{Bucket: "B", TTL: 10 * time.Second}
+	ok := election.BucketConfig{Name: "B", TTL: 10 * time.Second}
 	for name, tc := range map[string]struct {
 		change func(*election.BucketConfig)
 		want   error
 		says   string
 	}{
-		"empty name":        {func(c *election.BucketConfig) { c.Bucket = "" }, election.ErrBucketConfig, `bucket name ""`},
-		"dotted name":       {func(c *election.BucketConfig) { c.Bucket = "a.b" }, election.ErrBucketConfig, "letters, digits, - and _"},
-		"no TTL":            {func(c *election.BucketConfig) { c.TTL = 0 }, election.ErrInvalidTTL, "TTL 0s, allowed 2s to 1h0m0s"},
-		"TTL too short":     {func(c *election.BucketConfig) { c.TTL = time.Second }, election.ErrInvalidTTL, "TTL 1s"},
-		"TTL too long":      {func(c *election.BucketConfig) { c.TTL = 2 * time.Hour }, election.ErrInvalidTTL, "TTL 2h0m0s"},
+		"empty name":        {func(c *election.BucketConfig) { c.Name = "" }, election.ErrBucketConfig, `bucket name ""`},
+		"dotted name":       {func(c *election.BucketConfig) { c.Name = "a.b" }, election.ErrBucketConfig, "letters, digits, - and _"},
+		"no TTL":            {func(c *election.BucketConfig) { c.TTL = 0 }, election.ErrBucketConfig, "TTL 0s, allowed 2s to 1h0m0s"},
+		"TTL too short":     {func(c *election.BucketConfig) { c.TTL = time.Second }, election.ErrBucketConfig, "TTL 1s"},
+		"TTL too long":      {func(c *election.BucketConfig) { c.TTL = 2 * time.Hour }, election.ErrBucketConfig, "TTL 2h0m0s"},
 		"even replicas":     {func(c *election.BucketConfig) { c.Replicas = 2 }, election.ErrBucketConfig, "replicas 2: allowed 1, 3 or 5"},
 		"too many replicas": {func(c *election.BucketConfig) { c.Replicas = 7 }, election.ErrBucketConfig, "replicas 7"},
 		"negative replicas": {func(c *election.BucketConfig) { c.Replicas = -1 }, election.ErrBucketConfig, "replicas -1"},
@@ -113,10 +113,10 @@ func TestCreateBucketRejectsBadConfig(t *testing.T) {
 func TestCreateBucketRefusesAnUnusableExistingBucket(t *testing.T) {
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "FOREVER"})
-	_, err := election.CreateBucket(context.Background(), js, election.BucketConfig{Bucket: "FOREVER", TTL: 10 * time.Second})
+	_, err := election.CreateBucket(context.Background(), js, election.BucketConfig{Name: "FOREVER", TTL: 10 * time.Second})
 	var be *election.BucketError
-	if !errors.As(err, &be) || !errors.Is(err, election.ErrBucketNoTTL) || be.Bucket != "FOREVER" {
-		t.Fatalf("got %v, want a *BucketError for FOREVER matching ErrBucketNoTTL", err)
+	if !errors.As(err, &be) || !errors.Is(err, election.ErrBucketConfig) || be.Bucket != "FOREVER" {
+		t.Fatalf("got %v, want a *BucketError for FOREVER matching ErrBucketConfig", err)
 	}
 }
 
@@ -130,7 +130,7 @@ func TestCreateBucketReportsAnUnreachableServer(t *testing.T) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err = election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "B", TTL: 10 * time.Second})
+	_, err = election.CreateBucket(ctx, js, election.BucketConfig{Name: "B", TTL: 10 * time.Second})
 	if !errors.Is(err, election.ErrBucketStatus) {
 		t.Fatalf("got %v, want ErrBucketStatus", err)
 	}
@@ -164,36 +164,36 @@ func TestCheckBucketNamesEveryProblem(t *testing.T) {
 	}{
 		"no TTL": {
 			cfg:  jetstream.KeyValueConfig{},
-			want: []error{election.ErrBucketNoTTL},
+			want: []error{election.ErrBucketConfig},
 			says: []string{"no TTL", "allowed: a TTL from 2s to 1h0m0s"},
 		},
 		"TTL too short": {
 			cfg:  jetstream.KeyValueConfig{TTL: time.Second},
-			want: []error{election.ErrInvalidTTL},
+			want: []error{election.ErrBucketConfig},
 			says: []string{"TTL 1s, allowed 2s to 1h0m0s"},
 		},
 		"TTL too long": {
 			cfg:  jetstream.KeyValueConfig{TTL: 2 * time.Hour},
-			want: []error{election.ErrInvalidTTL},
+			want: []error{election.ErrBucketConfig},
 			says: []string{"TTL 2h0m0s"},
 		},
 		"evicts at a message limit": {
 			cfg:   jetstream.KeyValueConfig{TTL: 10 * time.Second},
 			limit: func(c *jetstream.StreamConfig) { c.Discard, c.MaxMsgs = jetstream.DiscardOld, 100 },
-			want:  []error{election.ErrBucketEvicts},
+			want:  []error{election.ErrBucketConfig},
 			says:  []string{"discards old messages", "max messages 100", "allowed: discard policy new"},
 		},
 		"evicts at a byte limit": {
 			cfg:   jetstream.KeyValueConfig{TTL: 10 * time.Second},
 			limit: func(c *jetstream.StreamConfig) { c.Discard, c.MaxBytes = jetstream.DiscardOld, 1<<20 },
-			want:  []error{election.ErrBucketEvicts},
+			want:  []error{election.ErrBucketConfig},
 			says:  []string{"max bytes 1048576"},
 		},
 		"sealed": {
 			cfg:   jetstream.KeyValueConfig{TTL: 10 * time.Second},
 			limit: func(c *jetstream.StreamConfig) { c.Sealed = true },
 			// The server drops a sealed stream's limits, its TTL too.
-			want: []error{election.ErrBucketNoTTL, election.ErrBucketConfig},
+			want: []error{election.ErrBucketConfig, election.ErrBucketConfig},
 			says: []string{"sealed"},
 		},
 		"mirror": {
@@ -204,7 +204,7 @@ func TestCheckBucketNamesEveryProblem(t *testing.T) {
 		"several": {
 			cfg:   jetstream.KeyValueConfig{},
 			limit: func(c *jetstream.StreamConfig) { c.Discard, c.MaxMsgs = jetstream.DiscardOld, 100 },
-			want:  []error{election.ErrBucketNoTTL, election.ErrBucketEvicts},
+			want:  []error{election.ErrBucketConfig, election.ErrBucketConfig},
 			says:  []string{"no TTL", "; stream KV_"},
 		},
 	} {
@@ -270,7 +270,7 @@ func TestCheckBucketReportsAMissingBucket(t *testing.T) {
 	if _, err := election.CheckBucket(ctx, kv); !errors.Is(err, election.ErrBucketStatus) || !strings.Contains(err.Error(), `"GONE"`) {
 		t.Fatalf("got %v, want ErrBucketStatus naming GONE", err)
 	}
-	if _, err := election.CheckBucket(ctx, nil); !errors.Is(err, election.ErrNilBucket) {
-		t.Fatalf("nil bucket: got %v, want ErrNilBucket", err)
+	if _, err := election.CheckBucket(ctx, nil); !errors.Is(err, election.ErrInvalidArgument) {
+		t.Fatalf("nil bucket: got %v, want ErrInvalidArgument", err)
 	}
 }

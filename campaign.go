@@ -302,7 +302,7 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 	cancel()
 	if err != nil {
 		if isCASConflict(err) {
-			c.log.Debug("campaign lost", "error", fmt.Errorf("%w: %w", ErrKeyHeld, err))
+			c.log.Debug("campaign lost: another candidate holds the key", "error", err)
 		} else {
 			c.log.Warn("campaign failed", "error", err)
 		}

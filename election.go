@@ -38,26 +38,22 @@ type Election struct {
 	republish  chan struct{} // buffered 1: SetMetadata changed the metadata
 }
 
-// statusTimeout bounds NewElection's read of the bucket status.
-const statusTimeout = 5 * time.Second
-
 // validKey is what nats.go accepts as a KV key; it also excludes wildcards.
 var validKey = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
 
 // NewElection prepares an election for key in the bucket kv, with name
 // identifying this candidate (it is the value written to the key). It reads
-// the bucket's TTL from the server and checks it, and the options, against the
-// hard limits in limits.go. The election watches its key with a watcher of
-// its own; elections made by a Bucket share one.
-func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Election, error) {
+// the bucket's TTL from the server within ctx and checks it, and the
+// options, against the limits (MinTTL and the others). The election watches
+// its key with a watcher of its own; elections made by a Bucket share one
+// (Bucket.NewElection, which reads nothing from the server).
+func NewElection(ctx context.Context, name, key string, kv jetstream.KeyValue, opts ...Option) (*Election, error) {
 	if err := CheckCandidate(name, key); err != nil {
 		return nil, err
 	}
 	if kv == nil {
-		return nil, fmt.Errorf("%w: pass a jetstream.KeyValue bound to the election bucket", ErrNilBucket)
+		return nil, fmt.Errorf("%w: the bucket is nil; pass a jetstream.KeyValue bound to the election bucket", ErrInvalidArgument)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
-	defer cancel()
 	info, err := readBucket(ctx, kv)
 	if err != nil {
 		return nil, err
@@ -66,15 +62,15 @@ func NewElection(name, key string, kv jetstream.KeyValue, opts ...Option) (*Elec
 }
 
 // CheckCandidate returns the error NewElection would give for the candidate
-// name and the key (ErrInvalidName, ErrInvalidKey), or nil if both are
+// name and the key (matching ErrInvalidArgument), or nil if both are
 // allowed.
 func CheckCandidate(name, key string) error {
 	if name == "" {
-		return fmt.Errorf("%w: the name must not be empty", ErrInvalidName)
+		return fmt.Errorf("%w: the candidate name must not be empty", ErrInvalidArgument)
 	}
 	if isRelease([]byte(name)) || isDone([]byte(name)) {
-		return fmt.Errorf("%w %q: names must not start with %q or %q, which mark a released key, or %q, which marks work done",
-			ErrInvalidName, name, releasePrefix, handoffPrefix, donePrefix)
+		return fmt.Errorf("%w: candidate name %q: names must not start with %q or %q, which mark a released key, or %q, which marks work done",
+			ErrInvalidArgument, name, releasePrefix, handoffPrefix, donePrefix)
 	}
 	return CheckKey(key)
 }
@@ -95,7 +91,7 @@ func readBucket(ctx context.Context, kv jetstream.KeyValue) (bucketInfo, error) 
 	ttl := status.TTL()
 	if ttl == 0 {
 		return bucketInfo{}, fmt.Errorf("%w: bucket %q keeps keys forever; create it with a TTL between %v and %v (nats kv add --ttl 30s %s)",
-			ErrBucketNoTTL, kv.Bucket(), MinTTL, MaxTTL, kv.Bucket())
+			ErrBucketConfig, kv.Bucket(), MinTTL, MaxTTL, kv.Bucket())
 	}
 	return bucketInfo{ttl: ttl, absenceProvesExpiry: keysOnlyAgeOut(status)}, nil
 }
@@ -149,17 +145,17 @@ func keysOnlyAgeOut(status jetstream.KeyValueStatus) bool {
 }
 
 // CheckKey returns the error NewElection would give for key
-// (ErrInvalidKey), naming what is allowed, or nil if key can be an election
+// (ErrInvalidArgument), naming what is allowed, or nil if key can be an election
 // key.
 func CheckKey(key string) error {
 	const allowed = "letters, digits and - / _ = . (not at the start or end, not twice in a row)"
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: the key must not be empty; allowed: %s", ErrInvalidKey, allowed)
+		return fmt.Errorf("%w: the key must not be empty; allowed: %s", ErrInvalidArgument, allowed)
 	case !validKey.MatchString(key) || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, ".."):
-		return fmt.Errorf("%w %q: allowed: %s", ErrInvalidKey, key, allowed)
+		return fmt.Errorf("%w: key %q: allowed: %s", ErrInvalidArgument, key, allowed)
 	case strings.HasPrefix(key, reservedPrefix):
-		return fmt.Errorf("%w %q: keys starting with %q are reserved for kvelect's own records (requests to leaders)", ErrInvalidKey, key, reservedPrefix)
+		return fmt.Errorf("%w: key %q: keys starting with %q are reserved for kvelect's own records (requests to leaders)", ErrInvalidArgument, key, reservedPrefix)
 	}
 	return nil
 }

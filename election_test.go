@@ -29,32 +29,32 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		want   error
 		says   string // a fragment the message must carry
 	}{
-		{"empty name", "", "k", ttl10s, nil, election.ErrInvalidName, "must not be empty"},
-		{"name that marks a release", "released:a", "k", ttl10s, nil, election.ErrInvalidName, `must not start with "released:"`},
-		{"empty key", "m", "", ttl10s, nil, election.ErrInvalidKey, "must not be empty"},
-		{"space in key", "m", "a b", ttl10s, nil, election.ErrInvalidKey, `"a b"`},
-		{"wildcard key", "m", "a.*", ttl10s, nil, election.ErrInvalidKey, "letters, digits"},
-		{"leading dot", "m", ".a", ttl10s, nil, election.ErrInvalidKey, `".a"`},
-		{"double dot", "m", "a..b", ttl10s, nil, election.ErrInvalidKey, `"a..b"`},
-		{"reserved key", "m", "_kvelect.x", ttl10s, nil, election.ErrInvalidKey, `starting with "_kvelect." are reserved`},
-		{"name that marks work done", "done:a", "k", ttl10s, nil, election.ErrInvalidName, `or "done:"`},
-		{"nil bucket", "m", "k", nil, nil, election.ErrNilBucket, "jetstream.KeyValue"},
-		{"bucket without TTL", "m", "k", noTTL, nil, election.ErrBucketNoTTL, `"NOTTL"`},
-		{"TTL below minimum", "m", "k", ttl1s, nil, election.ErrInvalidTTL, "bucket TTL 1s, allowed 2s to 1h0m0s"},
-		{"TTL above maximum", "m", "k", ttl2h, nil, election.ErrInvalidTTL, "bucket TTL 2h0m0s, allowed 2s to 1h0m0s"},
+		{"empty name", "", "k", ttl10s, nil, election.ErrInvalidArgument, "must not be empty"},
+		{"name that marks a release", "released:a", "k", ttl10s, nil, election.ErrInvalidArgument, `must not start with "released:"`},
+		{"empty key", "m", "", ttl10s, nil, election.ErrInvalidArgument, "must not be empty"},
+		{"space in key", "m", "a b", ttl10s, nil, election.ErrInvalidArgument, `"a b"`},
+		{"wildcard key", "m", "a.*", ttl10s, nil, election.ErrInvalidArgument, "letters, digits"},
+		{"leading dot", "m", ".a", ttl10s, nil, election.ErrInvalidArgument, `".a"`},
+		{"double dot", "m", "a..b", ttl10s, nil, election.ErrInvalidArgument, `"a..b"`},
+		{"reserved key", "m", "_kvelect.x", ttl10s, nil, election.ErrInvalidArgument, `starting with "_kvelect." are reserved`},
+		{"name that marks work done", "done:a", "k", ttl10s, nil, election.ErrInvalidArgument, `or "done:"`},
+		{"nil bucket", "m", "k", nil, nil, election.ErrInvalidArgument, "jetstream.KeyValue"},
+		{"bucket without TTL", "m", "k", noTTL, nil, election.ErrBucketConfig, `"NOTTL"`},
+		{"TTL below minimum", "m", "k", ttl1s, nil, election.ErrBucketConfig, "bucket TTL 1s, allowed 2s to 1h0m0s"},
+		{"TTL above maximum", "m", "k", ttl2h, nil, election.ErrBucketConfig, "bucket TTL 2h0m0s, allowed 2s to 1h0m0s"},
 		{"interval below minimum", "m", "k", ttl10s,
 			[]election.Option{election.WithCampaignInterval(500 * time.Millisecond)},
-			election.ErrInvalidCampaignInterval, "campaign interval 500ms is below the minimum 1s"},
+			election.ErrInvalidArgument, "campaign interval 500ms is below the minimum 1s"},
 		{"interval too close to TTL", "m", "k", ttl10s,
 			[]election.Option{election.WithCampaignInterval(9800 * time.Millisecond)},
-			election.ErrInvalidCampaignInterval, "campaign interval 9.8s must be at most bucket TTL 10s − 500ms"},
+			election.ErrInvalidArgument, "campaign interval 9.8s must be at most bucket TTL 10s − 500ms"},
 		{"unsafe option still bounds the gap", "m", "k", ttl1s,
 			[]election.Option{election.WithUnsafeShortTTL(), election.WithCampaignInterval(time.Second)},
-			election.ErrInvalidCampaignInterval, "at most bucket TTL 1s − 10ms"},
+			election.ErrInvalidArgument, "at most bucket TTL 1s − 10ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, err := election.NewElection(tt.member, tt.key, tt.kv, tt.opts...)
+			e, err := election.NewElection(context.Background(), tt.member, tt.key, tt.kv, tt.opts...)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("NewElection: got (%v, %v), want error %v", e, err, tt.want)
 			}
@@ -65,7 +65,7 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 	}
 
 	t.Run("unsafe option allows a short TTL", func(t *testing.T) {
-		if _, err := election.NewElection("m", "k", ttl1s, election.WithUnsafeShortTTL()); err != nil {
+		if _, err := election.NewElection(context.Background(), "m", "k", ttl1s, election.WithUnsafeShortTTL()); err != nil {
 			t.Fatalf("NewElection with WithUnsafeShortTTL on a 1s bucket: %v", err)
 		}
 	})
@@ -78,13 +78,13 @@ func TestNewElectionReportsMissingBucketAndDeadServer(t *testing.T) {
 	if err := js.DeleteKeyValue(context.Background(), "GONE"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := election.NewElection("m", "k", kv)
+	_, err := election.NewElection(context.Background(), "m", "k", kv)
 	if !errors.Is(err, election.ErrBucketStatus) || !strings.Contains(err.Error(), `"GONE"`) {
 		t.Fatalf("deleted bucket: got %v, want ErrBucketStatus naming the bucket", err)
 	}
 
 	nc.Close()
-	_, err = election.NewElection("m", "k", kv)
+	_, err = election.NewElection(context.Background(), "m", "k", kv)
 	if !errors.Is(err, election.ErrBucketStatus) {
 		t.Fatalf("closed connection: got %v, want ErrBucketStatus", err)
 	}
@@ -95,7 +95,7 @@ func TestStartOnceAndStopIdempotent(t *testing.T) {
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ONCE", TTL: 10 * time.Second})
 
-	stoppedEarly, err := election.NewElection("m", "k", kv)
+	stoppedEarly, err := election.NewElection(context.Background(), "m", "k", kv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestStartOnceAndStopIdempotent(t *testing.T) {
 	}
 
 	campaigned := make(chan struct{}, 1)
-	e, err := election.NewElection("m", "k", kv, election.WithoutSplay(), election.OnCampaign(func(election.State) {
+	e, err := election.NewElection(context.Background(), "m", "k", kv, election.WithoutSplay(), election.OnCampaign(func(election.State) {
 		select {
 		case campaigned <- struct{}{}:
 		default:

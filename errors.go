@@ -7,40 +7,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Errors returned by NewElection for bad input. Each is wrapped with the value
-// given and what is allowed, so match them with errors.Is.
+// Errors for what an election is given. Each is wrapped with a message
+// naming what is wrong and what is allowed, so match them with errors.Is.
 var (
-	// ErrInvalidName means the candidate name is empty or starts with
-	// "released:" or "handoff:", which mark a released key.
-	ErrInvalidName = errors.New("election: invalid name")
-	// ErrInvalidKey means the election key is empty or has characters a KV key
-	// may not have.
-	ErrInvalidKey = errors.New("election: invalid key")
-	// ErrNilBucket means no KV bucket was given.
-	ErrNilBucket = errors.New("election: nil bucket")
-	// ErrBucketNoTTL means the bucket has no TTL, so a crashed leader's key
-	// would never expire.
-	ErrBucketNoTTL = errors.New("election: bucket has no TTL")
+	// ErrInvalidArgument means an argument or an option is not allowed: a
+	// candidate name, a key, a nil bucket, a campaign interval, a priority,
+	// metadata, a wait, a tolerance. The message names which, the value
+	// given and what is allowed.
+	ErrInvalidArgument = errors.New("election: invalid argument")
+	// ErrBucketConfig means a bucket, or a BucketConfig, is unusable for
+	// elections: no TTL, a TTL out of range, a stream that evicts keys at a
+	// size limit, a sealed or mirror stream. A *BucketError lists every
+	// problem.
+	ErrBucketConfig = errors.New("election: bucket unusable for elections")
 	// ErrBucketStatus means the bucket's status could not be read: the bucket
 	// is missing or the server is unreachable. The cause is wrapped.
 	ErrBucketStatus = errors.New("election: cannot read bucket status")
-	// ErrInvalidTTL means the bucket TTL is outside [MinTTL, MaxTTL].
-	ErrInvalidTTL = errors.New("election: bucket TTL out of range")
-	// ErrInvalidCampaignInterval means the campaign interval is below
-	// MinCampaignInterval or closer to the TTL than MinIntervalGap.
-	ErrInvalidCampaignInterval = errors.New("election: campaign interval out of range")
-)
-
-// Errors returned by CreateBucket and CheckBucket. A *BucketError matches
-// ErrBucketConfig and the sentinel of each problem it lists (ErrBucketNoTTL,
-// ErrInvalidTTL, ErrBucketEvicts).
-var (
-	// ErrBucketConfig means a bucket, or a BucketConfig, is unusable for
-	// elections.
-	ErrBucketConfig = errors.New("election: bucket unusable for elections")
-	// ErrBucketEvicts means the bucket's stream discards old messages at a
-	// message or byte limit, which can remove a leader's key before its TTL.
-	ErrBucketEvicts = errors.New("election: bucket evicts keys at a size limit")
 )
 
 // Errors returned by Start.
@@ -52,26 +34,17 @@ var (
 	ErrStopped = errors.New("election: stopped")
 )
 
-// Errors returned by CheckHealth, and written by HealthHandler.
-var (
-	// ErrUnhealthy means the node still counts itself leader after its
-	// validity deadline: its campaign goroutine has neither renewed nor stood
-	// down. The key, the candidate, the fencing token and how late it is are
-	// wrapped.
-	ErrUnhealthy = errors.New("election: unhealthy")
-	// ErrInvalidTolerance means a health check was given a negative
-	// tolerance.
-	ErrInvalidTolerance = errors.New("election: invalid health check tolerance")
-)
+// ErrUnhealthy is returned by CheckHealth, and written by HealthHandler,
+// when the node still counts itself leader after its validity deadline: its
+// campaign goroutine has neither renewed nor stood down. The key, the
+// candidate, the fencing token and how late it is are wrapped.
+var ErrUnhealthy = errors.New("election: unhealthy")
 
-// Outcomes of KV operations and causes of lost leadership, as passed to OnLost
-// and written to the log. Any other error is an infrastructure failure
-// (timeout, no responders, closed connection): it is retried and never taken
-// for a lost race.
+// Causes of lost leadership, as passed to OnLost and in EventLost. A KV
+// error that is none of them is an infrastructure failure (timeout, no
+// responders, closed connection): it is retried and never taken for a lost
+// race.
 var (
-	// ErrKeyHeld means a claim lost: the key was no longer at the revision the
-	// candidate saw (another candidate holds it, or an entry is still there).
-	ErrKeyHeld = errors.New("election: key held by another candidate")
 	// ErrRevisionGone means the leader's revision of the key is no longer the
 	// latest: the key was deleted, purged, overwritten or expired.
 	ErrRevisionGone = errors.New("election: leadership revision gone")

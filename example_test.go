@@ -29,7 +29,7 @@ func ExampleNewElection() {
 		log.Fatal(err)
 	}
 
-	e, err := election.NewElection("replica-1", "scheduler", kv,
+	e, err := election.NewElection(ctx, "replica-1", "scheduler", kv,
 		election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
 			token, _ := election.TokenFromContext(leading)
@@ -69,7 +69,7 @@ func ExampleElection_Once() {
 
 	// The same job fires on two hosts; it runs on one of them.
 	for _, host := range []string{"host-1", "host-2"} {
-		e, err := election.NewElection(host, "nightly-report", kv, election.WithoutSplay())
+		e, err := election.NewElection(ctx, host, "nightly-report", kv, election.WithoutSplay())
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func ExampleWorkDeadline() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	e, err := election.NewElection("replica-1", "compactor", kv,
+	e, err := election.NewElection(ctx, "replica-1", "compactor", kv,
 		election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
 			deadline, ok := election.WorkDeadline(leading)

@@ -16,7 +16,7 @@ import (
 // leadership's fencing token and how late it is. CheckHealth returns nil
 // while the node leads within its deadline, campaigns as a candidate, or is
 // not running; a negative tolerance gives an error wrapping
-// ErrInvalidTolerance.
+// ErrInvalidArgument.
 //
 // It is the peer of the Kubernetes leader-election watchdog
 // (HealthzAdaptor). IsLeader is already false past the deadline; this check
@@ -85,7 +85,7 @@ func (h healthHandler) problems() []string {
 
 func checkTolerance(tolerance time.Duration) error {
 	if tolerance < 0 {
-		return fmt.Errorf("%w %v: allowed: 0 or more", ErrInvalidTolerance, tolerance)
+		return fmt.Errorf("%w: health check tolerance %v: allowed: 0 or more", ErrInvalidArgument, tolerance)
 	}
 	return nil
 }

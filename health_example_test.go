@@ -31,7 +31,7 @@ func ExampleHealthHandler() {
 	}
 
 	var healthz http.Handler
-	e, err := election.NewElection("replica-1", "scheduler", kv,
+	e, err := election.NewElection(ctx, "replica-1", "scheduler", kv,
 		election.WithoutSplay(),
 		election.OnWon(func() {
 			// A real program serves healthz with http.Handle("/healthz", healthz).

@@ -29,7 +29,7 @@ func TestCheckHealthFailsWhileCampaignGoroutineIsStuck(t *testing.T) {
 	var stall sync.Once
 	won := make(chan uint64, 4)
 	lost := make(chan error, 4)
-	e, err := election.NewElection("a", "svc", kv, election.WithoutSplay(),
+	e, err := election.NewElection(context.Background(), "a", "svc", kv, election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
 			token, _ := election.TokenFromContext(leading)
 			won <- token
@@ -107,13 +107,13 @@ func TestHealthHandlerRejectsBadInput(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "HEALTHINPUT", TTL: 2 * time.Second})
-	e, err := election.NewElection("a", "svc", kv)
+	e, err := election.NewElection(context.Background(), "a", "svc", kv)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	if err := e.CheckHealth(-time.Second); !errors.Is(err, election.ErrInvalidTolerance) || !strings.Contains(err.Error(), "-1s") {
-		t.Errorf("CheckHealth(-1s): %v, want ErrInvalidTolerance naming -1s", err)
+	if err := e.CheckHealth(-time.Second); !errors.Is(err, election.ErrInvalidArgument) || !strings.Contains(err.Error(), "-1s") {
+		t.Errorf("CheckHealth(-1s): %v, want ErrInvalidArgument naming -1s", err)
 	}
 	tests := []struct {
 		name      string
@@ -124,7 +124,7 @@ func TestHealthHandlerRejectsBadInput(t *testing.T) {
 		{"no elections", election.HealthHandler(0), http.StatusOK, []string{"ok"}},
 		{"idle election", election.HealthHandler(time.Second, e), http.StatusOK, []string{"ok"}},
 		{"negative tolerance", election.HealthHandler(-time.Second, e, e), http.StatusServiceUnavailable,
-			[]string{"election: invalid health check tolerance -1s: allowed: 0 or more"}},
+			[]string{"election: invalid argument: health check tolerance -1s: allowed: 0 or more"}},
 		{"nil election", election.HealthHandler(0, e, nil), http.StatusServiceUnavailable,
 			[]string{"election 2 of 2 passed to HealthHandler is nil"}},
 	}

@@ -70,14 +70,14 @@ func checkLimits(ttl, interval time.Duration, unsafeShort bool) error {
 		minInterval, minGap = unsafeMinCampaignInterval, unsafeMinIntervalGap
 	}
 	if p := ttlProblem(ttl, unsafeShort); p != "" {
-		return fmt.Errorf("%w: %s", ErrInvalidTTL, p)
+		return fmt.Errorf("%w: %s", ErrBucketConfig, p)
 	}
 	if interval < minInterval {
-		return fmt.Errorf("%w: campaign interval %v is below the minimum %v", ErrInvalidCampaignInterval, interval, minInterval)
+		return fmt.Errorf("%w: campaign interval %v is below the minimum %v", ErrInvalidArgument, interval, minInterval)
 	}
 	if ttl-interval < minGap {
 		return fmt.Errorf("%w: campaign interval %v must be at most bucket TTL %v − %v",
-			ErrInvalidCampaignInterval, interval, ttl, minGap)
+			ErrInvalidArgument, interval, ttl, minGap)
 	}
 	return nil
 }

@@ -119,7 +119,7 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 	case to != "" && old.Name == to:
 		return old, nil
 	case to != "":
-		if err := b.checkCandidate(key, to); err != nil {
+		if err := b.requireCandidate(key, to); err != nil {
 			return old, err
 		}
 	}

@@ -48,10 +48,6 @@ func (o OnceOutcome) String() string {
 }
 
 var (
-	// ErrInvalidWait means Once was given a negative wait.
-	ErrInvalidWait = errors.New("election: invalid wait")
-	// ErrNilWork means Once was given no work to run.
-	ErrNilWork = errors.New("election: nil work")
 	// ErrWorkInterrupted means leadership ended (or Once's context was
 	// cancelled) before the work returned: the key is not marked done.
 	ErrWorkInterrupted = errors.New("election: leadership ended before the work returned")
@@ -87,11 +83,11 @@ var (
 func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx context.Context) error) (OnceOutcome, error) {
 	switch {
 	case wait < 0:
-		return 0, fmt.Errorf("%w %v: want 0 (only if the key is free now) or more", ErrInvalidWait, wait)
+		return 0, fmt.Errorf("%w: wait %v: want 0 (only if the key is free now) or more", ErrInvalidArgument, wait)
 	case work == nil:
-		return 0, ErrNilWork
+		return 0, fmt.Errorf("%w: the work is nil; pass the function to run once", ErrInvalidArgument)
 	case e.opts.priority == 0:
-		return 0, fmt.Errorf("%w: a candidate of priority 0 never leads, so it cannot run work once", ErrInvalidPriority)
+		return 0, fmt.Errorf("%w: priority 0: a candidate of priority 0 never leads, so it cannot run work once", ErrInvalidArgument)
 	}
 	var outcome OnceOutcome
 	var workErr error

@@ -27,13 +27,14 @@ type options struct {
 	metadata      map[string]string
 }
 
-// WonCallback is a callback OnWon accepts: the seed library's func(), or
-// func(ctx) whose context is cancelled the moment leadership ends.
-type WonCallback interface {
+// wonCallback is a callback OnWon accepts: func(), or func(ctx) whose
+// context is cancelled the moment leadership ends.
+type wonCallback interface {
 	func() | func(ctx context.Context)
 }
 
-// OnWon sets a callback run when this node becomes leader. Its context is
+// OnWon sets a callback run when this node becomes leader: a func(), or a
+// func(ctx context.Context). Its context is
 // cancelled when leadership ends, for any reason, and carries the fencing
 // token (TokenFromContext); the callback may block until then and do the
 // leader's work itself. The node lets a successor lead at once (its release,
@@ -44,7 +45,7 @@ type WonCallback interface {
 // OnWon and OnLost run one at a time, in order, on a goroutine of the
 // election's own, never while it holds a lock: they may call IsLeader, State
 // or Token. OnLost runs only after OnWon has returned.
-func OnWon[F WonCallback](cb F) Option {
+func OnWon[F wonCallback](cb F) Option {
 	return func(o *options) {
 		switch f := any(cb).(type) {
 		case func():
@@ -55,17 +56,18 @@ func OnWon[F WonCallback](cb F) Option {
 	}
 }
 
-// LostCallback is a callback OnLost accepts: the seed library's func(), or
-// func(cause) with the reason leadership ended: an error matching
-// ErrRevisionGone, ErrRenewDeadline, ErrStopped or ErrHandedOver.
-type LostCallback interface {
+// lostCallback is a callback OnLost accepts: func(), or func(cause) with
+// the reason leadership ended: an error matching ErrRevisionGone,
+// ErrRenewDeadline, ErrStopped or ErrHandedOver.
+type lostCallback interface {
 	func() | func(cause error)
 }
 
 // OnLost sets a callback run when this node stops leading, whatever the
-// reason, including Stop. It runs only if OnWon ran before it, and after
+// reason, including Stop: a func(), or a func(cause error) given an error
+// matching ErrRevisionGone, ErrRenewDeadline, ErrStopped or ErrHandedOver. It runs only if OnWon ran before it, and after
 // IsLeader has turned false.
-func OnLost[F LostCallback](cb F) Option {
+func OnLost[F lostCallback](cb F) Option {
 	return func(o *options) {
 		switch f := any(cb).(type) {
 		case func():

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,10 +128,6 @@ func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
 // together: the record is rewritten every third of a TTL.
 const maxMetadata = 64 << 10
 
-// ErrInvalidMetadata means metadata larger than 64 KiB, or with an empty
-// key, or given WithoutPresence (it travels in the candidate record).
-var ErrInvalidMetadata = errors.New("election: invalid metadata")
-
 // WithMetadata publishes metadata with the candidate's record, for every
 // process to read with Bucket.Candidates: a node's labels, capacity,
 // version, what it can run. At most 64 KiB, keys and values together; the
@@ -151,15 +146,15 @@ func checkMetadata(metadata map[string]string, noPresence bool) error {
 	size := 0
 	for k, v := range metadata {
 		if k == "" {
-			return fmt.Errorf("%w: an empty key", ErrInvalidMetadata)
+			return fmt.Errorf("%w: metadata with an empty key", ErrInvalidArgument)
 		}
 		size += len(k) + len(v)
 	}
 	switch {
 	case size > maxMetadata:
-		return fmt.Errorf("%w: %d bytes, want at most %d", ErrInvalidMetadata, size, maxMetadata)
+		return fmt.Errorf("%w: metadata of %d bytes, want at most %d", ErrInvalidArgument, size, maxMetadata)
 	case len(metadata) > 0 && noPresence:
-		return fmt.Errorf("%w: metadata travels in the candidate record, which WithoutPresence turns off", ErrInvalidMetadata)
+		return fmt.Errorf("%w: metadata travels in the candidate record, which WithoutPresence turns off", ErrInvalidArgument)
 	}
 	return nil
 }
@@ -251,8 +246,8 @@ func (c *campaigner) present(ctx context.Context) {
 	}
 }
 
-// checkCandidate returns ErrNotCandidate unless to campaigns for key.
-func (b *Bucket) checkCandidate(key, to string) error {
+// requireCandidate returns ErrNotCandidate unless to campaigns for key.
+func (b *Bucket) requireCandidate(key, to string) error {
 	live := b.hub.candidates(key, b.info.ttl)
 	names := make([]string, len(live))
 	for i, c := range live {

@@ -2,7 +2,6 @@ package election
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,12 +19,6 @@ import (
 
 // DefaultPriority is the priority of an election made without WithPriority.
 const DefaultPriority = 1
-
-// ErrInvalidPriority means a priority below 0, a priority or a preference
-// with WithoutPresence (others read priorities from the candidate record),
-// a negative readiness time, or Once on a candidate of priority 0, which
-// never leads.
-var ErrInvalidPriority = errors.New("election: invalid priority")
 
 // WithPriority sets the candidate's priority, 0 or more (default
 // DefaultPriority). When the key is free, a candidate that sees live
@@ -54,11 +47,11 @@ func WithPreferHigher(readyFor time.Duration) Option {
 func (o *options) checkPriority(ttl time.Duration) error {
 	switch {
 	case o.priority < 0:
-		return fmt.Errorf("%w %d: want 0 (never leads) or more", ErrInvalidPriority, o.priority)
+		return fmt.Errorf("%w: priority %d: want 0 (never leads) or more", ErrInvalidArgument, o.priority)
 	case o.readyFor < 0:
-		return fmt.Errorf("%w: readiness time %v: want 0 (two TTLs) or more", ErrInvalidPriority, o.readyFor)
+		return fmt.Errorf("%w: readiness time %v: want 0 (two TTLs) or more", ErrInvalidArgument, o.readyFor)
 	case o.noPresence && (o.prioritySet || o.preferHigher):
-		return fmt.Errorf("%w: priorities travel in the candidate record, which WithoutPresence turns off", ErrInvalidPriority)
+		return fmt.Errorf("%w: priorities travel in the candidate record, which WithoutPresence turns off", ErrInvalidArgument)
 	}
 	if !o.prioritySet {
 		o.priority = DefaultPriority

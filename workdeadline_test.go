@@ -24,7 +24,7 @@ func TestWorkDeadlineFollowsTheLeadership(t *testing.T) {
 		t.Error("WorkDeadline of a context that is no leadership's: ok, want false")
 	}
 	won := make(chan context.Context, 2)
-	e, err := election.NewElection("a", "job", kv, election.WithoutSplay(),
+	e, err := election.NewElection(context.Background(), "a", "job", kv, election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
 			won <- leading
 			<-leading.Done()

@@ -118,7 +118,7 @@ func (c *kvelectCandidate) campaign() {
 	go func() {
 		defer close(c.done)
 		c.report(campaigning, nil)
-		e, err := election.NewElection(fmt.Sprintf("c%d", c.id), c.key, c.kv,
+		e, err := election.NewElection(ctx, fmt.Sprintf("c%d", c.id), c.key, c.kv,
 			election.WithoutSplay(),
 			election.OnWon(func() { c.report(won, nil) }),
 			election.OnLost(func() { c.report(lost, nil) }),

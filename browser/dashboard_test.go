@@ -56,7 +56,7 @@ func candidate(t *testing.T, url, bucket, key, name string) *election.Election {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := election.NewElection(name, key, kv, election.WithoutSplay(), election.WithEventHook(history.Record))
+	e, err := election.NewElection(context.Background(), name, key, kv, election.WithoutSplay(), election.WithEventHook(history.Record))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "DASH", TTL: 2 * time.Second})
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "DASH", TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

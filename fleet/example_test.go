@@ -23,7 +23,7 @@ func ExampleJoin() {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "FLEET_EXAMPLE", TTL: 10 * time.Second})
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "FLEET_EXAMPLE", TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func ExampleWatchMembers() {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "FLEET_MEMBERS", TTL: 10 * time.Second})
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "FLEET_MEMBERS", TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

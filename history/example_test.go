@@ -25,7 +25,7 @@ func ExampleHistory_Record() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "EXAMPLE_HISTORY", TTL: 2 * time.Second})
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "EXAMPLE_HISTORY", TTL: 2 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func ExampleHistory_Record() {
 		log.Fatal(err)
 	}
 	won := make(chan struct{})
-	e, err := election.NewElection("replica-1", "scheduler", kv, election.WithoutSplay(),
+	e, err := election.NewElection(ctx, "replica-1", "scheduler", kv, election.WithoutSplay(),
 		election.WithEventHook(h.Record), election.OnWon(func() { close(won) }))
 	if err != nil {
 		log.Fatal(err)

@@ -57,7 +57,7 @@ func BenchmarkColdStart(b *testing.B) {
 		i++
 		var es []*election.Election
 		for c := range 3 {
-			e, err := election.NewElection(fmt.Sprint("c", c), key, kv, election.WithoutSplay(),
+			e, err := election.NewElection(context.Background(), fmt.Sprint("c", c), key, kv, election.WithoutSplay(),
 				election.OnWon(func() { won <- struct{}{} }))
 			if err != nil {
 				b.Fatal(err)
@@ -88,7 +88,7 @@ func BenchmarkHandover(b *testing.B) {
 	var all []*election.Election
 	start := func() {
 		var e *election.Election
-		e, err := election.NewElection(fmt.Sprint("c", next), "k", kv, election.WithoutSplay(),
+		e, err := election.NewElection(context.Background(), fmt.Sprint("c", next), "k", kv, election.WithoutSplay(),
 			election.OnWon(func() { won <- e }))
 		if err != nil {
 			b.Fatal(err)

@@ -157,7 +157,7 @@ func TestCloseRemovesTheWatcherBeforeItReturns(t *testing.T) {
 			return b.Close
 		},
 		"Election.Stop": func(kv jetstream.KeyValue) func() {
-			e, err := election.NewElection("c", "k", kv, election.WithoutSplay(), election.WithLogger(testenv.Logger(t)))
+			e, err := election.NewElection(context.Background(), "c", "k", kv, election.WithoutSplay(), election.WithLogger(testenv.Logger(t)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -48,7 +48,7 @@ func TestCandidatesShowWhoCampaigns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := election.NewElection(name, "k", kv, election.WithoutSplay(), election.WithLogger(testenv.Logger(t).With("candidate", name)))
+		e, err := election.NewElection(ctx, name, "k", kv, election.WithoutSplay(), election.WithLogger(testenv.Logger(t).With("candidate", name)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,8 +133,8 @@ func TestMetadataTravelsWithTheCandidate(t *testing.T) {
 		"an empty key":     {election.WithMetadata(map[string]string{"": "x"})},
 		"without a record": {election.WithMetadata(map[string]string{"zone": "a"}), election.WithoutPresence()},
 	} {
-		if _, err := election.NewElection("a", "k", admin, opts...); !errors.Is(err, election.ErrInvalidMetadata) {
-			t.Errorf("%s: %v, want ErrInvalidMetadata", name, err)
+		if _, err := election.NewElection(context.Background(), "a", "k", admin, opts...); !errors.Is(err, election.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
 }
@@ -147,7 +147,7 @@ func TestSetMetadataRepublishesAtOnce(t *testing.T) {
 	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: "SETMETADATA", TTL: 30 * time.Second})
 	b := openBucket(t, admin)
 	kv := handles(t, s.ClientURL(), "SETMETADATA", 1)[0]
-	e, err := election.NewElection("node", "k", kv, election.WithoutSplay(), election.WithMetadata(map[string]string{"state": "starting"}))
+	e, err := election.NewElection(context.Background(), "node", "k", kv, election.WithoutSplay(), election.WithMetadata(map[string]string{"state": "starting"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,14 +168,14 @@ func TestSetMetadataRepublishesAtOnce(t *testing.T) {
 	if took := time.Since(changed); took >= 10*time.Second {
 		t.Errorf("the new metadata showed after %v, at the refresh; want it at once", took)
 	}
-	if err := e.SetMetadata(map[string]string{"": "x"}); !errors.Is(err, election.ErrInvalidMetadata) {
-		t.Errorf("SetMetadata with an empty key: %v, want ErrInvalidMetadata", err)
+	if err := e.SetMetadata(map[string]string{"": "x"}); !errors.Is(err, election.ErrInvalidArgument) {
+		t.Errorf("SetMetadata with an empty key: %v, want ErrInvalidArgument", err)
 	}
-	hidden, err := election.NewElection("hidden", "k", kv, election.WithoutPresence())
+	hidden, err := election.NewElection(context.Background(), "hidden", "k", kv, election.WithoutPresence())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hidden.SetMetadata(map[string]string{"state": "x"}); !errors.Is(err, election.ErrInvalidMetadata) {
-		t.Errorf("SetMetadata without a record: %v, want ErrInvalidMetadata", err)
+	if err := hidden.SetMetadata(map[string]string{"state": "x"}); !errors.Is(err, election.ErrInvalidArgument) {
+		t.Errorf("SetMetadata without a record: %v, want ErrInvalidArgument", err)
 	}
 }

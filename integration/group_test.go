@@ -83,7 +83,7 @@ func (g *group) add(name string, kv jetstream.KeyValue, opts ...election.Option)
 		}),
 		election.OnLost(func(cause error) { g.lost(name, cause) }),
 	}, opts...)
-	e, err := election.NewElection(name, g.key, kv, all...)
+	e, err := election.NewElection(context.Background(), name, g.key, kv, all...)
 	if err != nil {
 		g.t.Fatal(err)
 	}

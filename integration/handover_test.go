@@ -175,11 +175,11 @@ func TestRequestsNeedALeader(t *testing.T) {
 	if _, err := b.Resign(context.Background(), "k"); !errors.Is(err, election.ErrNoLeader) {
 		t.Errorf("Resign with no leader: %v, want ErrNoLeader", err)
 	}
-	if _, err := b.Transfer(context.Background(), "k", "released:x"); !errors.Is(err, election.ErrInvalidName) {
-		t.Errorf("Transfer to a bad name: %v, want ErrInvalidName", err)
+	if _, err := b.Transfer(context.Background(), "k", "released:x"); !errors.Is(err, election.ErrInvalidArgument) {
+		t.Errorf("Transfer to a bad name: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := b.Resign(context.Background(), "_kvelect.request.k"); !errors.Is(err, election.ErrInvalidKey) {
-		t.Errorf("Resign of a request key: %v, want ErrInvalidKey", err)
+	if _, err := b.Resign(context.Background(), "_kvelect.request.k"); !errors.Is(err, election.ErrInvalidArgument) {
+		t.Errorf("Resign of a request key: %v, want ErrInvalidArgument", err)
 	}
 }
 

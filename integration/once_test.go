@@ -17,7 +17,7 @@ import (
 // onceElection makes an election for key "job" named name on kv.
 func onceElection(t *testing.T, kv jetstream.KeyValue, name string) *election.Election {
 	t.Helper()
-	e, err := election.NewElection(name, "job", kv, election.WithoutSplay(), election.WithLogger(testenv.Logger(t).With("candidate", name)))
+	e, err := election.NewElection(context.Background(), name, "job", kv, election.WithoutSplay(), election.WithLogger(testenv.Logger(t).With("candidate", name)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,14 +181,14 @@ func TestOnceRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	s, _ := serverWithBucket(t, "ONCE_BAD")
 	kv := handles(t, s.ClientURL(), "ONCE_BAD", 1)[0]
-	if _, err := onceElection(t, kv, "a").Once(context.Background(), -time.Second, func(context.Context) error { return nil }); !errors.Is(err, election.ErrInvalidWait) {
-		t.Errorf("a negative wait: %v, want ErrInvalidWait", err)
+	if _, err := onceElection(t, kv, "a").Once(context.Background(), -time.Second, func(context.Context) error { return nil }); !errors.Is(err, election.ErrInvalidArgument) {
+		t.Errorf("a negative wait: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := onceElection(t, kv, "a").Once(context.Background(), 0, nil); !errors.Is(err, election.ErrNilWork) {
-		t.Errorf("no work: %v, want ErrNilWork", err)
+	if _, err := onceElection(t, kv, "a").Once(context.Background(), 0, nil); !errors.Is(err, election.ErrInvalidArgument) {
+		t.Errorf("no work: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := election.NewElection("done:x", "job", kv); !errors.Is(err, election.ErrInvalidName) {
-		t.Errorf("a name starting with done: %v, want ErrInvalidName", err)
+	if _, err := election.NewElection(context.Background(), "done:x", "job", kv); !errors.Is(err, election.ErrInvalidArgument) {
+		t.Errorf("a name starting with done: %v, want ErrInvalidArgument", err)
 	}
 }
 

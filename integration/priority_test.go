@@ -101,16 +101,16 @@ func TestBadPrioritiesAreRefused(t *testing.T) {
 		"priority without record": {election.WithPriority(2), election.WithoutPresence()},
 		"prefer without record":   {election.WithPreferHigher(0), election.WithoutPresence()},
 	} {
-		if _, err := election.NewElection("a", "k", admin, opts...); !errors.Is(err, election.ErrInvalidPriority) {
-			t.Errorf("%s: %v, want ErrInvalidPriority", name, err)
+		if _, err := election.NewElection(context.Background(), "a", "k", admin, opts...); !errors.Is(err, election.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	e, err := election.NewElection("a", "k", admin, election.WithPriority(0))
+	e, err := election.NewElection(context.Background(), "a", "k", admin, election.WithPriority(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Once(context.Background(), 0, func(context.Context) error { return nil }); !errors.Is(err, election.ErrInvalidPriority) {
-		t.Errorf("Once with priority 0: %v, want ErrInvalidPriority", err)
+	if _, err := e.Once(context.Background(), 0, func(context.Context) error { return nil }); !errors.Is(err, election.ErrInvalidArgument) {
+		t.Errorf("Once with priority 0: %v, want ErrInvalidArgument", err)
 	}
 }
 

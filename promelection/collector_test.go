@@ -250,7 +250,7 @@ func newCollector(t *testing.T, opts ...promelection.Option) (*promelection.Coll
 func start(t *testing.T, name string, kv jetstream.KeyValue, c *promelection.Collector, opts ...election.Option) *election.Election {
 	t.Helper()
 	opts = append([]election.Option{election.WithoutSplay(), election.WithEventHook(c.Record), election.WithCampaignInterval(time.Second)}, opts...)
-	e, err := election.NewElection(name, "svc", kv, opts...)
+	e, err := election.NewElection(context.Background(), name, "svc", kv, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@
 //		return err
 //	}
 //	registry.MustRegister(metrics)
-//	e, err := election.NewElection("replica-1", "scheduler", kv, election.WithEventHook(metrics.Record))
+//	e, err := election.NewElection(ctx, "replica-1", "scheduler", kv, election.WithEventHook(metrics.Record))
 //
 // # Metrics
 //

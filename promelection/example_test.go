@@ -44,7 +44,7 @@ func ExampleNewCollector() {
 	registry.MustRegister(metrics)
 	handler := promhttp.HandlerFor(registry, promhttp.HandlerOpts{}) // http.Handle("/metrics", handler)
 
-	e, err := election.NewElection("replica-1", "scheduler", kv,
+	e, err := election.NewElection(ctx, "replica-1", "scheduler", kv,
 		election.WithoutSplay(),
 		election.WithEventHook(metrics.Record),
 		election.OnWon(func() { cancel() }), // lead, then stop at once

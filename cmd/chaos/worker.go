@@ -81,7 +81,7 @@ func runWorker(args []string) error {
 	if *preferHigher > 0 {
 		opts = append(opts, election.WithPreferHigher(*preferHigher))
 	}
-	e, err := election.NewElection(*name, *key, &recordingKV{KeyValue: kv, rec: rec}, opts...)
+	e, err := election.NewElection(ctx, *name, *key, &recordingKV{KeyValue: kv, rec: rec}, opts...)
 	if err != nil {
 		return err
 	}

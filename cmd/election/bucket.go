@@ -81,7 +81,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 	conn.add(fs)
 	cfg := election.BucketConfig{}
 	var storage string
-	fs.bucketVar(&cfg.Bucket, "the bucket's `NAME`: letters, digits, - and _")
+	fs.bucketVar(&cfg.Name, "the bucket's `NAME`: letters, digits, - and _")
 	fs.DurationVar(&cfg.TTL, "ttl", 10*time.Second,
 		fmt.Sprintf("`DURATION` a key lives after its last write, the longest a crashed leader blocks its election: %v to %v", election.MinTTL, election.MaxTTL))
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "`N` servers store the bucket: 1, 3 or 5")
@@ -119,13 +119,13 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 	}
 	defer nc.Close()
 
-	_, err = js.KeyValue(ctx, cfg.Bucket)
+	_, err = js.KeyValue(ctx, cfg.Name)
 	existed := err == nil
 	kv, err := election.CreateBucket(ctx, js, cfg)
 	var be *election.BucketError
 	switch {
 	case errors.As(err, &be):
-		fmt.Fprintf(stdout, "bucket %s exists and is unusable for elections:\n", cfg.Bucket)
+		fmt.Fprintf(stdout, "bucket %s exists and is unusable for elections:\n", cfg.Name)
 		printProblems(stdout, be)
 		return exitError
 	case err != nil:
@@ -135,16 +135,16 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		if err := sameAsAsked(ctx, kv, cfg, given(fs.FlagSet)); err != nil {
 			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
-		fmt.Fprintf(stdout, "bucket %s exists; left as it is\n", cfg.Bucket)
+		fmt.Fprintf(stdout, "bucket %s exists; left as it is\n", cfg.Name)
 	} else {
-		fmt.Fprintf(stdout, "created bucket %s\n", cfg.Bucket)
+		fmt.Fprintf(stdout, "created bucket %s\n", cfg.Name)
 	}
 	if retention > 0 {
-		h, err := history.Create(ctx, js, cfg.Bucket, retention)
+		h, err := history.Create(ctx, js, cfg.Name, retention)
 		if err != nil {
 			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
-		fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Bucket, h.Retention())
+		fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, h.Retention())
 	}
 	return report(ctx, stdout, stderr, fs.path, kv, false)
 }

@@ -60,7 +60,7 @@ func TestBucketCheckPrintsWarningsAndProblems(t *testing.T) {
 		"GOOD": {0, []string{"bucket GOOD: TTL 10s", "durability: file storage, 1 replica\n", "durability: one replica",
 			"durability, not checked: whether every server fsyncs", `"sync_always": true`, "usable for elections\n"}},
 		"MARKERS": {0, []string{"warning: per-message TTLs are on", "usable for elections\n"}},
-		"BAD":     {1, []string{"warning: per-message TTLs", "problem: TTL 1s, allowed 2s to 1h0m0s\n", "unusable for elections\n"}},
+		"BAD":     {1, []string{"warning: per-message TTLs", "problem: bucket TTL 1s, allowed 2s to 1h0m0s\n", "unusable for elections\n"}},
 	} {
 		code, stdout, stderr := runCLI(t, "bucket", "check", "--server", s.ClientURL(), "--bucket", name)
 		if code != want.code || stderr != "" {
@@ -74,7 +74,7 @@ func TestBucketCheckPrintsWarningsAndProblems(t *testing.T) {
 	}
 
 	code, stdout, _ := runCLI(t, "bucket", "create", "--server", s.ClientURL(), "--bucket", "BAD")
-	if code != 1 || !strings.Contains(stdout, "bucket BAD exists and is unusable for elections:\nproblem: TTL 1s") {
+	if code != 1 || !strings.Contains(stdout, "bucket BAD exists and is unusable for elections:\nproblem: bucket TTL 1s") {
 		t.Errorf("create over an unusable bucket: exit %d, stdout %q; want 1 and the problem", code, stdout)
 	}
 }

@@ -186,7 +186,7 @@ func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValu
 	if cfg.noSplay {
 		opts = append(opts, election.WithoutSplay())
 	}
-	return election.NewElection(name, cfg.key, kv, opts...)
+	return election.NewElection(context.Background(), name, cfg.key, kv, opts...)
 }
 
 // doWork stands for a leader's singleton work: once a second until
@@ -269,7 +269,7 @@ func bindBucket(ctx context.Context, log *logrus.Logger, js jetstream.JetStream,
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("binding bucket %s: %w", bucket, err)
 	}
-	kv, err = election.CreateBucket(ctx, js, election.BucketConfig{Bucket: bucket, TTL: ttl})
+	kv, err = election.CreateBucket(ctx, js, election.BucketConfig{Name: bucket, TTL: ttl})
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", bucket, err)
 	}

@@ -302,7 +302,7 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	if metrics != nil {
 		opts = append(opts, election.WithEventHook(metrics.collector.Record))
 	}
-	e, err := election.NewElection(cfg.name, cfg.key, kv, opts...)
+	e, err := election.NewElection(ctx, cfg.name, cfg.key, kv, opts...)
 	if err != nil {
 		return 0, err
 	}

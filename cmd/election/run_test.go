@@ -21,8 +21,8 @@ func TestRunErrorsAreOneLine(t *testing.T) {
 	}{
 		"no key":             {[]string{"-s", url, "--", "true"}, 2, []string{"--key is required"}},
 		"empty key":          {[]string{"-s", url, "--key", "", "--", "true"}, 2, []string{"--key is required"}},
-		"invalid key":        {[]string{"-s", url, "--key", "a b", "--", "true"}, 2, []string{`invalid key "a b"`, "allowed: letters, digits"}},
-		"invalid name":       {[]string{"-s", url, "--key", "k", "--name", "released:x", "--", "true"}, 2, []string{`invalid name "released:x"`}},
+		"invalid key":        {[]string{"-s", url, "--key", "a b", "--", "true"}, 2, []string{`invalid argument: key "a b"`, "allowed: letters, digits"}},
+		"invalid name":       {[]string{"-s", url, "--key", "k", "--name", "released:x", "--", "true"}, 2, []string{`invalid argument: candidate name "released:x"`}},
 		"no command":         {[]string{"-s", url, "--key", "k"}, 2, []string{"no COMMAND given"}},
 		"negative grace":     {[]string{"-s", url, "--key", "k", "--grace", "-1s", "--", "true"}, 2, []string{"--grace -1s: want a duration of 0 or more"}},
 		"bad log format":     {[]string{"-s", url, "--key", "k", "--log-format", "xml", "--", "true"}, 2, []string{`--log-format "xml": want text or json`}},

@@ -88,7 +88,7 @@ func TestStatusErrorsAreOneLine(t *testing.T) {
 		says []string
 	}{
 		"watch without key":  {[]string{"-s", url, "--watch"}, 2, []string{"--watch needs --key"}},
-		"invalid key":        {[]string{"-s", url, "--key", "a b"}, 2, []string{`invalid key "a b"`}},
+		"invalid key":        {[]string{"-s", url, "--key", "a b"}, 2, []string{`invalid argument: key "a b"`}},
 		"extra argument":     {[]string{"-s", url, "job"}, 2, []string{`unexpected argument "job"`}},
 		"missing bucket":     {[]string{"-s", url, "--bucket", "NOPE"}, 1, []string{`bucket "NOPE" does not exist`}},
 		"unreachable server": {[]string{"-s", "nats://127.0.0.1:1"}, 1, []string{"connecting to nats://127.0.0.1:1"}},

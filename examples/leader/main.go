@@ -37,14 +37,14 @@ func main() {
 
 	// The bucket's TTL bounds how long a crashed leader blocks the work.
 	// CreateBucket opens the bucket if it exists.
-	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Bucket: "ELECTIONS", TTL: 10 * time.Second})
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "ELECTIONS", TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 
 	host, _ := os.Hostname()
 	name := fmt.Sprintf("%s-%d", host, os.Getpid())
-	e, err := election.NewElection(name, "scheduler", kv,
+	e, err := election.NewElection(ctx, name, "scheduler", kv,
 		election.OnWon(func(leading context.Context) {
 			token, _ := election.TokenFromContext(leading)
 			log.Printf("%s leads, fencing token %d", name, token)
