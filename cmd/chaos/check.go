@@ -148,7 +148,7 @@ func check(cfg config, dir string) (*report, error) {
 		checkTokens(rep, terms, hist.audit)
 	}
 	checkFence(rep, hist)
-	checkLeadership(rep, hist, deaths)
+	checkLeadership(rep, hist, deaths, cfg.ttl)
 	checkScenarios(rep, hist.harness, terms)
 	checkRoundTrips(rep, hist)
 	checkKV(rep, hist, cfg.ttl, cfg.html, dir)
@@ -447,11 +447,14 @@ const recordGrace = int64(time.Second)
 
 // checkLeadership compares the bucket's leadership history with the
 // workers' own records: every win recorded once, except one whose worker
-// was killed within recordGrace of it, or whose acts JetStream refused as
-// temporarily unavailable (err_code 10008, as after quorum loss) within
-// recordGrace of it: the record, a best-effort write, met the same; no win
-// or stand-down recorded twice; nothing recorded that no worker did.
-func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
+// was killed within recordGrace of it; or whose acts sent within
+// recordGrace of it JetStream refused as temporarily unavailable (err_code
+// 10008, as after quorum loss), or that failed otherwise when the worker
+// was killed before the record's first attempt (one KV call's timeout, at
+// most the campaign interval) and a retry could end: the record, a
+// best-effort write sent at the win, met the same. No win or stand-down
+// recorded twice; nothing recorded that no worker did.
+func checkLeadership(rep *report, hist *history, deaths map[string]int64, ttl time.Duration) {
 	if hist.leadership == nil {
 		return
 	}
@@ -475,6 +478,7 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
 	}
 	wins, lost := map[leadership]int64{}, map[leadership]bool{}
 	unavailable := map[leadership]bool{} // JetStream refused the winner's acts right after its win
+	failing := map[leadership]bool{}     // the winner's acts right after its win failed otherwise
 	for name, events := range hist.workers {
 		for _, ev := range events {
 			l := leadership{name, ev.Token}
@@ -484,8 +488,12 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
 			case "lost":
 				lost[l] = true
 			case "act":
-				if ev.T-wins[l] < recordGrace && strings.Contains(ev.Err, "err_code=10008") {
+				switch {
+				case ev.Err == "" || ev.Sent-wins[l] >= recordGrace:
+				case strings.Contains(ev.Err, "err_code=10008"):
 					unavailable[l] = true
+				default:
+					failing[l] = true
 				}
 			}
 		}
@@ -494,7 +502,8 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64) {
 		switch {
 		case recorded[lhistory.Won][l] > 0:
 			rep.HistoryWins++
-		case deaths[l.worker] != 0 && deaths[l.worker]-at < recordGrace, unavailable[l]:
+		case deaths[l.worker] != 0 && deaths[l.worker]-at < recordGrace, unavailable[l],
+			failing[l] && deaths[l.worker] != 0 && deaths[l.worker]-at < int64(ttl*3/4)+recordGrace:
 			rep.HistoryExcused++
 		default:
 			rep.HistoryMissing++

@@ -202,7 +202,7 @@ func TestCheckLeadershipComparesTheHistoryWithTheWorkers(t *testing.T) {
 		},
 	}
 	rep := &report{}
-	checkLeadership(rep, hist, map[string]int64{"c": 8*sec + sec/2}) // c was killed half a second after its win
+	checkLeadership(rep, hist, map[string]int64{"c": 8*sec + sec/2}, time.Second) // c was killed half a second after its win
 	if rep.HistoryWins != 1 || rep.HistoryMissing != 1 || rep.HistoryExcused != 1 || rep.HistoryDuplicated != 1 || rep.HistoryUnknown != 1 || rep.historyOK() {
 		t.Errorf("recorded %d, missing %d, excused %d, duplicated %d, unknown %d, ok %v; want 1, 1, 1, 1, 1 and not ok",
 			rep.HistoryWins, rep.HistoryMissing, rep.HistoryExcused, rep.HistoryDuplicated, rep.HistoryUnknown, rep.historyOK())
@@ -211,15 +211,29 @@ func TestCheckLeadershipComparesTheHistoryWithTheWorkers(t *testing.T) {
 	// d's win came while JetStream was unavailable: its acts were refused.
 	rep = &report{}
 	unavailable := "nats: API error: code=503 err_code=10008 description=JetStream system temporarily unavailable"
-	hist.workers["d"] = []Event{{T: 10 * sec, Kind: "won", Token: 12}, {T: 10*sec + 50e6, Kind: "act", Token: 12, Err: unavailable}}
+	hist.workers["d"] = []Event{{T: 10 * sec, Kind: "won", Token: 12}, {T: 10*sec + 60e6, Sent: 10*sec + 50e6, Kind: "act", Token: 12, Err: unavailable}}
 	hist.leadership = []Event{{Kind: "recorded-won", Target: "a", Token: 2}, {Kind: "recorded-won", Target: "b", Token: 6}, {Kind: "recorded-won", Target: "c", Token: 9}}
-	if checkLeadership(rep, hist, nil); !rep.historyOK() || rep.HistoryExcused != 1 {
+	if checkLeadership(rep, hist, nil, time.Second); !rep.historyOK() || rep.HistoryExcused != 1 {
 		t.Errorf("a win whose acts JetStream refused, unrecorded: %d excused, ok %v; want 1 and ok", rep.HistoryExcused, rep.historyOK())
 	}
 	delete(hist.workers, "d")
 
+	// e's first act after its win timed out, and e was killed 1.5 s after
+	// the win, before the record's first attempt at a 2 s TTL could time
+	// out and a retry end: excused; alive, its record is owed.
+	hist.workers["e"] = []Event{{T: 20 * sec, Kind: "won", Token: 14}, {T: 21*sec + 50e6, Sent: 20*sec + 50e6, Kind: "act", Token: 14, Err: "context deadline exceeded"}}
 	rep = &report{}
-	if checkLeadership(rep, hist, nil); !rep.historyOK() || rep.HistoryWins != 3 {
+	if checkLeadership(rep, hist, map[string]int64{"e": 21*sec + sec/2}, 2*time.Second); !rep.historyOK() || rep.HistoryExcused != 1 {
+		t.Errorf("a win whose worker was killed while its calls timed out, unrecorded: %d excused, ok %v; want 1 and ok", rep.HistoryExcused, rep.historyOK())
+	}
+	rep = &report{}
+	if checkLeadership(rep, hist, nil, 2*time.Second); rep.historyOK() || rep.HistoryMissing != 1 {
+		t.Errorf("a win whose worker lived on, unrecorded: %d missing, ok %v; want 1 and not ok", rep.HistoryMissing, rep.historyOK())
+	}
+	delete(hist.workers, "e")
+
+	rep = &report{}
+	if checkLeadership(rep, hist, nil, time.Second); !rep.historyOK() || rep.HistoryWins != 3 {
 		t.Errorf("a complete history: %d wins recorded, ok %v; want 3 and ok", rep.HistoryWins, rep.historyOK())
 	}
 }
