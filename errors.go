@@ -56,6 +56,11 @@ var (
 	ErrHandedOver = errors.New("election: leadership handed over on request")
 )
 
+// ErrWorkInterrupted is returned by Election.Once when leadership ended (or
+// Once's context was cancelled) before the work returned: the key is not
+// marked done.
+var ErrWorkInterrupted = errors.New("election: leadership ended before the work returned")
+
 // Errors returned by Bucket.Resign and Bucket.Transfer.
 var (
 	// ErrNoLeader means nobody holds the key.

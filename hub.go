@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -468,4 +469,53 @@ func (h *hub) anyHeldLocked() bool {
 		}
 	}
 	return false
+}
+
+// indexLocked adds the view of key to the index of candidate records, or
+// removes it, if key is a record's.
+func (h *hub) indexLocked(key string, add bool) {
+	electionKey, ok := electionKeyOf(key)
+	switch {
+	case !ok:
+	case add && h.records[electionKey] == nil:
+		h.records[electionKey] = map[string]struct{}{key: {}}
+	case add:
+		h.records[electionKey][key] = struct{}{}
+	default:
+		delete(h.records[electionKey], key)
+		if len(h.records[electionKey]) == 0 {
+			delete(h.records, electionKey)
+		}
+	}
+}
+
+// candidates returns the live candidates of key ("": of every key), sorted
+// by key and name: those whose record the watcher delivered within the last
+// ttl.
+func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Candidate
+	add := func(records map[string]struct{}) {
+		for k := range records {
+			v := h.views[k]
+			if v == nil || v.latest == nil || time.Since(v.seenAt) >= ttl {
+				continue
+			}
+			if c, ok := candidateOf(v.latest); ok {
+				out = append(out, c)
+			}
+		}
+	}
+	if key != "" {
+		add(h.records[key])
+	} else {
+		for _, records := range h.records {
+			add(records)
+		}
+	}
+	slices.SortFunc(out, func(a, b Candidate) int {
+		return strings.Compare(a.Key+"\x00"+a.Name, b.Key+"\x00"+b.Name)
+	})
+	return out
 }

@@ -47,12 +47,6 @@ func (o OnceOutcome) String() string {
 	}
 }
 
-var (
-	// ErrWorkInterrupted means leadership ended (or Once's context was
-	// cancelled) before the work returned: the key is not marked done.
-	ErrWorkInterrupted = errors.New("election: leadership ended before the work returned")
-)
-
 // Once makes one attempt to lead the key, and runs work if it leads: the way
 // to run a job fired on many hosts (cron, say) on exactly one of them.
 //

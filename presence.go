@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -73,55 +72,6 @@ func electionKeyOf(recordKey string) (string, bool) {
 		return "", false
 	}
 	return rest[:dot], true
-}
-
-// indexLocked adds the view of key to the index of candidate records, or
-// removes it, if key is a record's.
-func (h *hub) indexLocked(key string, add bool) {
-	electionKey, ok := electionKeyOf(key)
-	switch {
-	case !ok:
-	case add && h.records[electionKey] == nil:
-		h.records[electionKey] = map[string]struct{}{key: {}}
-	case add:
-		h.records[electionKey][key] = struct{}{}
-	default:
-		delete(h.records[electionKey], key)
-		if len(h.records[electionKey]) == 0 {
-			delete(h.records, electionKey)
-		}
-	}
-}
-
-// candidates returns the live candidates of key ("": of every key), sorted
-// by key and name: those whose record the watcher delivered within the last
-// ttl.
-func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []Candidate
-	add := func(records map[string]struct{}) {
-		for k := range records {
-			v := h.views[k]
-			if v == nil || v.latest == nil || time.Since(v.seenAt) >= ttl {
-				continue
-			}
-			if c, ok := candidateOf(v.latest); ok {
-				out = append(out, c)
-			}
-		}
-	}
-	if key != "" {
-		add(h.records[key])
-	} else {
-		for _, records := range h.records {
-			add(records)
-		}
-	}
-	slices.SortFunc(out, func(a, b Candidate) int {
-		return strings.Compare(a.Key+"\x00"+a.Name, b.Key+"\x00"+b.Name)
-	})
-	return out
 }
 
 // maxMetadata bounds the size of a candidate's metadata, keys and values
@@ -244,20 +194,4 @@ func (c *campaigner) present(ctx context.Context) {
 		case <-c.republish:
 		}
 	}
-}
-
-// requireCandidate returns ErrNotCandidate unless to campaigns for key.
-func (b *Bucket) requireCandidate(key, to string) error {
-	live := b.hub.candidates(key, b.info.ttl)
-	names := make([]string, len(live))
-	for i, c := range live {
-		if c.Name == to {
-			return nil
-		}
-		names[i] = c.Name
-	}
-	if len(names) == 0 {
-		return fmt.Errorf("%w: %q does not campaign for key %q of bucket %q, and nobody does", ErrNotCandidate, to, key, b.kv.Bucket())
-	}
-	return fmt.Errorf("%w: %q does not campaign for key %q of bucket %q; its candidates: %s", ErrNotCandidate, to, key, b.kv.Bucket(), strings.Join(names, ", "))
 }

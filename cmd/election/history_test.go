@@ -58,7 +58,7 @@ func TestHistoryRecordsRunAndPrintsIt(t *testing.T) {
 	for says, args := range map[string][]string{
 		`--since -1s: want a duration of 0`:   {"history", "--since", "-1s"},
 		"want a duration of a minute or more": {"bucket", "create", "--history", "30s"},
-		`invalid argument: key "a b"`:                   {"history", "--key", "a b"},
+		`invalid argument: key "a b"`:         {"history", "--key", "a b"},
 	} {
 		code, stdout, stderr := runCLI(t, append(args, "-s", url)...)
 		wantOneLineError(t, code, exitUsage, stdout, stderr, says)
