@@ -98,42 +98,20 @@ const (
 
 // runConfig is what the flags of run say.
 type runConfig struct {
-	conn      connFlags
-	key       string
-	bucket    string
-	name      string
-	grace     time.Duration
-	logLevel  string
-	logFormat string
-	metrics   string // the address to serve metrics and health on, or ""
-	tolerance time.Duration
-	history   bool          // record wins and stand-downs in the bucket's history
-	priority  int           // election.WithPriority
-	prefer    bool          // election.WithPreferHigher
-	readyFor  time.Duration // with prefer: how long a higher candidate must be listed
-	once      bool          // run COMMAND at most once, if this process wins within wait
-	wait      time.Duration // with once: how long to wait for the key to be free
-	argv      []string
+	candidateFlags
+	grace time.Duration
+	once  bool          // run COMMAND at most once, if this process wins within wait
+	wait  time.Duration // with once: how long to wait for the key to be free
+	argv  []string
 }
 
 // runMain runs "election run".
 func runMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("election run", runAbout)
 	var cfg runConfig
-	cfg.conn.add(fs)
 	host, _ := os.Hostname()
-	fs.StringVar(&cfg.key, "key", "", "the election `KEY` to campaign for (required): letters, digits and - / _ = .")
-	fs.bucketVar(&cfg.bucket, "the election bucket's `NAME`")
-	fs.StringVar(&cfg.name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this candidate's `NAME`, written to the key while it leads")
+	cfg.add(fs, fmt.Sprintf("%s-%d", host, os.Getpid()))
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` COMMAND may take to exit after SIGTERM before it gets SIGKILL")
-	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
-	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
-	fs.StringVar(&cfg.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
-	fs.DurationVar(&cfg.tolerance, "health-tolerance", time.Second, "`DURATION` past its renewal deadline a leader may be before /healthz fails")
-	fs.BoolVar(&cfg.history, "history", false, "record each win and stand-down in the bucket's leadership history (election bucket create --history)")
-	fs.IntVar(&cfg.priority, "priority", election.DefaultPriority, "this candidate's `N`: a free key goes to the highest live priority first; 0 never leads")
-	fs.BoolVar(&cfg.prefer, "prefer-higher", false, "hand the key to a live candidate of higher priority once it is ready (see --ready-for)")
-	fs.DurationVar(&cfg.readyFor, "ready-for", 0, "with --prefer-higher, how long a higher candidate must be listed before it gets the key (`DURATION`; 0: two TTLs)")
 	fs.BoolVar(&cfg.once, "once", false, "make one attempt: run COMMAND once if this process wins, else exit 75")
 	fs.DurationVar(&cfg.wait, "wait", 0, "with --once, how long to wait for the key to be free (`DURATION`; 0: only if free now)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
@@ -165,32 +143,15 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 // check validates the flags before anything connects, and returns the
 // logger they configure.
 func (cfg *runConfig) check() (*logrus.Logger, error) {
-	if cfg.key == "" {
-		return nil, errors.New("--key is required: the key to campaign for")
-	}
-	if err := election.CheckCandidate(cfg.name, cfg.key); err != nil {
+	log, err := cfg.candidateFlags.check()
+	if err != nil {
 		return nil, err
 	}
 	if cfg.grace < 0 {
 		return nil, fmt.Errorf("--grace %v: want a duration of 0 or more", cfg.grace)
 	}
-	if err := checkMetricsAddr(cfg.metrics); err != nil {
-		return nil, err
-	}
-	if cfg.tolerance < 0 {
-		return nil, fmt.Errorf("--health-tolerance %v: want a duration of 0 or more", cfg.tolerance)
-	}
 	if cfg.wait < 0 {
 		return nil, fmt.Errorf("--wait %v: want a duration of 0 or more", cfg.wait)
-	}
-	if cfg.priority < 0 {
-		return nil, fmt.Errorf("--priority %d: want 0 (never leads) or more", cfg.priority)
-	}
-	if cfg.readyFor < 0 {
-		return nil, fmt.Errorf("--ready-for %v: want a duration of 0 (two TTLs) or more", cfg.readyFor)
-	}
-	if cfg.readyFor > 0 && !cfg.prefer {
-		return nil, errors.New("--ready-for is for --prefer-higher")
 	}
 	if cfg.once && cfg.priority == 0 {
 		return nil, errors.New("--once with --priority 0: a candidate of priority 0 never leads, so it would never run COMMAND")
@@ -198,18 +159,8 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	if cfg.wait > 0 && !cfg.once {
 		return nil, errors.New("--wait is for --once: without it, run campaigns until it is stopped")
 	}
-	if err := cfg.conn.check(); err != nil {
-		return nil, err
-	}
 	if len(cfg.argv) == 0 {
 		return nil, errors.New("no COMMAND given: election run --key K -- COMMAND [ARGS...]")
-	}
-	log := logrus.New()
-	if cfg.logFormat == "" {
-		return nil, fmt.Errorf("--log-format %q: want text or json", cfg.logFormat)
-	}
-	if err := setupLog(log, cfg.logFormat, cfg.logLevel, "--log-format ", "--log-level "); err != nil {
-		return nil, err
 	}
 	return log, nil
 }
@@ -261,22 +212,9 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		return 0, err
 	}
 	defer nc.Close()
-	kv, err := openBucket(ctx, js, cfg.bucket)
+	kv, history, err := cfg.openBucket(ctx, js, clog)
 	if err != nil {
 		return 0, deniedOr(ctx, err)
-	}
-	warnings, err := election.CheckBucket(ctx, kv)
-	if err != nil {
-		return 0, deniedOr(ctx, err)
-	}
-	for _, w := range warnings {
-		clog.Warn("bucket: " + w)
-	}
-	var history *election.History
-	if cfg.history {
-		if history, err = election.OpenHistory(ctx, js, cfg.bucket); err != nil {
-			return 0, deniedOr(ctx, err)
-		}
 	}
 	campaigning.Store(true)
 
@@ -288,18 +226,9 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 			clog.WithField("cause", cause.Error()).Info("leadership ended")
 		}),
 	}
-	opts = append(opts, election.WithPriority(cfg.priority))
-	if history != nil {
-		opts = append(opts, election.WithHistory(history))
-	}
-	if cfg.prefer {
-		opts = append(opts, election.WithPreferHigher(cfg.readyFor))
-	}
+	opts = append(opts, cfg.options(history, metrics)...)
 	if !cfg.once { // with --once, Once runs COMMAND as its work
 		opts = append(opts, election.OnWon(sup.lead))
-	}
-	if metrics != nil {
-		opts = append(opts, election.WithMetrics(metrics.collector))
 	}
 	e, err := election.NewElection(cfg.name, cfg.key, kv, opts...)
 	if err != nil {
