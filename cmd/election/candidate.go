@@ -26,6 +26,9 @@ type candidateFlags struct {
 	priority  int           // election.WithPriority
 	prefer    bool          // election.WithPreferHigher
 	readyFor  time.Duration // with prefer: how long a higher candidate must be listed
+	// leaderFile is the file that exists only while this process leads,
+	// or "".
+	leaderFile string
 }
 
 // add defines the flags; name is the default of --name.
@@ -42,6 +45,7 @@ func (c *candidateFlags) add(fs *flagSet, name string) {
 	fs.IntVar(&c.priority, "priority", election.DefaultPriority, "this candidate's `N`: a free key goes to the highest live priority first; 0 never leads")
 	fs.BoolVar(&c.prefer, "prefer-higher", false, "hand the key to a live candidate of higher priority once it is ready (see --ready-for)")
 	fs.DurationVar(&c.readyFor, "ready-for", 0, "with --prefer-higher, how long a higher candidate must be listed before it gets the key (`DURATION`; 0: two TTLs)")
+	fs.StringVar(&c.leaderFile, "leader-file", "", "a `FILE` that exists, holding the fencing token, only while this process leads")
 }
 
 // check validates the flags before anything connects, and returns the
@@ -67,6 +71,9 @@ func (c *candidateFlags) check() (*logrus.Logger, error) {
 	}
 	if c.readyFor > 0 && !c.prefer {
 		return nil, errors.New("--ready-for is for --prefer-higher")
+	}
+	if err := checkLeaderFile(c.leaderFile); err != nil {
+		return nil, err
 	}
 	if err := c.conn.check(); err != nil {
 		return nil, err
@@ -119,4 +126,14 @@ func (c *candidateFlags) options(history *election.History, metrics *metricsServ
 		opts = append(opts, election.WithMetrics(metrics.collector))
 	}
 	return opts
+}
+
+// openLeaderFile returns the --leader-file, with any file an earlier
+// process left there removed; nil without the flag.
+func (c *candidateFlags) openLeaderFile(log *logrus.Entry) (*leaderFile, error) {
+	if c.leaderFile == "" {
+		return nil, nil
+	}
+	f := &leaderFile{path: c.leaderFile, log: log}
+	return f, f.clear()
 }

@@ -50,7 +50,7 @@ func wantOneLineError(t *testing.T, code, wantCode int, stdout, stderr string, s
 func TestHelpListsCommandsAndFlags(t *testing.T) {
 	for args, says := range map[string][]string{
 		"--help":               {"run ", "status ", "resign ", "transfer ", "bucket ", "election COMMAND --help"},
-		"run -h":               {"--metrics ADDR", "/metrics", "/healthz", "--health-tolerance DURATION", "(default 1s)"},
+		"run -h":               {"--metrics ADDR", "/metrics", "/healthz", "--health-tolerance DURATION", "(default 1s)", "--leader-file FILE"},
 		"status --help":        {"--key KEY", "--watch", "--json", "watchers", "-s, --server URLs", "Exit status"},
 		"help resign":          {"--key KEY", "--timeout DURATION", "(default 30s)", "--context NAME", "Exit status"},
 		"transfer --help":      {"--to NAME", "--key KEY", "--timeout DURATION", "half the bucket's TTL", "Exit status"},

@@ -20,7 +20,8 @@ import (
 
 const runAbout = `Usage:
   election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR]
-               [--priority N [--prefer-higher [--ready-for D]]] -- COMMAND [ARGS...]
+               [--leader-file FILE] [--priority N [--prefer-higher [--ready-for D]]]
+               -- COMMAND [ARGS...]
   election run --once --key K [--wait DURATION] [--bucket B] [--name N] -- COMMAND [ARGS...]
 
 Campaigns for the key K in the bucket B and runs COMMAND only while this
@@ -69,6 +70,12 @@ With --metrics ADDR (HOST:PORT), it serves over HTTP on ADDR while it runs:
   /healthz  200 "ok", or 503 with the reason if this process still counts
             itself leader more than --health-tolerance after its renewal
             deadline: its election is stuck; restart it
+
+With --leader-file FILE, FILE exists only while this process leads: it is
+written with the fencing token (a temporary file renamed over FILE) when
+leadership begins, before COMMAND starts, and removed when leadership ends,
+before the key is released. A FILE left by a process killed while it led
+is removed at start.
 
 A COMMAND paused with its whole machine may act once more on resuming:
 pass KVELECT_TOKEN to what it changes.
@@ -216,10 +223,15 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	if err != nil {
 		return 0, deniedOr(ctx, err)
 	}
+	leaderFile, err := cfg.openLeaderFile(clog)
+	if err != nil {
+		return 0, err
+	}
 	campaigning.Store(true)
 
 	sup := newSupervisor(cfg, clog, func() { endElection(nil) })
 	sup.once = cfg.once
+	sup.leaderFile = leaderFile
 	opts := []election.Option{
 		election.WithLogger(slogrus.New(log)),
 		election.OnLost(func(cause error) {
