@@ -54,6 +54,8 @@ func quietLog() *logrus.Entry {
 	return logrus.NewEntry(log)
 }
 
+// TestLeaderFileClearRemovesALeftFile removes the file a killed leader
+// would leave, and accepts no file at all.
 func TestLeaderFileClearRemovesALeftFile(t *testing.T) {
 	f := &leaderFile{path: filepath.Join(t.TempDir(), "leader"), log: quietLog()}
 	if err := f.clear(); err != nil {

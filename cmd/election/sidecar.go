@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
+// sidecarAbout is the help of election sidecar.
 const sidecarAbout = `Usage:
   election sidecar --key K [--listen 127.0.0.1:4040] [--bucket B] [--name N]
                    [--leader-file FILE] [--metrics ADDR]

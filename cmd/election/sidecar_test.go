@@ -31,12 +31,14 @@ type syncBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write appends p.
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
+// String returns what was written so far.
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -357,6 +359,9 @@ func TestSidecarServesHealthApartFromLeadership(t *testing.T) {
 	}
 }
 
+// TestSidecarErrorsAreOneLine checks that bad flags, a taken port, an
+// unusable leader-file directory, a missing bucket and an unreachable server
+// each end the sidecar at once with one line naming the problem.
 func TestSidecarErrorsAreOneLine(t *testing.T) {
 	s := testenv.Server(t)
 	url := s.ClientURL()

@@ -80,6 +80,8 @@ const streamBuffer = 64
 // both ends notice a dead connection.
 const keepAlive = 15 * time.Second
 
+// newSidecar returns the sidecar of cfg's key and name, reading the
+// holder from b; its election is set before it serves.
 func newSidecar(cfg sidecarConfig, b *election.Bucket, connected func() bool, f *leaderFile, log *logrus.Entry) *sidecar {
 	s := &sidecar{
 		key: cfg.key, self: cfg.name, bucket: b, connected: connected, leaderFile: f, tolerance: cfg.tolerance, log: log,
@@ -221,6 +223,7 @@ func (s *sidecar) close() {
 	}
 }
 
+// handler routes the endpoints; anything else is 404.
 func (s *sidecar) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.serveName)
@@ -251,6 +254,7 @@ func (s *sidecar) serveName(w http.ResponseWriter, r *http.Request) {
 	}{v.Name})
 }
 
+// serveLeader answers the leadership as JSON.
 func (s *sidecar) serveLeader(w http.ResponseWriter, r *http.Request) {
 	v, ok := s.now(r.Context())
 	if !ok {
