@@ -21,6 +21,7 @@ type command struct {
 // commands are the subcommands, in the order --help lists them.
 var commands = []command{
 	{"run", "run a command only while this process leads an election", runMain},
+	{"sidecar", "campaign, and tell another process over HTTP who leads", sidecarMain},
 	{"agent", "run daemons across a fleet of machines, each on one of them", agentMain},
 	{"status", "print who leads each key, or watch one key's leader", statusMain},
 	{"resign", "ask a key's leader to stand down for another candidate", resignMain},

@@ -49,13 +49,14 @@ func wantOneLineError(t *testing.T, code, wantCode int, stdout, stderr string, s
 
 func TestHelpListsCommandsAndFlags(t *testing.T) {
 	for args, says := range map[string][]string{
-		"--help":               {"run ", "status ", "resign ", "transfer ", "bucket ", "election COMMAND --help"},
-		"run -h":               {"--metrics ADDR", "/metrics", "/healthz", "--health-tolerance DURATION", "(default 1s)"},
+		"--help":               {"run ", "sidecar ", "status ", "resign ", "transfer ", "bucket ", "election COMMAND --help"},
+		"run -h":               {"--metrics ADDR", "/metrics", "/healthz", "--health-tolerance DURATION", "(default 1s)", "--leader-file FILE"},
 		"status --help":        {"--key KEY", "--watch", "--json", "watchers", "-s, --server URLs", "Exit status"},
 		"help resign":          {"--key KEY", "--timeout DURATION", "(default 30s)", "--context NAME", "Exit status"},
 		"transfer --help":      {"--to NAME", "--key KEY", "--timeout DURATION", "half the bucket's TTL", "Exit status"},
 		"help run":             {"KVELECT_TOKEN", "--key KEY", "-s, --server URLs", "--context NAME", "--grace DURATION", "(default 10s)", "Exit status"},
 		"run --help":           {"KVELECT_LEADER", "--bucket NAME", "(default ELECTIONS)", "NATS_URL", "NATS_CONTEXT"},
+		"sidecar --help":       {"--listen ADDR", "(default 127.0.0.1:4040)", "--leader-file FILE", "GET /self", "GET /events", "--priority N", "--metrics ADDR", "-s, --server URLs", "Exit status"},
 		"bucket --help":        {"election bucket create", "election bucket check", "problem:"},
 		"bucket create --help": {"--ttl DURATION", "--replicas N", "--storage TYPE", "-s, --server URLs"},
 		"bucket check -h":      {"--bucket NAME", "--context NAME"},
@@ -76,7 +77,7 @@ func TestHelpListsCommandsAndFlags(t *testing.T) {
 
 func TestUnknownCommandIsAUsageError(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "start")
-	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, agent, status, resign, transfer, history, dashboard, bucket or permissions")
+	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, sidecar, agent, status, resign, transfer, history, dashboard, bucket or permissions")
 }
 
 func TestConnectUsesTheNATSContext(t *testing.T) {

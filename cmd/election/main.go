@@ -21,6 +21,7 @@
 // With a command, it is a daemon for programs in any language:
 //
 //	election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR] -- COMMAND [ARGS...]
+//	election sidecar --key K [--listen 127.0.0.1:4040] [--leader-file FILE] [--bucket B] [--name N]
 //	election agent [--bucket B] [--name N] [--capacity W] --daemon NAME=COMMAND ... [--config FILE]
 //	election status [--bucket B] [--key K] [--watch] [--json]
 //	election resign --key K [--bucket B] [--timeout 30s]
@@ -29,6 +30,8 @@
 //
 // run starts COMMAND only while this process leads the election for K, and
 // stops it when leadership ends (--metrics serves /metrics and /healthz);
+// sidecar campaigns without a command and serves who leads over HTTP, for
+// a program beside it (/self answers 200 while this process leads);
 // agent joins a fleet and runs its share of the daemons, each on one node;
 // status prints who leads, or watches one key; resign and transfer ask a
 // leader to hand over; bucket creates or checks an election bucket. Every command takes --server (or NATS_URL) and --context (or

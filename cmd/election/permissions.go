@@ -15,7 +15,7 @@ const permissionsAbout = `Usage:
   election permissions --role ROLE [--bucket B] [--history] [--format server|nsc] [--js-domain D] [--inbox-prefix P]
 
 Prints the least NATS permissions a user needs for ROLE on the bucket B:
-  candidate  campaign for keys: election run, and the library's elections
+  candidate  campaign for keys: election run and sidecar, and the library's elections
   observer   watch leaders: election status, and the library's Observe
   admin      election bucket create|check, resign and transfer
 as a permissions block for a user in the server's configuration (server),

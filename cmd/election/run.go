@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
-	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/slogrus"
 	"github.com/sirupsen/logrus"
 )
 
 const runAbout = `Usage:
   election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR]
-               [--priority N [--prefer-higher [--ready-for D]]] -- COMMAND [ARGS...]
+               [--leader-file FILE] [--priority N [--prefer-higher [--ready-for D]]]
+               -- COMMAND [ARGS...]
   election run --once --key K [--wait DURATION] [--bucket B] [--name N] -- COMMAND [ARGS...]
 
 Campaigns for the key K in the bucket B and runs COMMAND only while this
@@ -71,6 +71,12 @@ With --metrics ADDR (HOST:PORT), it serves over HTTP on ADDR while it runs:
             itself leader more than --health-tolerance after its renewal
             deadline: its election is stuck; restart it
 
+With --leader-file FILE, FILE exists only while this process leads: it is
+written with the fencing token (a temporary file renamed over FILE) when
+leadership begins, before COMMAND starts, and removed when leadership ends,
+before the key is released. A FILE left by a process killed while it led
+is removed at start.
+
 A COMMAND paused with its whole machine may act once more on resuming:
 pass KVELECT_TOKEN to what it changes.
 
@@ -99,42 +105,20 @@ const (
 
 // runConfig is what the flags of run say.
 type runConfig struct {
-	conn      connFlags
-	key       string
-	bucket    string
-	name      string
-	grace     time.Duration
-	logLevel  string
-	logFormat string
-	metrics   string // the address to serve metrics and health on, or ""
-	tolerance time.Duration
-	history   bool          // record wins and stand-downs in the bucket's history
-	priority  int           // election.WithPriority
-	prefer    bool          // election.WithPreferHigher
-	readyFor  time.Duration // with prefer: how long a higher candidate must be listed
-	once      bool          // run COMMAND at most once, if this process wins within wait
-	wait      time.Duration // with once: how long to wait for the key to be free
-	argv      []string
+	candidateFlags
+	grace time.Duration
+	once  bool          // run COMMAND at most once, if this process wins within wait
+	wait  time.Duration // with once: how long to wait for the key to be free
+	argv  []string
 }
 
 // runMain runs "election run".
 func runMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("election run", runAbout)
 	var cfg runConfig
-	cfg.conn.add(fs)
 	host, _ := os.Hostname()
-	fs.StringVar(&cfg.key, "key", "", "the election `KEY` to campaign for (required): letters, digits and - / _ = .")
-	fs.bucketVar(&cfg.bucket, "the election bucket's `NAME`")
-	fs.StringVar(&cfg.name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this candidate's `NAME`, written to the key while it leads")
+	cfg.add(fs, fmt.Sprintf("%s-%d", host, os.Getpid()))
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` COMMAND may take to exit after SIGTERM before it gets SIGKILL")
-	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
-	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
-	fs.StringVar(&cfg.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
-	fs.DurationVar(&cfg.tolerance, "health-tolerance", time.Second, "`DURATION` past its renewal deadline a leader may be before /healthz fails")
-	fs.BoolVar(&cfg.history, "history", false, "record each win and stand-down in the bucket's leadership history (election bucket create --history)")
-	fs.IntVar(&cfg.priority, "priority", election.DefaultPriority, "this candidate's `N`: a free key goes to the highest live priority first; 0 never leads")
-	fs.BoolVar(&cfg.prefer, "prefer-higher", false, "hand the key to a live candidate of higher priority once it is ready (see --ready-for)")
-	fs.DurationVar(&cfg.readyFor, "ready-for", 0, "with --prefer-higher, how long a higher candidate must be listed before it gets the key (`DURATION`; 0: two TTLs)")
 	fs.BoolVar(&cfg.once, "once", false, "make one attempt: run COMMAND once if this process wins, else exit 75")
 	fs.DurationVar(&cfg.wait, "wait", 0, "with --once, how long to wait for the key to be free (`DURATION`; 0: only if free now)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
@@ -166,32 +150,15 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 // check validates the flags before anything connects, and returns the
 // logger they configure.
 func (cfg *runConfig) check() (*logrus.Logger, error) {
-	if cfg.key == "" {
-		return nil, errors.New("--key is required: the key to campaign for")
-	}
-	if err := election.CheckCandidate(cfg.name, cfg.key); err != nil {
+	log, err := cfg.candidateFlags.check()
+	if err != nil {
 		return nil, err
 	}
 	if cfg.grace < 0 {
 		return nil, fmt.Errorf("--grace %v: want a duration of 0 or more", cfg.grace)
 	}
-	if err := checkMetricsAddr(cfg.metrics); err != nil {
-		return nil, err
-	}
-	if cfg.tolerance < 0 {
-		return nil, fmt.Errorf("--health-tolerance %v: want a duration of 0 or more", cfg.tolerance)
-	}
 	if cfg.wait < 0 {
 		return nil, fmt.Errorf("--wait %v: want a duration of 0 or more", cfg.wait)
-	}
-	if cfg.priority < 0 {
-		return nil, fmt.Errorf("--priority %d: want 0 (never leads) or more", cfg.priority)
-	}
-	if cfg.readyFor < 0 {
-		return nil, fmt.Errorf("--ready-for %v: want a duration of 0 (two TTLs) or more", cfg.readyFor)
-	}
-	if cfg.readyFor > 0 && !cfg.prefer {
-		return nil, errors.New("--ready-for is for --prefer-higher")
 	}
 	if cfg.once && cfg.priority == 0 {
 		return nil, errors.New("--once with --priority 0: a candidate of priority 0 never leads, so it would never run COMMAND")
@@ -199,18 +166,8 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	if cfg.wait > 0 && !cfg.once {
 		return nil, errors.New("--wait is for --once: without it, run campaigns until it is stopped")
 	}
-	if err := cfg.conn.check(); err != nil {
-		return nil, err
-	}
 	if len(cfg.argv) == 0 {
 		return nil, errors.New("no COMMAND given: election run --key K -- COMMAND [ARGS...]")
-	}
-	log := logrus.New()
-	if cfg.logFormat == "" {
-		return nil, fmt.Errorf("--log-format %q: want text or json", cfg.logFormat)
-	}
-	if err := setupLog(log, cfg.logFormat, cfg.logLevel, "--log-format ", "--log-level "); err != nil {
-		return nil, err
 	}
 	return log, nil
 }
@@ -262,45 +219,28 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		return 0, err
 	}
 	defer nc.Close()
-	kv, err := openBucket(ctx, js, cfg.bucket)
+	kv, record, err := cfg.openBucket(ctx, js, clog)
 	if err != nil {
 		return 0, deniedOr(ctx, err)
 	}
-	warnings, err := election.CheckBucket(ctx, kv)
+	leaderFile, err := cfg.openLeaderFile(clog)
 	if err != nil {
-		return 0, deniedOr(ctx, err)
-	}
-	for _, w := range warnings {
-		clog.Warn("bucket: " + w)
-	}
-	var record *history.History
-	if cfg.history {
-		if record, err = history.Open(ctx, js, cfg.bucket, history.WithLogger(slogrus.New(log))); err != nil {
-			return 0, deniedOr(ctx, err)
-		}
+		return 0, err
 	}
 	campaigning.Store(true)
 
 	sup := newSupervisor(cfg, clog, func() { endElection(nil) })
 	sup.once = cfg.once
+	sup.leaderFile = leaderFile
 	opts := []election.Option{
 		election.WithLogger(slogrus.New(log)),
 		election.OnLost(func(cause error) {
 			clog.WithField("cause", cause.Error()).Info("leadership ended")
 		}),
 	}
-	opts = append(opts, election.WithPriority(cfg.priority))
-	if record != nil {
-		opts = append(opts, election.WithEventHook(record.Record))
-	}
-	if cfg.prefer {
-		opts = append(opts, election.WithPreferHigher(cfg.readyFor))
-	}
+	opts = append(opts, cfg.options(record, metrics)...)
 	if !cfg.once { // with --once, Once runs COMMAND as its work
 		opts = append(opts, election.OnWon(sup.lead))
-	}
-	if metrics != nil {
-		opts = append(opts, election.WithEventHook(metrics.collector.Record))
 	}
 	e, err := election.NewElection(ctx, cfg.name, cfg.key, kv, opts...)
 	if err != nil {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,11 @@ import (
 func TestRunErrorsAreOneLine(t *testing.T) {
 	s := testenv.Server(t)
 	url := s.ClientURL()
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	_, js := testenv.Connect(t, url)
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "FOREVER"})
 	for name, tc := range map[string]struct {
@@ -30,6 +37,12 @@ func TestRunErrorsAreOneLine(t *testing.T) {
 		"ready-for alone":    {[]string{"-s", url, "--key", "k", "--ready-for", "5s", "--", "true"}, 2, []string{"--ready-for is for --prefer-higher"}},
 		"negative ready-for": {[]string{"-s", url, "--key", "k", "--prefer-higher", "--ready-for", "-5s", "--", "true"}, 2, []string{"--ready-for -5s: want a duration of 0"}},
 		"once on a standby":  {[]string{"-s", url, "--key", "k", "--once", "--priority", "0", "--", "true"}, 2, []string{"--once with --priority 0"}},
+		"leader-file in no directory": {[]string{"-s", url, "--key", "k", "--leader-file", filepath.Join(dir, "nope", "leader"), "--", "true"}, 2,
+			[]string{"--leader-file", `nope": no such file or directory`}},
+		"leader-file under a file": {[]string{"-s", url, "--key", "k", "--leader-file", filepath.Join(notDir, "leader"), "--", "true"}, 2,
+			[]string{"--leader-file", "is not a directory"}},
+		"leader-file a directory": {[]string{"-s", url, "--key", "k", "--leader-file", dir, "--", "true"}, 2,
+			[]string{"--leader-file", "is a directory; want the path of a file"}},
 		"unknown flag":       {[]string{"--ttl", "2s", "--key", "k", "--", "true"}, 2, []string{"flag provided but not defined: -ttl"}},
 		"command not found":  {[]string{"-s", url, "--key", "k", "--", "no-such-command-kvelect"}, 127, []string{`"no-such-command-kvelect": executable file not found`}},
 		"unreachable server": {[]string{"-s", "nats://127.0.0.1:1", "--key", "k", "--", "true"}, 1, []string{"connecting to nats://127.0.0.1:1"}},
@@ -54,6 +67,36 @@ func TestRunExitsWithTheCommandsStatus(t *testing.T) {
 		t.Fatalf("exit %d, want 3; log:\n%s", code, stderr)
 	}
 	wantLogged(t, stderr, "COMMAND exited by itself; releasing the key", "released the key")
+}
+
+// TestRunKeepsTheLeaderFileWhileItLeads runs a command that copies the
+// leader file: it holds the command's token while the command runs, and is
+// gone once run has released the key; a file left from before is removed
+// at start.
+func TestRunKeepsTheLeaderFileWhileItLeads(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "leader")
+	if err := os.WriteFile(file, []byte("1\n"), 0o644); err != nil { // as if a killed leader left it
+		t.Fatal(err)
+	}
+	copied, token := filepath.Join(dir, "copied"), filepath.Join(dir, "token")
+	code, _, stderr := runCLI(t, "run", "-s", s.ClientURL(), "--key", "filed", "--log-format", "json", "--leader-file", file,
+		"--", "sh", "-c", `cp "$0" "$1" && echo "$KVELECT_TOKEN" > "$2"`, file, copied, token)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; log:\n%s", code, stderr)
+	}
+	got, _ := os.ReadFile(copied)
+	want, _ := os.ReadFile(token)
+	if len(want) < 2 || string(got) != string(want) {
+		t.Errorf("the leader file held %q while the command ran, want its KVELECT_TOKEN %q", got, want)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("the leader file is still there after run exited: %v", err)
+	}
+	wantLogged(t, stderr, "removed a leader file an earlier process left behind", "released the key")
 }
 
 func wantLogged(t *testing.T, log string, says ...string) {

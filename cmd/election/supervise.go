@@ -25,7 +25,8 @@ type supervisor struct {
 	grace       time.Duration
 	log         *logrus.Entry
 	endElection context.CancelFunc
-	once        bool // run --once: COMMAND runs at most once, and ending it does not end the election
+	once        bool        // run --once: COMMAND runs at most once, and ending it does not end the election
+	leaderFile  *leaderFile // --leader-file, or nil
 
 	shutdown chan struct{} // closed on the first SIGINT or SIGTERM
 	sig      os.Signal     // that signal; written before shutdown is closed
@@ -61,6 +62,11 @@ func (s *supervisor) lead(leading context.Context) {
 	if s.shuttingDown() {
 		s.mu.Unlock()
 		return
+	}
+	if s.leaderFile != nil {
+		// Written before COMMAND starts; removed when leadership ends,
+		// or else when lead returns, which is before the key's release.
+		defer s.leaderFile.hold(leading, token)()
 	}
 	c, err := startChild(leading, s.argv, append(s.env[:len(s.env):len(s.env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
 	if err != nil {
