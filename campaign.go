@@ -53,14 +53,12 @@ type leadership struct {
 // run is Start's campaign: it campaigns and holds the key, tenure after
 // tenure, until ctx is done.
 func (c *campaigner) run(ctx context.Context) {
-	if !c.opts.noSplay && c.timing.maxSplay > 0 {
-		if !sleep(ctx, rand.N(c.timing.maxSplay)) {
-			return
-		}
-	}
 	defer c.begin(ctx)()
 	if c.opts.priority == 0 { // a standby: listed, never claiming
 		<-ctx.Done()
+		return
+	}
+	if d := c.splay(ctx); d > 0 && !sleep(ctx, d) {
 		return
 	}
 	for {
@@ -73,6 +71,31 @@ func (c *campaigner) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// splay is the random delay before a candidate's first campaign: up to
+// maxSplay, and only when the key is free and other candidates are listed
+// for it, so that a crowd started together spreads its first claims while
+// a lone candidate of a free key, or one joining a key that is held (and
+// may be handed to it), campaigns at once.
+func (c *campaigner) splay(ctx context.Context) time.Duration {
+	if c.opts.noSplay || c.timing.maxSplay <= 0 {
+		return 0
+	}
+	select {
+	case <-c.hub.readyCh:
+	case <-ctx.Done():
+		return 0
+	}
+	if v := c.hub.view(c.key); !v.free() {
+		return 0
+	}
+	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
+		if other.Name != c.name {
+			return rand.N(c.timing.maxSplay)
+		}
+	}
+	return 0
 }
 
 // begin starts campaigning: it counts the campaign in the metrics and the

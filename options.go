@@ -93,9 +93,11 @@ func WithBackoff(bo Backoff) Option {
 	return func(o *options) { o.backoff = bo }
 }
 
-// WithoutSplay disables the random delay, up to 5 s or one campaign interval,
-// before the first campaign. The splay spreads out replicas that start
-// together.
+// WithoutSplay disables the random delay, up to 5 s or one campaign
+// interval, before the first campaign of a candidate that finds the key
+// free and other candidates listed for it: the splay spreads out the first
+// claims of replicas that start together. A lone candidate, or one that
+// finds the key held, campaigns at once either way.
 func WithoutSplay() Option {
 	return func(o *options) { o.noSplay = true }
 }
