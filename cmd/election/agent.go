@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/fleet"
+	"github.com/kvelect/election/internal/guard"
 	"github.com/kvelect/election/internal/slogrus"
 	"github.com/sirupsen/logrus"
 )
@@ -181,7 +182,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	}
 	defer b.Close()
 
-	procs := &daemonProcs{running: map[*child]bool{}}
+	procs := &daemonProcs{running: map[*guard.Child]bool{}}
 	for i, d := range cfg.daemons {
 		grace := cmpOr(d.Grace, cfg.grace)
 		nodeCfg.Daemons[i].Run = procs.run(d, cfg, grace, alog.WithField("daemon", d.Name))
@@ -241,7 +242,7 @@ func cmpOr(d, fallback time.Duration) time.Duration {
 // daemonProcs are the daemons' running processes.
 type daemonProcs struct {
 	mu      sync.Mutex
-	running map[*child]bool
+	running map[*guard.Child]bool
 }
 
 // run returns the Run function of daemon d: it runs COMMAND until it exits
@@ -260,7 +261,7 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 	}
 	return func(ctx context.Context) error {
 		token, _ := election.TokenFromContext(ctx)
-		c, err := startChild(ctx, []string{"/bin/sh", "-c", d.Command}, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+		c, err := guard.Start(ctx, []string{"/bin/sh", "-c", d.Command}, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
 		if err != nil {
 			return err
 		}
@@ -272,14 +273,14 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 			delete(p.running, c)
 			p.mu.Unlock()
 		}()
-		log := log.WithFields(logrus.Fields{"token": token, "pid": c.pid})
+		log := log.WithFields(logrus.Fields{"token": token, "pid": c.PID()})
 		log.WithField("command", d.Command).Info("started the daemon")
 		select {
-		case <-c.done:
-			if c.expired {
+		case <-c.Done():
+			if c.Expired() {
 				return errors.New("the daemon was killed at its work deadline: this node did not renew its hold in time")
 			}
-			return fmt.Errorf("the daemon exited by itself with status %d", c.exitCode())
+			return fmt.Errorf("the daemon exited by itself with status %d", c.ExitCode())
 		case <-ctx.Done():
 		}
 		if errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
@@ -287,8 +288,8 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 		} else {
 			log.WithField("cause", context.Cause(ctx).Error()).Warn("lost the daemon: stopping it")
 		}
-		c.stop(syscall.SIGTERM, grace)
-		log.WithField("status", c.exitCode()).Info("the daemon stopped")
+		c.Stop(syscall.SIGTERM, grace)
+		log.WithField("status", c.ExitCode()).Info("the daemon stopped")
 		return nil
 	}
 }
@@ -298,6 +299,6 @@ func (p *daemonProcs) killAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.running {
-		c.kill()
+		c.Kill()
 	}
 }

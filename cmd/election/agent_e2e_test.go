@@ -55,7 +55,7 @@ func runningDaemons(t *testing.T, events []daemonEvent) map[string]daemonEvent {
 	for _, e := range events {
 		switch e.what {
 		case "start":
-			if r, ok := running[e.daemon]; ok && alive(r.pid) {
+			if r, ok := running[e.daemon]; ok && testenv.Alive(r.pid) {
 				t.Errorf("%s started on %s (token %d) while it ran on %s (token %d)", e.daemon, e.node, e.token, r.node, r.token)
 			}
 			if e.token <= last[e.daemon] {
@@ -67,7 +67,7 @@ func runningDaemons(t *testing.T, events []daemonEvent) map[string]daemonEvent {
 		}
 	}
 	for d, r := range running {
-		if !alive(r.pid) {
+		if !testenv.Alive(r.pid) {
 			delete(running, d)
 		}
 	}
@@ -110,7 +110,7 @@ func TestAgentRunsEachDaemonOnOneOfThreeNodes(t *testing.T) {
 	}
 	t.Cleanup(func() { // no daemon outlives the test, even if an agent failed to stop it
 		for _, e := range readDaemonEvents(events) {
-			if alive(e.pid) {
+			if testenv.Alive(e.pid) {
 				syscall.Kill(e.pid, syscall.SIGKILL)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,12 +17,6 @@ import (
 	"github.com/kvelect/election/history"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// defaultBucket is the bucket the commands use when --bucket is not given.
-const defaultBucket = "ELECTIONS"
-
-// bucketTimeout bounds the requests of the commands that open a bucket.
-const bucketTimeout = 10 * time.Second
 
 // bucketContext is the context of a bucket subcommand: done after
 // bucketTimeout, or on SIGINT or SIGTERM.
@@ -263,19 +258,6 @@ func describe(status jetstream.KeyValueStatus) string {
 	return s
 }
 
-// openBucket binds to an existing bucket (its name checked by bucketFlag),
-// with errors that say what to do.
-func openBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, name)
-	switch {
-	case errors.Is(err, jetstream.ErrBucketNotFound):
-		return nil, fmt.Errorf("bucket %q does not exist; create it with: election bucket create --bucket %s --ttl 10s", name, name)
-	case err != nil:
-		return nil, fmt.Errorf("opening bucket %q: %w", name, err)
-	}
-	return kv, nil
-}
-
 // durability says what a client can verify of the bucket's durability
 // (storage, replicas, placement, replicas current) and what it cannot: the
 // servers' fsync setting, which only the system account can read.
@@ -310,4 +292,40 @@ func durability(status jetstream.KeyValueStatus) []string {
 			"(sync_interval 2m) a crashed machine can lose acknowledged writes, and an election then have two leaders",
 		`durability: set jetstream { sync_interval: always } on every server, and check it with the system account: `+
 			`"nats server request variables" shows "sync_always": true in each server's jetstream config`)
+}
+
+// retentionFlag is --history: a duration, with d for days as in 7d.
+type retentionFlag struct{ d *time.Duration }
+
+func (r retentionFlag) String() string {
+	if r.d == nil || *r.d == 0 {
+		return ""
+	}
+	return r.d.String()
+}
+
+func (r retentionFlag) Set(value string) error {
+	d, err := parseRetention(value)
+	if err != nil {
+		return err
+	}
+	*r.d = d
+	return nil
+}
+
+// parseRetention reads a retention such as 7d, 36h or 90m: a minute or more.
+func parseRetention(value string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(value, "d"); ok {
+		var n int
+		n, err = strconv.Atoi(days)
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(value)
+	}
+	if err != nil || d < time.Minute {
+		return 0, fmt.Errorf("want a duration of a minute or more, such as 7d, 36h or 90m")
+	}
+	return d, nil
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 
 	"github.com/kvelect/election"
@@ -182,29 +181,10 @@ func (fs *flagSet) bucketVar(p *string, usage string) {
 	fs.Var(bucketFlag{p}, "bucket", usage)
 }
 
-// buildVersion is a release's version, set when it is built with
-// -ldflags "-X main.buildVersion=v1.2.3"; empty otherwise.
-var buildVersion string
-
-// version says which build this is: the release's version, the module
-// version it was installed at (go install …@v1.2.3), or "devel" with the
-// commit it was built from; and the Go version.
-func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "election (unknown version)"
+// checkKeyFlag checks an optional --key before anything connects.
+func checkKeyFlag(key string) error {
+	if key == "" {
+		return nil
 	}
-	v := info.Main.Version
-	if buildVersion != "" {
-		v = buildVersion
-	}
-	if v == "" || v == "(devel)" {
-		v = "devel"
-		for _, setting := range info.Settings {
-			if setting.Key == "vcs.revision" {
-				v += " " + setting.Value
-			}
-		}
-	}
-	return fmt.Sprintf("election %s, %s", v, info.GoVersion)
+	return election.CheckKey(key)
 }

@@ -386,8 +386,3 @@ func (d *dashboard) close() {
 		delete(d.watchers, watcher)
 	}
 }
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
-}

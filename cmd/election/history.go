@@ -85,17 +85,10 @@ func historyMain(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// historyJSON is one event as --json prints it.
-type historyJSON struct {
-	history.Event
-	At time.Time `json:"at"`
-}
-
 func printHistory(w io.Writer, events []history.Event, asJSON bool) {
 	if asJSON {
-		p := leaderPrinter{w: w, json: true}
 		for _, ev := range events {
-			p.line(historyJSON{ev, ev.At.UTC()})
+			printJSONLine(w, historyJSON{ev, ev.At.UTC()})
 		}
 		return
 	}
@@ -110,40 +103,4 @@ func printHistory(w io.Writer, events []history.Event, asJSON bool) {
 			ev.Key, strings.ReplaceAll(ev.Kind, "_", " "), ev.Name, strconv.FormatUint(ev.Token, 10), detail)
 	}
 	tw.Flush()
-}
-
-// retentionFlag is --history: a duration, with d for days as in 7d.
-type retentionFlag struct{ d *time.Duration }
-
-func (r retentionFlag) String() string {
-	if r.d == nil || *r.d == 0 {
-		return ""
-	}
-	return r.d.String()
-}
-
-func (r retentionFlag) Set(value string) error {
-	d, err := parseRetention(value)
-	if err != nil {
-		return err
-	}
-	*r.d = d
-	return nil
-}
-
-// parseRetention reads a retention such as 7d, 36h or 90m: a minute or more.
-func parseRetention(value string) (time.Duration, error) {
-	var d time.Duration
-	var err error
-	if days, ok := strings.CutSuffix(value, "d"); ok {
-		var n int
-		n, err = strconv.Atoi(days)
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		d, err = time.ParseDuration(value)
-	}
-	if err != nil || d < time.Minute {
-		return 0, fmt.Errorf("want a duration of a minute or more, such as 7d, 36h or 90m")
-	}
-	return d, nil
 }

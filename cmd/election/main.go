@@ -38,15 +38,15 @@
 // NATS_CONTEXT) as the nats CLI does; election COMMAND --help says the rest.
 package main
 
-import "os"
+import (
+	"os"
 
-// guardCommand is the hidden command that runs the guard of a COMMAND
-// (guard_unix.go).
-const guardCommand = "__guard"
+	"github.com/kvelect/election/internal/guard"
+)
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == guardCommand {
-		os.Exit(guardMain(os.Args[2:], os.Stderr))
+	if len(os.Args) > 1 && os.Args[1] == guard.Command {
+		os.Exit(guard.Main(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) == 1 {
 		os.Exit(demoMain())

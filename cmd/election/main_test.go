@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/internal/guard"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,8 +19,8 @@ import (
 // TestMain runs the tests, or the guard of a COMMAND when a test's election
 // run starts this test binary again as its guard.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == guardCommand {
-		os.Exit(guardMain(os.Args[2:], os.Stderr))
+	if len(os.Args) > 1 && os.Args[1] == guard.Command {
+		os.Exit(guard.Main(os.Args[2:], os.Stderr))
 	}
 	testenv.VerifyNoLeaks(m)
 }

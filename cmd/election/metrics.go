@@ -14,10 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// shutdownTimeout bounds how long the metrics server waits for requests in
-// flight when run exits.
-const shutdownTimeout = 5 * time.Second
-
 // metricsServer serves /metrics and /healthz for run's election.
 type metricsServer struct {
 	listener  net.Listener

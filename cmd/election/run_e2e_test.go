@@ -3,13 +3,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,21 +59,10 @@ func parseStarts(data []byte) []start {
 	return starts
 }
 
-// alive reports whether process pid runs: it exists and is not a zombie.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
-	return !bytes.HasPrefix(bytes.TrimSpace(rest), []byte("Z"))
-}
-
 // waitDead waits until process pid has gone.
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
-	testenv.Eventually(t, fmt.Sprintf("process %d to exit", pid), waitTimeout, func() bool { return !alive(pid) })
+	testenv.Eventually(t, fmt.Sprintf("process %d to exit", pid), waitTimeout, func() bool { return !testenv.Alive(pid) })
 }
 
 // daemon is an election run process.
@@ -150,7 +137,7 @@ func killStartedCommands(t *testing.T, file string) {
 		data, _ := os.ReadFile(file)
 		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 			var s start
-			if _, err := fmt.Sscan(line, &s.name, &s.token, &s.pid); err == nil && alive(s.pid) {
+			if _, err := fmt.Sscan(line, &s.name, &s.token, &s.pid); err == nil && testenv.Alive(s.pid) {
 				syscall.Kill(s.pid, syscall.SIGKILL)
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,6 +105,17 @@ func wantLogged(t *testing.T, log string, says ...string) {
 	for _, s := range says {
 		if !strings.Contains(log, s) {
 			t.Errorf("log does not say %q:\n%s", s, log)
+		}
+	}
+}
+
+// TestRunExitsAsTheShellWhenTheCommandCannotRun: 127 for a command that is
+// not there, 126 for one that is but cannot be executed.
+func TestRunExitsAsTheShellWhenTheCommandCannotRun(t *testing.T) {
+	for command, want := range map[string]int{"/etc/passwd": exitCannotRun, "/nonexistent": exitNotFound, "no-such-command": exitNotFound} {
+		var stdout, stderr bytes.Buffer
+		if code := dispatch([]string{"run", "--key", "k", "--", command}, &stdout, &stderr); code != want {
+			t.Errorf("election run -- %s exited %d, want %d; stderr %q", command, code, want, stderr.String())
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -172,14 +171,6 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// checkKeyFlag checks an optional --key before anything connects.
-func checkKeyFlag(key string) error {
-	if key == "" {
-		return nil
-	}
-	return election.CheckKey(key)
-}
-
 // countWatchers returns the number of consumers on the bucket's stream: one
 // per Bucket or Election watching it.
 func countWatchers(ctx context.Context, js jetstream.JetStream, bucket string) (int, error) {
@@ -319,10 +310,7 @@ func (p *leaderPrinter) change(l election.Leader, now time.Time) {
 	fmt.Fprintf(p.w, watchFormat, now.Format("15:04:05.000"), c[0], c[1], c[2])
 }
 
-func (p *leaderPrinter) line(v any) {
-	data, _ := json.Marshal(v) // plain structs: cannot fail
-	fmt.Fprintf(p.w, "%s\n", data)
-}
+func (p *leaderPrinter) line(v any) { printJSONLine(p.w, v) }
 
 // nodeJSON is a fleet's node as --json prints it.
 type nodeJSON struct {

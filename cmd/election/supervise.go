@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/guard"
 	"github.com/sirupsen/logrus"
 )
 
@@ -32,8 +33,8 @@ type supervisor struct {
 	sig      os.Signal     // that signal; written before shutdown is closed
 
 	mu    sync.Mutex
-	child *child // the running COMMAND, nil when none runs
-	code  int    // the exit code of election run
+	child *guard.Child // the running COMMAND, nil when none runs
+	code  int          // the exit code of election run
 }
 
 func newSupervisor(cfg runConfig, log *logrus.Entry, endElection context.CancelFunc) *supervisor {
@@ -68,7 +69,7 @@ func (s *supervisor) lead(leading context.Context) {
 		// or else when lead returns, which is before the key's release.
 		defer s.leaderFile.hold(leading, token)()
 	}
-	c, err := startChild(leading, s.argv, append(s.env[:len(s.env):len(s.env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+	c, err := guard.Start(leading, s.argv, append(s.env[:len(s.env):len(s.env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
 	if err != nil {
 		log.WithError(err).Error("could not start COMMAND; releasing the key")
 		s.code = exitCannotRun
@@ -80,33 +81,33 @@ func (s *supervisor) lead(leading context.Context) {
 	}
 	s.child = c
 	s.mu.Unlock()
-	log = log.WithField("pid", c.pid)
+	log = log.WithField("pid", c.PID())
 	log.WithField("command", strings.Join(s.argv, " ")).Info("leading: started the command")
 
 	byItself := false
 	select {
-	case <-c.done:
-		byItself = !c.expired
+	case <-c.Done():
+		byItself = !c.Expired()
 	case <-leading.Done():
-		byItself = c.exited() && !c.expired
+		byItself = c.Exited() && !c.Expired()
 		if !byItself {
 			log.Warn("leadership ended: stopping COMMAND")
-			c.stop(syscall.SIGTERM, s.grace)
+			c.Stop(syscall.SIGTERM, s.grace)
 		}
 	case <-s.shutdown:
-		byItself = c.exited() && !c.expired
+		byItself = c.Exited() && !c.Expired()
 		if !byItself {
 			log.WithField("signal", s.sig.String()).Info("passing the signal to COMMAND")
-			c.stop(s.sig.(syscall.Signal), s.grace)
+			c.Stop(s.sig.(syscall.Signal), s.grace)
 		}
 	}
-	if c.expired {
+	if c.Expired() {
 		// The validity deadline comes before the work deadline: the
 		// election stands down, if it has not yet.
 		log.Warn("COMMAND was killed at the leadership's work deadline: this process did not renew in time (was it paused?)")
 		<-leading.Done()
 	}
-	code := c.exitCode()
+	code := c.ExitCode()
 	log = log.WithField("status", code)
 
 	s.mu.Lock()
@@ -152,7 +153,7 @@ func (s *supervisor) watchSignals(signals <-chan os.Signal, done <-chan struct{}
 			s.mu.Lock()
 			if s.child != nil {
 				s.log.Warn("second signal: killing COMMAND")
-				s.child.kill()
+				s.child.Kill()
 			}
 			s.mu.Unlock()
 		case <-done:

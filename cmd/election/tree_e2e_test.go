@@ -4,7 +4,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +29,7 @@ import (
 func leaderOf(t *testing.T, mark string, newerThan uint64) (name string, token uint64) {
 	t.Helper()
 	return testenv.Poll(t, fmt.Sprintf("a copy of %s with a token above %d", mark, newerThan), waitTimeout, func() (string, bool) {
-		for pid, tok := range marked(mark) {
+		for pid, tok := range testenv.Marked(mark) {
 			if tok > newerThan {
 				token = tok
 				return envOf(pid, "KVELECT_LEADER") + envOf(pid, "KVELECT_NODE"), true
@@ -53,7 +55,7 @@ func envOf(pid int, name string) string {
 func awaitTokenGone(t *testing.T, mark string, token uint64, since time.Time) time.Duration {
 	t.Helper()
 	testenv.Poll(t, fmt.Sprintf("no process of %s with token %d", mark, token), waitTimeout, func() (map[int]uint64, bool) {
-		m := marked(mark)
+		m := testenv.Marked(mark)
 		for _, tok := range m {
 			if tok == token {
 				return m, false
@@ -73,24 +75,24 @@ func TestRunLeavesNothingOfAKilledCommand(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "TREE", TTL: 2 * time.Second})
-	for i, shape := range forkingShapes {
-		t.Run(shape.name, func(t *testing.T) {
+	for i, shape := range testenv.ForkingShapes {
+		t.Run(shape.Name, func(t *testing.T) {
 			t.Parallel()
-			mark := newMark()
+			mark := testenv.NewMark()
 			watchCopies(t, mark)
 			key := fmt.Sprintf("shape%d", i)
 			runs := map[string]*daemon{}
 			for _, name := range []string{"a", "b"} {
 				runs[name] = startDaemon(t, bin, name, "--server", s.ClientURL(), "--bucket", "TREE", "--key", key, "--grace", "1s",
-					"--", "/bin/sh", "-c", withMark(shape.script, mark))
+					"--", "/bin/sh", "-c", testenv.WithMark(shape.Script, mark))
 			}
 			first, token := leaderOf(t, mark, 0)
-			awaitSleeps(t, mark, shape.sleeps)
+			testenv.AwaitSleeps(t, mark, shape.Sleeps, waitTimeout)
 
 			killed := time.Now()
 			runs[first].cmd.Process.Kill()
 			took := awaitTokenGone(t, mark, token, killed)
-			t.Logf("%s: the command of the killed election run had gone %v after the SIGKILL", shape.name, took.Round(time.Millisecond))
+			t.Logf("%s: the command of the killed election run had gone %v after the SIGKILL", shape.Name, took.Round(time.Millisecond))
 			if took > 250*time.Millisecond {
 				t.Errorf("the command outlived its killed supervisor by %v: want less than the loss margin at a 2s TTL, 250ms", took)
 			}
@@ -98,7 +100,7 @@ func TestRunLeavesNothingOfAKilledCommand(t *testing.T) {
 			if second == first {
 				t.Fatalf("the command ran again under %s, which was killed", first)
 			}
-			awaitSleeps(t, mark, shape.sleeps)
+			testenv.AwaitSleeps(t, mark, shape.Sleeps, waitTimeout)
 			other := runs[second]
 			other.cmd.Process.Signal(syscall.SIGTERM)
 			other.wait(t)
@@ -116,15 +118,15 @@ func TestRunPausedLosesItsCommandInTime(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "TREE", TTL: 2 * time.Second})
-	mark := newMark()
+	mark := testenv.NewMark()
 	watchCopies(t, mark)
 	runs := map[string]*daemon{}
 	for _, name := range []string{"a", "b"} {
 		runs[name] = startDaemon(t, bin, name, "--server", s.ClientURL(), "--bucket", "TREE", "--key", "paused",
-			"--", "/bin/sh", "-c", withMark(`sleep MARK & wait`, mark))
+			"--", "/bin/sh", "-c", testenv.WithMark(`sleep MARK & wait`, mark))
 	}
 	first, token := leaderOf(t, mark, 0)
-	awaitSleeps(t, mark, 1)
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
 	paused := runs[first]
 	paused.cmd.Process.Signal(syscall.SIGSTOP)
 	second, _ := leaderOf(t, mark, token)
@@ -156,8 +158,8 @@ func TestAgentLeavesNothingOfAKilledDaemon(t *testing.T) {
 	marks := make([]string, 6)
 	args := []string{"--server", s.ClientURL(), "--bucket", "TREEFLEET", "--grace", "1s"}
 	for i := range marks {
-		marks[i] = newMark()
-		args = append(args, "--daemon", fmt.Sprintf("d%d=%s", i, withMark(forkingShapes[i%len(forkingShapes)].script, marks[i])))
+		marks[i] = testenv.NewMark()
+		args = append(args, "--daemon", fmt.Sprintf("d%d=%s", i, testenv.WithMark(testenv.ForkingShapes[i%len(testenv.ForkingShapes)].Script, marks[i])))
 	}
 	watchCopies(t, marks...)
 	agents := map[string]*daemon{}
@@ -172,7 +174,7 @@ func TestAgentLeavesNothingOfAKilledDaemon(t *testing.T) {
 		clear(where)
 		loads := map[string]int{}
 		for _, mark := range marks {
-			for pid, token := range marked(mark) {
+			for pid, token := range testenv.Marked(mark) {
 				where[mark], tokens[mark] = envOf(pid, "KVELECT_NODE"), token
 			}
 			loads[where[mark]]++
@@ -207,4 +209,85 @@ func TestAgentLeavesNothingOfAKilledDaemon(t *testing.T) {
 	for _, mark := range marks {
 		awaitGone(t, mark)
 	}
+}
+
+// copyWatch looks every 10 ms at the processes carrying each mark and
+// records every moment at which those of one mark carry two different
+// tokens: two copies of one command running at once.
+type copyWatch struct {
+	marks []string
+	stop  chan struct{}
+	done  chan struct{}
+
+	twice []string // what was seen running twice, and when; read once done is closed
+}
+
+// watchCopies starts watching marks until the test ends, and then fails
+// the test if any mark ever ran twice at once.
+func watchCopies(t *testing.T, marks ...string) {
+	w := &copyWatch{marks: marks, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run()
+	t.Cleanup(func() {
+		close(w.stop)
+		<-w.done
+		for _, twice := range w.twice {
+			t.Error(twice)
+		}
+	})
+}
+
+// run scans until stop is closed.
+func (w *copyWatch) run() {
+	defer close(w.done)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	started := time.Now()
+	for {
+		for _, mark := range w.marks {
+			running := map[uint64]bool{}
+			procs := testenv.Marked(mark)
+			if len(slices.Compact(slices.Sorted(maps.Values(procs)))) > 1 {
+				// One scan takes a while: look again at the processes it
+				// found. Each found alive again was alive over the whole
+				// span from its first sighting, so two found alive now
+				// ran at once.
+				for pid := range procs {
+					if !testenv.Alive(pid) {
+						delete(procs, pid)
+					}
+				}
+			}
+			for _, token := range procs {
+				running[token] = true
+			}
+			if len(running) > 1 && len(w.twice) < 10 {
+				w.twice = append(w.twice, fmt.Sprintf("%s ran twice at once %v after the watch began: tokens %v in %s",
+					mark, time.Since(started).Round(time.Millisecond), slices.Sorted(maps.Keys(running)), describeProcs(procs)))
+			}
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// awaitGone waits until no process carries mark.
+func awaitGone(t *testing.T, mark string) {
+	t.Helper()
+	testenv.Poll(t, "no process of "+mark+" left", waitTimeout, func() (map[int]uint64, bool) {
+		m := testenv.Marked(mark)
+		return m, len(m) == 0
+	})
+}
+
+// describeProcs says of each process its ID, parent, name and token.
+func describeProcs(procs map[int]uint64) string {
+	var out []string
+	for _, pid := range slices.Sorted(maps.Keys(procs)) {
+		stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		out = append(out, fmt.Sprintf("[%s token %d]", strings.TrimSpace(string(stat[:min(len(stat), 60)])), procs[pid]))
+	}
+	return strings.Join(out, " ")
 }

@@ -17,14 +17,3 @@ func TestVersionNamesTheBuildAndGo(t *testing.T) {
 		}
 	}
 }
-
-// TestRunExitsAsTheShellWhenTheCommandCannotRun: 127 for a command that is
-// not there, 126 for one that is but cannot be executed.
-func TestRunExitsAsTheShellWhenTheCommandCannotRun(t *testing.T) {
-	for command, want := range map[string]int{"/etc/passwd": exitCannotRun, "/nonexistent": exitNotFound, "no-such-command": exitNotFound} {
-		var stdout, stderr bytes.Buffer
-		if code := dispatch([]string{"run", "--key", "k", "--", command}, &stdout, &stderr); code != want {
-			t.Errorf("election run -- %s exited %d, want %d; stderr %q", command, code, want, stderr.String())
-		}
-	}
-}

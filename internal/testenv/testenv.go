@@ -1,5 +1,6 @@
 // Package testenv gives tests real embedded nats-servers, connections and
-// election buckets, cleaned up when the test ends.
+// election buckets, cleaned up when the test ends; polling; and, on Linux,
+// ways to find the processes of a command a test runs.
 package testenv
 
 import (

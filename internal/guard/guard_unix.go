@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package guard
 
 import (
 	"bufio"
@@ -18,22 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The guard is a small process between election and each COMMAND it runs:
-// the election binary itself, started again as "election __guard". It
-// starts COMMAND in a process group of its own and makes sure that nothing
-// COMMAND started outlives election or the leadership it runs under:
-//
-//   - It kills COMMAND's whole tree when the control pipe from election
-//     closes: election exited, however it died (SIGKILL, OOM kill, panic),
-//     since the kernel closes a dead process's pipes.
-//   - It kills the tree at the leadership's work deadline unless election
-//     moves the deadline (election.WorkDeadline): election may be paused
-//     while COMMAND runs on.
-//   - On Linux it is a child subreaper: what COMMAND started and left (a
-//     double fork, setsid) is reparented to it, not to init, so it can kill
-//     it too, and it exits only once it has no descendants left.
-//   - It ignores SIGINT, SIGTERM, SIGHUP and SIGQUIT: only election's word,
-//     the pipe's closing or SIGKILL ends it.
+// The guard is the election binary itself, started again as "election
+// __guard" between election and each COMMAND it runs (see the package
+// doc).
 //
 // The protocol is lines of text. Election writes on the guard's fd 3:
 //
@@ -57,17 +44,22 @@ const (
 // even with SIGKILL, leaves the guards to kill their COMMANDs.
 const guardName = "kvelect-guard"
 
-// guardMain runs the guard: args are the first deadline and COMMAND, as
-// "NS -- COMMAND [ARGS...]". It returns the exit status.
-func guardMain(args []string, stderr io.Writer) int {
+// Main runs the guard, the hidden command Command: args are the arguments
+// after Command, the first deadline and COMMAND, as "NS -- COMMAND
+// [ARGS...]", and its pipes to and from Start are its file descriptors 3
+// and 4. It returns the guard's exit status: COMMAND's (128+N if signal N
+// killed it) once COMMAND's tree has gone; 127 if COMMAND was not found and
+// 126 if it could not be started, as a shell's; 2, with a line on stderr,
+// for a guard started by hand or with a bad deadline.
+func Main(args []string, stderr io.Writer) int {
 	control, report := os.NewFile(guardControlFD, "control"), os.NewFile(guardReportFD, "report")
 	if len(args) < 3 || args[1] != "--" || !isPipe(control) || !isPipe(report) {
-		fmt.Fprintf(stderr, "election %s: the guard of a COMMAND is started by election run and election agent, not by hand\n", guardCommand)
+		fmt.Fprintf(stderr, "election %s: the guard of a COMMAND is started by election run and election agent, not by hand\n", Command)
 		return exitUsage
 	}
 	deadline, err := strconv.ParseInt(args[0], 10, 64)
 	if err != nil {
-		fmt.Fprintf(stderr, "election %s: deadline %q: %v\n", guardCommand, args[0], err)
+		fmt.Fprintf(stderr, "election %s: deadline %q: %v\n", Command, args[0], err)
 		return exitUsage
 	}
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package guard
 
 import (
 	"bufio"
@@ -18,10 +18,10 @@ import (
 	"github.com/kvelect/election"
 )
 
-// child is a running COMMAND under its guard (guard_unix.go), which kills
-// COMMAND's whole tree if this process dies, at the leadership's work
-// deadline unless this process moves it, and when COMMAND exits.
-type child struct {
+// Child is a running COMMAND under its guard, which kills COMMAND's whole
+// tree if this process dies, at the leadership's work deadline unless this
+// process moves it, and when COMMAND exits.
+type Child struct {
 	pid     int           // COMMAND's process ID, which is also its process group's
 	done    chan struct{} // closed once COMMAND and everything it started have gone
 	code    int           // COMMAND's status (128+N for signal N); set before done is closed
@@ -31,10 +31,14 @@ type child struct {
 	control *os.File // to the guard
 }
 
-// startChild starts argv with env under a guard, for the leadership whose
+// Start starts argv with env under a guard, for the leadership whose
 // context is leading, and keeps the guard's deadline on the leadership's
-// work deadline (election.WorkDeadline) while the leadership lasts.
-func startChild(leading context.Context, argv, env []string) (*child, error) {
+// work deadline (election.WorkDeadline) while the leadership lasts. COMMAND
+// gets this process's standard output and error, and runs in a process
+// group of its own. Start returns once COMMAND runs, or with an error if
+// the leadership has ended, or the guard could not be started or could not
+// start COMMAND (the error is then the guard's reason).
+func Start(leading context.Context, argv, env []string) (*Child, error) {
 	until, ok := election.WorkDeadline(leading)
 	if !ok {
 		return nil, errors.New("leadership ended before COMMAND could start")
@@ -49,8 +53,8 @@ func startChild(leading context.Context, argv, env []string) (*child, error) {
 		controlW.Close()
 		return nil, err
 	}
-	c := &child{done: make(chan struct{}), control: controlW}
-	cmd := exec.Command(selfExecutable(), append([]string{guardCommand, strconv.FormatInt(monotonicAt(until), 10), "--"}, argv...)...)
+	c := &Child{done: make(chan struct{}), control: controlW}
+	cmd := exec.Command(selfExecutable(), append([]string{Command, strconv.FormatInt(monotonicAt(until), 10), "--"}, argv...)...)
 	cmd.Args[0] = guardName
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -88,7 +92,7 @@ func startChild(leading context.Context, argv, env []string) (*child, error) {
 
 // wait reads the guard's reports until it exits, then records COMMAND's
 // status and closes done.
-func (c *child) wait(cmd *exec.Cmd, report *bufio.Reader, r *os.File) {
+func (c *Child) wait(cmd *exec.Cmd, report *bufio.Reader, r *os.File) {
 	for {
 		line, err := report.ReadString('\n')
 		if strings.TrimSpace(line) == "expired" {
@@ -118,7 +122,7 @@ func (c *child) wait(cmd *exec.Cmd, report *bufio.Reader, r *os.File) {
 // until COMMAND has gone or the leadership ends; the last deadline sent
 // then holds. It looks again after a quarter of the time left, so that a
 // renewal is seen long before the old deadline.
-func (c *child) follow(leading context.Context) {
+func (c *Child) follow(leading context.Context) {
 	for {
 		until, ok := election.WorkDeadline(leading)
 		if !ok {
@@ -136,34 +140,42 @@ func (c *child) follow(leading context.Context) {
 }
 
 // tell writes one message to the guard, unless COMMAND has gone.
-func (c *child) tell(msg string) {
+func (c *Child) tell(msg string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.exited() {
+	if c.Exited() {
 		return
 	}
 	fmt.Fprintln(c.control, msg)
 }
 
-// stop sends sig to COMMAND's process group, and kills the tree if COMMAND
+// Stop sends sig to COMMAND's process group, and kills the tree if COMMAND
 // has not exited after grace. It returns once the tree has gone.
-func (c *child) stop(sig syscall.Signal, grace time.Duration) {
+func (c *Child) Stop(sig syscall.Signal, grace time.Duration) {
 	c.tell(fmt.Sprintf("signal %d", sig))
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
 	case <-c.done:
 	case <-timer.C:
-		c.kill()
+		c.Kill()
 		<-c.done
 	}
 }
 
-// kill has the guard kill COMMAND's tree now.
-func (c *child) kill() { c.tell("kill") }
+// Kill has the guard kill COMMAND's tree now. It does not wait: Done is
+// closed once the tree has gone.
+func (c *Child) Kill() { c.tell("kill") }
 
-// exited reports whether COMMAND's tree has gone.
-func (c *child) exited() bool {
+// PID is COMMAND's process ID, which is also its process group's.
+func (c *Child) PID() int { return c.pid }
+
+// Done is closed once COMMAND and everything it started have gone, and the
+// guard has exited.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Exited reports whether COMMAND's tree has gone: whether Done is closed.
+func (c *Child) Exited() bool {
 	select {
 	case <-c.done:
 		return true
@@ -172,6 +184,11 @@ func (c *child) exited() bool {
 	}
 }
 
-// exitCode is COMMAND's status, 128+N if signal N killed it, as a shell
-// reports it. The tree must have gone.
-func (c *child) exitCode() int { return c.code }
+// Expired reports whether the guard killed COMMAND's tree at the work
+// deadline: this process did not move the deadline in time (was it
+// paused?). It is false until Done is closed.
+func (c *Child) Expired() bool { return c.Exited() && c.expired }
+
+// ExitCode is COMMAND's status, 128+N if signal N killed it, as a shell
+// reports it. The tree must have gone: Done must be closed.
+func (c *Child) ExitCode() int { return c.code }

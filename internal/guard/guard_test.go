@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package guard
 
 import (
 	"bufio"
@@ -16,7 +16,12 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
 )
+
+// waitTimeout bounds every wait of the tests: for a guard to exit, for
+// the processes of its COMMAND.
+const waitTimeout = 30 * time.Second
 
 // testGuard is a guard started by a test: this test binary, run again as
 // the guard (TestMain), in the place of election's guard of a COMMAND.
@@ -42,7 +47,7 @@ func startGuard(t *testing.T, script string, deadline time.Duration) *testGuard 
 	}
 	until := strconv.FormatInt(monotonicAt(time.Now().Add(deadline)), 10)
 	g := &testGuard{
-		cmd:     exec.Command("/proc/self/exe", guardCommand, until, "--", "sh", "-c", script),
+		cmd:     exec.Command("/proc/self/exe", Command, until, "--", "sh", "-c", script),
 		control: controlW,
 		report:  bufio.NewReader(reportR),
 		exited:  make(chan struct{}),
@@ -115,11 +120,11 @@ func TestGuardKillsTheTreeWhenElectionDies(t *testing.T) {
 	}
 	margin := (election.MinTTL - election.MinTTL*7/8) / 2 // WorkDeadline's margin at MinTTL
 	var took []time.Duration
-	for _, shape := range forkingShapes {
+	for _, shape := range testenv.ForkingShapes {
 		for range runs {
-			mark := newMark()
-			g := startGuard(t, withMark(shape.script, mark), time.Hour)
-			awaitSleeps(t, mark, shape.sleeps)
+			mark := testenv.NewMark()
+			g := startGuard(t, testenv.WithMark(shape.Script, mark), time.Hour)
+			testenv.AwaitSleeps(t, mark, shape.Sleeps, waitTimeout)
 			holder := exec.Command("sleep", "1000")
 			holder.ExtraFiles = []*os.File{g.control}
 			if err := holder.Start(); err != nil {
@@ -131,15 +136,15 @@ func TestGuardKillsTheTreeWhenElectionDies(t *testing.T) {
 			holder.Wait()
 			g.wait(t)
 			took = append(took, time.Since(killed))
-			if left := marked(mark); len(left) > 0 {
-				t.Fatalf("%s: processes left after the guard exited: %v", shape.name, left)
+			if left := testenv.Marked(mark); len(left) > 0 {
+				t.Fatalf("%s: processes left after the guard exited: %v", shape.Name, left)
 			}
 		}
 	}
 	slices.Sort(took)
 	p50, p99, worst := took[len(took)/2], took[len(took)*99/100], took[len(took)-1]
 	t.Logf("SIGKILL of the control pipe's holder to the tree's end, %d runs over %d shapes: p50 %v, p99 %v, max %v; margin at TTL %v: %v",
-		len(took), len(forkingShapes), p50, p99, worst, election.MinTTL, margin)
+		len(took), len(testenv.ForkingShapes), p50, p99, worst, election.MinTTL, margin)
 	if p99 > margin {
 		t.Errorf("p99 %v from the SIGKILL to the tree's end: want within the work margin %v at the smallest TTL", p99, margin)
 	}
@@ -149,15 +154,15 @@ func TestGuardKillsTheTreeWhenElectionDies(t *testing.T) {
 // it, as when election is paused: the guard reports it and kills the tree.
 // A deadline moved in time keeps the tree running.
 func TestGuardKillsTheTreeAtItsDeadline(t *testing.T) {
-	mark := newMark()
+	mark := testenv.NewMark()
 	started := time.Now()
-	g := startGuard(t, withMark(`sleep MARK & wait`, mark), 200*time.Millisecond)
-	awaitSleeps(t, mark, 1)
+	g := startGuard(t, testenv.WithMark(`sleep MARK & wait`, mark), 200*time.Millisecond)
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
 	for range 5 { // keep it running for a second
 		g.tell(t, fmt.Sprintf("deadline %d", monotonicAt(time.Now().Add(400*time.Millisecond))))
 		time.Sleep(200 * time.Millisecond)
 	}
-	if left := marked(mark); len(left) < 3 {
+	if left := testenv.Marked(mark); len(left) < 3 {
 		t.Fatalf("the tree ended before its moved deadline: %v left", left)
 	}
 	if line := g.line(t); line != "expired" {
@@ -166,7 +171,7 @@ func TestGuardKillsTheTreeAtItsDeadline(t *testing.T) {
 	if code := g.wait(t); code != 128+int(syscall.SIGKILL) {
 		t.Errorf("the guard exited %d, want %d: COMMAND killed", code, 128+int(syscall.SIGKILL))
 	}
-	if left := marked(mark); len(left) > 0 {
+	if left := testenv.Marked(mark); len(left) > 0 {
 		t.Errorf("processes left after the deadline: %v", left)
 	}
 	if took := time.Since(started); took < time.Second+200*time.Millisecond {
@@ -178,17 +183,17 @@ func TestGuardKillsTheTreeAtItsDeadline(t *testing.T) {
 // started runs on, in its group and in a session of its own: the guard
 // kills both and exits with COMMAND's status.
 func TestGuardKillsWhatTheCommandLeaves(t *testing.T) {
-	mark := newMark()
+	mark := testenv.NewMark()
 	ready := filepath.Join(t.TempDir(), "ready")
-	g := startGuard(t, withMark(`(setsid sleep MARK &); sleep MARK & until [ -e `+ready+` ]; do sleep 0.01; done; exit 3`, mark), time.Hour)
-	awaitSleeps(t, mark, 2)
+	g := startGuard(t, testenv.WithMark(`(setsid sleep MARK &); sleep MARK & until [ -e `+ready+` ]; do sleep 0.01; done; exit 3`, mark), time.Hour)
+	testenv.AwaitSleeps(t, mark, 2, waitTimeout)
 	if err := os.WriteFile(ready, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code := g.wait(t); code != 3 {
 		t.Errorf("the guard exited %d, want COMMAND's 3", code)
 	}
-	if left := marked(mark); len(left) > 0 {
+	if left := testenv.Marked(mark); len(left) > 0 {
 		t.Errorf("processes left after COMMAND exited: %v", left)
 	}
 }
@@ -197,9 +202,9 @@ func TestGuardKillsWhatTheCommandLeaves(t *testing.T) {
 // itself, which it ignores, then asks it to pass SIGTERM to COMMAND's
 // group: COMMAND's trap gives its status, and what it left is killed.
 func TestGuardPassesSignalsAndIgnoresItsOwn(t *testing.T) {
-	mark := newMark()
-	g := startGuard(t, withMark(`trap 'exit 7' TERM; sleep MARK & wait`, mark), time.Hour)
-	awaitSleeps(t, mark, 1)
+	mark := testenv.NewMark()
+	g := startGuard(t, testenv.WithMark(`trap 'exit 7' TERM; sleep MARK & wait`, mark), time.Hour)
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
 	guardPID := g.cmd.Process.Pid
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
 		syscall.Kill(guardPID, sig)
@@ -208,7 +213,7 @@ func TestGuardPassesSignalsAndIgnoresItsOwn(t *testing.T) {
 	if code := g.wait(t); code != 7 {
 		t.Errorf("the guard exited %d, want COMMAND's 7 from its trap (a guard killed by a signal exits 128+N)", code)
 	}
-	if left := marked(mark); len(left) > 0 {
+	if left := testenv.Marked(mark); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
 	}
 }
@@ -220,7 +225,7 @@ func TestGuardReportsACommandItCannotStart(t *testing.T) {
 	reportR, reportW, _ := os.Pipe()
 	defer controlW.Close()
 	defer reportR.Close()
-	cmd := exec.Command("/proc/self/exe", guardCommand, "0", "--", "no-such-command-kvelect")
+	cmd := exec.Command("/proc/self/exe", Command, "0", "--", "no-such-command-kvelect")
 	cmd.ExtraFiles = []*os.File{controlR, reportW}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -236,7 +241,7 @@ func TestGuardReportsACommandItCannotStart(t *testing.T) {
 		t.Errorf("the guard exited %d, want %d", code, exitNotFound)
 	}
 
-	out, err := exec.Command("/proc/self/exe", guardCommand, "0", "--", "true").CombinedOutput()
+	out, err := exec.Command("/proc/self/exe", Command, "0", "--", "true").CombinedOutput()
 	if code := exitCodeOf(err); code != exitUsage || !strings.Contains(string(out), "not by hand") {
 		t.Errorf("a guard started by hand: exit %d, %q; want %d and that it is not for hand use", code, out, exitUsage)
 	}

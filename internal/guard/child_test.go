@@ -1,0 +1,191 @@
+//go:build linux
+
+package guard
+
+import (
+	"context"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// leadership runs an election on an embedded server and returns the
+// context of its first leadership, and a function that ends the election
+// (it releases the key). The election ends when the test ends, if not
+// before.
+func leadership(t *testing.T) (leading context.Context, end func()) {
+	t.Helper()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "GUARD", TTL: election.MinTTL})
+	won := make(chan context.Context, 1)
+	e, err := election.NewElection(context.Background(), "a", "job", kv, election.WithoutSplay(),
+		election.OnWon(func(leading context.Context) {
+			select {
+			case won <- leading:
+			default:
+			}
+			<-leading.Done()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(context.Background()) }()
+	stopped := false
+	end = func() {
+		if !stopped {
+			stopped = true
+			e.Stop()
+			<-done
+		}
+	}
+	t.Cleanup(end)
+	select {
+	case leading = <-won:
+	case <-time.After(waitTimeout):
+		t.Fatalf("no leadership after %v", waitTimeout)
+	}
+	return leading, end
+}
+
+// start starts "sh -c script" under a guard for leading, with the token
+// the tests' processes carry, and waits for its end when the test ends.
+func start(t *testing.T, leading context.Context, script string) *Child {
+	t.Helper()
+	c, err := Start(leading, []string{"sh", "-c", script}, append(os.Environ(), "KVELECT_TOKEN=7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Kill()
+		<-c.Done()
+	})
+	return c
+}
+
+// awaitDone waits for COMMAND's tree to go.
+func awaitDone(t *testing.T, c *Child) {
+	t.Helper()
+	select {
+	case <-c.Done():
+	case <-time.After(waitTimeout):
+		t.Fatalf("COMMAND still runs after %v", waitTimeout)
+	}
+}
+
+// TestStartNeedsALeadership starts no COMMAND for a context that is no
+// leadership's, or a leadership that has ended.
+func TestStartNeedsALeadership(t *testing.T) {
+	if c, err := Start(context.Background(), []string{"true"}, nil); err == nil {
+		<-c.Done()
+		t.Errorf("Start without a leadership started COMMAND %d, want an error", c.PID())
+	}
+	leading, end := leadership(t)
+	end()
+	if c, err := Start(leading, []string{"true"}, nil); err == nil {
+		<-c.Done()
+		t.Errorf("Start for an ended leadership started COMMAND %d, want an error", c.PID())
+	}
+}
+
+// TestStartReportsACommandItCannotStart returns the guard's reason for a
+// COMMAND that is not found.
+func TestStartReportsACommandItCannotStart(t *testing.T) {
+	leading, _ := leadership(t)
+	c, err := Start(leading, []string{"no-such-command-kvelect"}, os.Environ())
+	if err == nil {
+		<-c.Done()
+		t.Fatal("Start of a command that does not exist: no error")
+	}
+	if !strings.Contains(err.Error(), "no-such-command-kvelect") {
+		t.Errorf("Start of a command that does not exist: %q, want the command's name", err)
+	}
+}
+
+// TestChildStopPassesTheSignal stops a COMMAND that traps SIGTERM: Stop
+// returns once the tree has gone, with COMMAND's status from its trap.
+func TestChildStopPassesTheSignal(t *testing.T) {
+	leading, _ := leadership(t)
+	mark := testenv.NewMark()
+	c := start(t, leading, testenv.WithMark(`trap 'exit 7' TERM; sleep MARK & wait`, mark))
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+	if c.Exited() || c.PID() <= 0 {
+		t.Fatalf("a running COMMAND: Exited %v, PID %d; want false and its process ID", c.Exited(), c.PID())
+	}
+	c.Stop(syscall.SIGTERM, time.Hour)
+	if !c.Exited() || c.Expired() || c.ExitCode() != 7 {
+		t.Errorf("after Stop: Exited %v, Expired %v, ExitCode %d; want true, false and COMMAND's 7", c.Exited(), c.Expired(), c.ExitCode())
+	}
+	if left := testenv.Marked(mark); len(left) > 0 {
+		t.Errorf("processes left after Stop: %v", left)
+	}
+}
+
+// TestChildStopKillsAfterGrace stops a COMMAND that ignores SIGTERM: it
+// is killed once the grace is over.
+func TestChildStopKillsAfterGrace(t *testing.T) {
+	leading, _ := leadership(t)
+	mark := testenv.NewMark()
+	c := start(t, leading, testenv.WithMark(`trap '' TERM; sleep MARK & wait`, mark))
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+	began := time.Now()
+	c.Stop(syscall.SIGTERM, 200*time.Millisecond)
+	if took := time.Since(began); took < 200*time.Millisecond {
+		t.Errorf("Stop returned %v after it began, before the grace was over", took)
+	}
+	if code := c.ExitCode(); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("ExitCode %d after the grace, want %d: COMMAND killed", code, 128+int(syscall.SIGKILL))
+	}
+	if left := testenv.Marked(mark); len(left) > 0 {
+		t.Errorf("processes left after Stop: %v", left)
+	}
+}
+
+// TestChildKillEndsTheTree kills a COMMAND: Done is closed once the tree
+// has gone.
+func TestChildKillEndsTheTree(t *testing.T) {
+	leading, _ := leadership(t)
+	mark := testenv.NewMark()
+	c := start(t, leading, testenv.WithMark(`(setsid sleep MARK &); sleep MARK & wait`, mark))
+	testenv.AwaitSleeps(t, mark, 2, waitTimeout)
+	c.Kill()
+	awaitDone(t, c)
+	if c.Expired() || c.ExitCode() != 128+int(syscall.SIGKILL) {
+		t.Errorf("after Kill: Expired %v, ExitCode %d; want false and %d", c.Expired(), c.ExitCode(), 128+int(syscall.SIGKILL))
+	}
+	if left := testenv.Marked(mark); len(left) > 0 {
+		t.Errorf("processes left after Kill: %v", left)
+	}
+}
+
+// TestChildExpiresWhenTheLeadershipEnds ends the leadership without
+// stopping COMMAND: the last deadline sent holds, and the guard kills the
+// tree at it and reports it.
+func TestChildExpiresWhenTheLeadershipEnds(t *testing.T) {
+	leading, end := leadership(t)
+	mark := testenv.NewMark()
+	c := start(t, leading, testenv.WithMark(`sleep MARK & wait`, mark))
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+	deadline, ok := election.WorkDeadline(leading)
+	if !ok {
+		t.Fatal("the leadership ended before it was ended")
+	}
+	end()
+	awaitDone(t, c)
+	if gone := time.Now(); gone.Before(deadline) {
+		t.Errorf("COMMAND was killed %v before the work deadline", deadline.Sub(gone))
+	}
+	if !c.Expired() || c.ExitCode() != 128+int(syscall.SIGKILL) {
+		t.Errorf("after the work deadline: Expired %v, ExitCode %d; want true and %d", c.Expired(), c.ExitCode(), 128+int(syscall.SIGKILL))
+	}
+	if left := testenv.Marked(mark); len(left) > 0 {
+		t.Errorf("processes left after the work deadline: %v", left)
+	}
+}
