@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -177,15 +179,30 @@ func (g *group) awaitLoss(name string) event {
 	return g.await("stand-down of "+name, func(ev event) bool { return !ev.won && ev.name == name })
 }
 
-// leaders returns the candidates whose IsLeader is true now.
+// leaders returns the candidates that lead now: each with the same fencing
+// token (Token, 0 unless it leads) in two readings made in turn.
 func (g *group) leaders() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var names []string
-	for name, e := range g.elections {
-		if e.IsLeader() {
-			names = append(names, name)
+	names := slices.Sorted(maps.Keys(g.elections))
+	tokens := func() []uint64 {
+		read := make([]uint64, len(names))
+		for i, name := range names {
+			read[i] = g.elections[name].Token() // 0 unless it leads
+		}
+		return read
+	}
+	// Two passes in one order: a candidate with the same token in both led
+	// throughout, from its first reading to its second (a tenure's
+	// leadership is one interval), and two such intervals of reads made in
+	// turn overlap. One pass alone would see a leader that stood down and
+	// its successor, read a moment apart, as two at once.
+	first, second := tokens(), tokens()
+	var leading []string
+	for i, name := range names {
+		if first[i] != 0 && first[i] == second[i] {
+			leading = append(leading, name)
 		}
 	}
-	return names
+	return leading
 }
