@@ -66,9 +66,3 @@ func TestHistoryRecordsRunAndPrintsIt(t *testing.T) {
 		wantOneLineError(t, code, exitUsage, stdout, stderr, says)
 	}
 }
-
-// lastLine returns the last line of a log, with its newline.
-func lastLine(log string) string {
-	lines := strings.Split(strings.TrimSpace(log), "\n")
-	return lines[len(lines)-1] + "\n"
-}
