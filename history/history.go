@@ -72,13 +72,17 @@ type History struct {
 
 	mu        sync.Mutex
 	recorders map[[2]string]*recorder // by key and candidate name
+	failed    bool                    // a record could not be sent or was dropped
 }
 
 // Option configures a History; pass options to Create or Open.
 type Option func(h *History)
 
 // WithLogger sets the logger of what the history cannot record; the
-// default discards.
+// default discards. The first failure of a History (a record it could not
+// send, or dropped) is logged as a warning and later ones at debug level,
+// so that a process without the permission to write the history warns once,
+// not at every change of leadership.
 func WithLogger(l *slog.Logger) Option {
 	return func(h *History) { h.log = l }
 }
@@ -156,7 +160,8 @@ func (h *History) Retention() time.Duration {
 }
 
 // record sends ev, retrying with its message ID until it is acknowledged or
-// ctx is done, each attempt within timeout.
+// ctx is done, each attempt within timeout; each failed attempt is a
+// failure.
 func (h *History) record(ctx context.Context, ev Event, timeout time.Duration) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
@@ -167,7 +172,11 @@ func (h *History) record(ctx context.Context, ev Event, timeout time.Duration) e
 		opCtx, cancel := context.WithTimeout(ctx, timeout)
 		_, err = h.js.Publish(opCtx, historySubject(h.bucket)+"."+ev.Key, data, jetstream.WithMsgID(id))
 		cancel()
-		if err == nil || !sleep(ctx, wait) {
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		h.failure("could not record a leadership event in the history; retrying", "key", ev.Key, "name", ev.Name, "event", ev.Kind, "token", ev.Token, "error", err)
+		if !sleep(ctx, wait) {
 			return err
 		}
 	}
@@ -301,7 +310,7 @@ func (h *History) startRecorder() *recorder {
 		defer close(r.done)
 		for ev := range r.events {
 			if err := h.record(ctx, ev, attemptTimeout); err != nil {
-				h.log.Warn("could not record a leadership event in the history", "key", ev.Key, "name", ev.Name, "event", ev.Kind, "token", ev.Token, "error", err)
+				h.failure("could not record a leadership event in the history", "key", ev.Key, "name", ev.Name, "event", ev.Kind, "token", ev.Token, "error", err)
 			}
 		}
 	}()
@@ -320,8 +329,28 @@ func (h *History) queue(ev election.Event, rec Event) {
 	select {
 	case r.events <- rec:
 	default:
-		h.log.Warn("the history recorder is behind; dropped an event", "key", ev.Key, "name", ev.Name, "event", rec.Kind, "token", rec.Token)
+		h.failureLocked("the history recorder is behind; dropped an event", "key", ev.Key, "name", ev.Name, "event", rec.Kind, "token", rec.Token)
 	}
+}
+
+// failure logs what the history could not record: the History's first
+// failure as a warning, saying what permission writing needs, and later
+// ones at debug level.
+func (h *History) failure(msg string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failureLocked(msg, args...)
+}
+
+// failureLocked is failure with h.mu held.
+func (h *History) failureLocked(msg string, args ...any) {
+	if h.failed {
+		h.log.Debug(msg, args...)
+		return
+	}
+	h.failed = true
+	h.log.Warn(msg+"; later failures are logged at debug level", append(args,
+		"hint", "recording needs the permission to publish to "+historySubject(h.bucket)+".> (election permissions --role candidate --history)")...)
 }
 
 // stop sends what is queued, within timeout, and ends the recorder.

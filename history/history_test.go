@@ -78,6 +78,46 @@ func TestRecordGivesUpWhenItCannotWrite(t *testing.T) {
 	}
 }
 
+// TestRecordWarnsOnceWhenItCannotWrite: a History that cannot write (here
+// its connection is closed; a user denied the permission to publish to the
+// history's subjects fares the same) logs its first failure as a warning,
+// saying what permission recording needs, and every later one, over several
+// elections' wins and stand-downs, at debug level only.
+func TestRecordWarnsOnceWhenItCannotWrite(t *testing.T) {
+	s := testenv.Server(t)
+	nc, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "DENY", TTL: 2 * time.Second})
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h, err := history.Create(context.Background(), js, "DENY", 0, history.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	for _, name := range []string{"a", "b"} {
+		h.Record(election.Event{Kind: election.EventCampaigning, Key: "k", Name: name})
+	}
+	for token := uint64(1); token <= 6; token++ {
+		name := []string{"a", "b"}[token%2]
+		h.Record(election.Event{Kind: election.EventWon, Key: "k", Name: name, Token: token, After: "no key"})
+		h.Record(election.Event{Kind: election.EventLost, Key: "k", Name: name, Token: token, Err: election.ErrStopped})
+	}
+	time.Sleep(300 * time.Millisecond) // a few attempts each
+	for _, name := range []string{"a", "b"} {
+		h.Record(election.Event{Kind: election.EventStopped, Key: "k", Name: name, Duration: 200 * time.Millisecond})
+	}
+	out := logged.String()
+	if n := strings.Count(out, "level=WARN"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, out)
+	}
+	if !strings.Contains(out, "kvelect.history.DENY.>") {
+		t.Errorf("the warning does not name the subject recording needs:\n%s", out)
+	}
+	if n := strings.Count(out, "level=DEBUG"); n < 2 {
+		t.Errorf("%d failures logged at debug level, want the later ones (2 or more):\n%s", n, out)
+	}
+}
+
 // TestCreateAndOpenRefuseBadInput: a bucket without a history, a bad name
 // and a short retention each get an error naming what is wrong; a second
 // Create opens the history as it is.

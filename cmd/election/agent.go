@@ -56,7 +56,11 @@ over as soon as it has exited, then the agent exits 0. A second signal
 kills the daemons.
 
 election status lists the nodes and the daemons: where each runs, its
-state (assigning, running, revoking, stopped), token and start.
+state (assigning, running, revoking, stopped), token and start. When the
+bucket keeps a leadership history (election bucket create makes one), the
+agent records in it each node's joins and leaves (key fleet.node.N) and
+each daemon's moves (key fleet.daemon.NAME), for election history;
+--history=false does not.
 
 Exit status: 0 after a signal; 1 if the server, the bucket or joining
 failed (another live node has the name N); 2 for bad flags.
@@ -74,6 +78,7 @@ type agentConfig struct {
 	file      string
 	logLevel  string
 	logFormat string
+	history   bool // record in the bucket's leadership history
 }
 
 // agentMain runs "election agent".
@@ -91,6 +96,7 @@ func agentMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.file, "config", "", "a YAML `FILE` listing daemons (see above)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
+	fs.BoolVar(&cfg.history, "history", true, "record joins, leaves and daemon moves in the bucket's leadership history, when it has one; --history=false does not")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -167,6 +173,9 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 		}
 		setupDenied(denied)
 	}
+	if cfg.history {
+		cfg.conn.quietHistory()
+	}
 	nc, js, err := cfg.conn.connect("election agent "+cfg.name, logConnection(alog)...)
 	if err != nil {
 		return err
@@ -176,7 +185,15 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	if err != nil {
 		return deniedOr(ctx, err)
 	}
-	b, err := election.OpenBucket(ctx, kv, election.WithLogger(slogrus.New(log)))
+	// The bucket's defaults reach every election of the fleet: the node's
+	// membership and each daemon's.
+	defaults := []election.Option{election.WithLogger(slogrus.New(log))}
+	if cfg.history {
+		if record := cfg.conn.openHistory(ctx, js, cfg.bucket, alog); record != nil {
+			defaults = append(defaults, election.WithEventHook(record.Record))
+		}
+	}
+	b, err := election.OpenBucket(ctx, kv, defaults...)
 	if err != nil {
 		return deniedOr(ctx, err)
 	}

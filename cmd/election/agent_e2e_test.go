@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,6 +99,9 @@ func TestAgentRunsEachDaemonOnOneOfThreeNodes(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "AGENT", TTL: 2 * time.Second})
+	if _, err := history.Create(context.Background(), js, "AGENT", 0); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	events := filepath.Join(dir, "events")
 	config := filepath.Join(dir, "daemons.yaml")
@@ -160,6 +165,15 @@ func TestAgentRunsEachDaemonOnOneOfThreeNodes(t *testing.T) {
 		t.Errorf("agent node0 exited %d after SIGTERM, want 0", code)
 	}
 	wantLogged(t, agents["node0"].logged(t), "leaving the fleet", "left the fleet")
+	// The agents record in the bucket's history, with no flag: node0's
+	// membership, and the daemons it ran.
+	testenv.Poll(t, "node0's join and leave in the history", waitTimeout, func() (string, bool) {
+		got := strings.Join(historyLines(t, s.ClientURL(), "AGENT", "fleet.node.node0"), "; ")
+		return got, strings.HasPrefix(got, "node0 won") && strings.HasSuffix(got, "node0 stood_down")
+	})
+	if got := historyLines(t, s.ClientURL(), "AGENT", "fleet.daemon.d0"); len(got) == 0 || !strings.Contains(got[0], " won ") {
+		t.Errorf("the history of daemon d0 is %q, want its wins", got)
+	}
 	awaitDaemons(t, events, "three daemons on each of node1 and node2", func(loads map[string]int) bool {
 		return loads["node1"] == 3 && loads["node2"] == 3
 	})

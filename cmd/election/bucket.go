@@ -27,14 +27,17 @@ func bucketContext() (context.Context, context.CancelFunc) {
 }
 
 const bucketAbout = `Usage:
-  election bucket create [--bucket B] [--ttl 10s] [--replicas 1] [--storage file|memory] [--history 7d]
+  election bucket create [--bucket B] [--ttl 10s] [--replicas 1] [--storage file|memory] [--history 7d|0]
   election bucket check [--bucket B]
 
 create makes an election bucket with the given settings. If the bucket
 exists it is left as it is (a TTL must not change under running elections)
-and checked instead. With --history, it also makes the stream that keeps the
-bucket's leadership history (KVELECT_HISTORY_B), or leaves an existing one
-as it is; election run --history records in it, election history reads it.
+and checked instead. It also makes the stream that keeps the bucket's
+leadership history (KVELECT_HISTORY_B) for --history (default 7d), or
+leaves an existing one as it is; --history 0 makes none. election run,
+sidecar and agent record in it whenever the bucket has one; election
+history reads it. Without the permission to make the history (and without
+--history given), create warns and makes the bucket alone.
 
 check says whether elections can run on an existing bucket. It prints the
 bucket's settings, a "warning:" line for each setting that is safe but costs
@@ -81,8 +84,8 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Sprintf("`DURATION` a key lives after its last write, the longest a crashed leader blocks its election: %v to %v", election.MinTTL, election.MaxTTL))
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "`N` servers store the bucket: 1, 3 or 5")
 	fs.StringVar(&storage, "storage", "file", "`TYPE` of storage: file or memory")
-	var retention time.Duration
-	fs.Var(retentionFlag{&retention}, "history", "also keep a leadership history for `DURATION`, such as 7d (see election history); default none")
+	retention := history.DefaultRetention
+	fs.Var(retentionFlag{&retention}, "history", "also keep a leadership history for `DURATION`, such as 7d or 36h (see election history); 0 keeps none")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -108,6 +111,10 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	ctx, stopWatching := conn.watchDenials(ctx, roleAdmin)
 	defer stopWatching()
+	historyGiven := given(fs.FlagSet)["history"]
+	if !historyGiven {
+		conn.quietHistory() // the default history is not worth failing for
+	}
 	nc, js, err := conn.connect("election bucket")
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
@@ -135,11 +142,18 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "created bucket %s\n", cfg.Name)
 	}
 	if retention > 0 {
-		h, err := history.Create(ctx, js, cfg.Name, retention)
-		if err != nil {
+		historyCtx, done := conn.historyContext(ctx)
+		h, err := history.Create(historyCtx, js, cfg.Name, retention)
+		err = deniedOr(historyCtx, err)
+		done()
+		switch {
+		case err != nil && historyGiven:
 			return fail(stderr, fs.path, deniedOr(ctx, err))
+		case err != nil:
+			fmt.Fprintf(stdout, "warning: no leadership history for bucket %s: %v (--history 0 asks for none)\n", cfg.Name, err)
+		default:
+			fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, h.Retention())
 		}
-		fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, h.Retention())
 	}
 	return report(ctx, stdout, stderr, fs.path, kv, false)
 }
@@ -294,17 +308,25 @@ func durability(status jetstream.KeyValueStatus) []string {
 			`"nats server request variables" shows "sync_always": true in each server's jetstream config`)
 }
 
-// retentionFlag is --history: a duration, with d for days as in 7d.
+// retentionFlag is --history: a duration, with d for days as in 7d, or 0
+// for none.
 type retentionFlag struct{ d *time.Duration }
 
 func (r retentionFlag) String() string {
-	if r.d == nil || *r.d == 0 {
-		return ""
+	switch {
+	case r.d == nil || *r.d == 0:
+		return "0"
+	case *r.d%(24*time.Hour) == 0:
+		return strconv.Itoa(int(*r.d/(24*time.Hour))) + "d"
 	}
 	return r.d.String()
 }
 
 func (r retentionFlag) Set(value string) error {
+	if value == "0" {
+		*r.d = 0
+		return nil
+	}
 	d, err := parseRetention(value)
 	if err != nil {
 		return err

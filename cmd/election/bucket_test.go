@@ -18,7 +18,7 @@ func TestBucketCreateMakesOrKeepsTheBucket(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	want := "created bucket JOBS\nbucket JOBS: TTL 3s, history 1, replicas 1, file storage\nusable for elections\n"
+	want := "created bucket JOBS\nhistory of bucket JOBS: kept 168h0m0s\nbucket JOBS: TTL 3s, history 1, replicas 1, file storage\nusable for elections\n"
 	if stdout != want {
 		t.Errorf("stdout %q, want %q", stdout, want)
 	}
@@ -31,7 +31,7 @@ func TestBucketCreateMakesOrKeepsTheBucket(t *testing.T) {
 	}
 
 	code, stdout, _ = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS")
-	if code != 0 || !strings.HasPrefix(stdout, "bucket JOBS exists; left as it is\nbucket JOBS: TTL 3s") {
+	if code != 0 || !strings.HasPrefix(stdout, "bucket JOBS exists; left as it is\nhistory of bucket JOBS: kept 168h0m0s\nbucket JOBS: TTL 3s") {
 		t.Errorf("again without settings: exit %d, stdout %q; want 0, the bucket left at TTL 3s", code, stdout)
 	}
 	code, stdout, stderr = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS", "--ttl", "20s", "--replicas", "1", "--storage", "memory")
@@ -40,9 +40,15 @@ func TestBucketCreateMakesOrKeepsTheBucket(t *testing.T) {
 		t.Fatalf("bucket status %v, %v; want TTL 3s still", status, err)
 	}
 
-	code, stdout, _ = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "MEM", "--storage", "memory")
+	code, stdout, _ = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "MEM", "--storage", "memory", "--history", "0")
 	if code != 0 || !strings.Contains(stdout, "TTL 10s, history 1, replicas 1, memory storage\nwarning: memory storage") {
 		t.Errorf("memory bucket: exit %d, stdout %q; want 0, TTL 10s and a warning", code, stdout)
+	}
+	if strings.Contains(stdout, "history of bucket") {
+		t.Errorf("--history 0 made a history: %q", stdout)
+	}
+	if _, err := js.Stream(context.Background(), "KVELECT_HISTORY_MEM"); err == nil {
+		t.Errorf("--history 0 made the history stream")
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/history"
-	"github.com/kvelect/election/internal/slogrus"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -43,7 +42,7 @@ func (c *candidateFlags) add(fs *flagSet, name string) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	fs.StringVar(&c.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
 	fs.DurationVar(&c.tolerance, "health-tolerance", time.Second, "`DURATION` past its renewal deadline a leader may be before /healthz fails")
-	fs.BoolVar(&c.history, "history", false, "record each win and stand-down in the bucket's leadership history (election bucket create --history)")
+	fs.BoolVar(&c.history, "history", true, "record each win and stand-down in the bucket's leadership history, when it has one (election bucket create makes it); --history=false does not")
 	fs.IntVar(&c.priority, "priority", election.DefaultPriority, "this candidate's `N`: a free key goes to the highest live priority first; 0 never leads")
 	fs.BoolVar(&c.prefer, "prefer-higher", false, "hand the key to a live candidate of higher priority once it is ready (see --ready-for)")
 	fs.DurationVar(&c.readyFor, "ready-for", 0, "with --prefer-higher, how long a higher candidate must be listed before it gets the key (`DURATION`; 0: two TTLs)")
@@ -90,8 +89,10 @@ func (c *candidateFlags) check() (*logrus.Logger, error) {
 	return log, nil
 }
 
-// openBucket opens the bucket, logs what CheckBucket warns of, and with
-// --history opens its history (nil without).
+// openBucket opens the bucket, logs what CheckBucket warns of, and unless
+// --history=false opens its history: nil if there is none or it cannot be
+// opened, which openHistory logs and which leaves the election as it is.
+// Call c.conn.quietHistory before connecting.
 func (c *candidateFlags) openBucket(ctx context.Context, js jetstream.JetStream, log *logrus.Entry) (jetstream.KeyValue, *history.History, error) {
 	kv, err := openBucket(ctx, js, c.bucket)
 	if err != nil {
@@ -106,9 +107,7 @@ func (c *candidateFlags) openBucket(ctx context.Context, js jetstream.JetStream,
 	}
 	var record *history.History
 	if c.history {
-		if record, err = history.Open(ctx, js, c.bucket, history.WithLogger(slogrus.New(log.Logger))); err != nil {
-			return nil, nil, err
-		}
+		record = c.conn.openHistory(ctx, js, c.bucket, log)
 	}
 	return kv, record, nil
 }

@@ -26,6 +26,7 @@ var commands = []command{
 	{"resign", "ask a key's leader to stand down for another candidate", resignMain},
 	{"transfer", "ask a key's leader to hand it to a named candidate", transferMain},
 	{"history", "print who led each key, when, and why it changed", historyMain},
+	{"check", "check for monitoring: a key's leader, a fleet's daemons (Nagios, Prometheus, JSON)", checkMain},
 	{"dashboard", "serve a live web page of the bucket's leaders and history", dashboardMain},
 	{"bucket", "create or check an election bucket", bucketMain},
 	{"permissions", "print the least NATS permissions of a role", permissionsMain},

@@ -77,7 +77,7 @@ func TestHelpListsCommandsAndFlags(t *testing.T) {
 
 func TestUnknownCommandIsAUsageError(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "start")
-	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, sidecar, agent, status, resign, transfer, history, dashboard, bucket or permissions")
+	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, sidecar, agent, status, resign, transfer, history, check, dashboard, bucket or permissions")
 }
 
 func TestConnectUsesTheNATSContext(t *testing.T) {

@@ -36,6 +36,9 @@ type connFlags struct {
 	// onDenied, when set, is called with each permission the server
 	// denies the connection, as a *deniedError.
 	onDenied func(error)
+	// historyDenials, when set, takes the denials of the leadership
+	// history's subjects before onDenied (quietHistory).
+	historyDenials *historyDenials
 }
 
 // connEnv names the environment variable of each connection setting that
@@ -250,7 +253,11 @@ func (c *connFlags) watchDenials(ctx context.Context, role string) (context.Cont
 // denied permission goes to onDenied, and the rest show in the calls that
 // fail because of them.
 func (c *connFlags) asyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
-	if denied := asDenied(err, c.role); denied != nil && c.onDenied != nil {
+	denied := asDenied(err, c.role)
+	if denied == nil || c.historyDenials.take(denied) {
+		return
+	}
+	if c.onDenied != nil {
 		c.onDenied(denied)
 	}
 }

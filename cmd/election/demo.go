@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/slogrus"
 	"github.com/nats-io/nats-server/v2/server"
@@ -107,6 +108,7 @@ func envOr(name, fallback string) string {
 }
 
 func run(ctx context.Context, log *logrus.Logger, cfg config) error {
+	cfg.conn.quietHistory() // shared with connect's copy
 	nc, js, shutdown, err := connect(log, cfg)
 	if err != nil {
 		return err
@@ -123,6 +125,8 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 		return err
 	}
 
+	record := demoHistory(ctx, log, js, &cfg.conn)
+
 	host, _ := os.Hostname()
 	elections := make([]*election.Election, cfg.workers)
 	for i := range elections {
@@ -131,7 +135,7 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 			return nil
 		}
 		name := fmt.Sprintf("%s-%d-w%d", host, os.Getpid(), i)
-		e, err := newWorker(log, name, cfg, kv)
+		e, err := newWorker(log, name, cfg, kv, record)
 		if err != nil {
 			return err
 		}
@@ -157,8 +161,9 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 }
 
 // newWorker prepares one worker's election with callbacks that log its
-// events and do its work while it leads.
-func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValue) (*election.Election, error) {
+// events and do its work while it leads, recording in the history record
+// (nil: none).
+func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValue, record *history.History) (*election.Election, error) {
 	wlog := log.WithField("worker", name)
 	opts := []election.Option{
 		election.WithLogger(libraryLogger(log).With("worker", name)),
@@ -185,6 +190,9 @@ func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValu
 	}
 	if cfg.noSplay {
 		opts = append(opts, election.WithoutSplay())
+	}
+	if record != nil {
+		opts = append(opts, election.WithEventHook(record.Record))
 	}
 	return election.NewElection(context.Background(), name, cfg.key, kv, opts...)
 }
@@ -275,6 +283,26 @@ func bindBucket(ctx context.Context, log *logrus.Logger, js jetstream.JetStream,
 	}
 	log.WithFields(logrus.Fields{"bucket": bucket, "ttl": ttl}).Info("bucket was missing; created it")
 	return kv, nil
+}
+
+// demoHistory makes the leadership history of the demo's bucket, or opens
+// the one it has, for the workers to record in: election history --bucket
+// DEMO_ELECTION prints it. Without it (a denied permission), one warning,
+// and the workers run the same.
+func demoHistory(ctx context.Context, log *logrus.Logger, js jetstream.JetStream, conn *connFlags) *history.History {
+	historyCtx, done := conn.historyContext(ctx)
+	defer done()
+	h, err := history.Create(historyCtx, js, bucket, 0, history.WithLogger(slogrus.New(log)))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // a signal: the demo stops
+		}
+		log.WithError(deniedOr(historyCtx, err)).Warn("no leadership history for the demo's bucket: not recording one; the workers run the same")
+		return nil
+	}
+	log.WithFields(logrus.Fields{"bucket": bucket, "retention": h.Retention().String()}).
+		Infof("recording the leadership history: election history --bucket %s", bucket)
+	return h
 }
 
 // libraryLogger is the library's logger in the demo: the demo logs each

@@ -21,10 +21,11 @@ const historyAbout = `Usage:
 Prints the leadership history of the bucket B, oldest first: each win, with
 how the key became free ("no key": never held or aged out; "released by N";
 "handed over to N"; "deleted"; "purged"), and each stand-down, with its
-cause. Elections record it when they run with --history (election run) or
-history.History.Record (the library), in the stream the bucket's history lives in:
-create it with election bucket create --history 7d. A leader that crashed
-did not record its end: the next win says how the key became free.
+cause. election run, sidecar, agent and the demo record it by default
+(--history=false: not), and the library through history.History.Record, in
+the stream the bucket's history lives in: election bucket create makes it
+(kept 7 days; --history 30d for longer). A leader that crashed did not
+record its end: the next win says how the key became free.
 
 --since 1h prints the last hour only; --json prints one object per line:
   {"key":"K","name":"N","kind":"won","token":7,"after":"released by M","at":"2026-...Z"}

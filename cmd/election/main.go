@@ -26,7 +26,8 @@
 //	election status [--bucket B] [--key K] [--watch] [--json]
 //	election resign --key K [--bucket B] [--timeout 30s]
 //	election transfer --key K --to NAME [--bucket B] [--timeout 30s]
-//	election bucket create|check --bucket B [--ttl 10s] [--replicas 1] [--storage file]
+//	election bucket create|check --bucket B [--ttl 10s] [--replicas 1] [--storage file] [--history 7d|0]
+//	election check --key K [--fleet] [--bucket B] [--format nagios|json|prometheus|text]
 //
 // run starts COMMAND only while this process leads the election for K, and
 // stops it when leadership ends (--metrics serves /metrics and /healthz);

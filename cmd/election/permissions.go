@@ -18,9 +18,10 @@ Prints the least NATS permissions a user needs for ROLE on the bucket B:
 as a permissions block for a user in the server's configuration (server),
 or as the flags of nsc edit user (nsc). A user with several roles needs
 the union of their blocks. --history adds what the role needs of the
-bucket's leadership history: candidates record in it (run --history),
-observers read it (election history), admins create it (bucket create
---history).
+bucket's leadership history: candidates record in it (run, sidecar and
+agent, by default; without these lines they warn once and record nothing),
+observers read it (election history), admins create it (bucket create, by
+default).
 
 Give the same --js-domain and --inbox-prefix as the commands will use: the
 JetStream API subjects carry the domain, and replies arrive on the inbox
@@ -55,9 +56,9 @@ func rolePermissions(role, bucket, domain, inbox string, history bool) (permissi
 }
 
 // historyPermissions are what role needs, beyond its base permissions, to
-// use the leadership history of bucket: candidates record in it (run
-// --history), observers read it (election history), admins create it
-// (bucket create --history).
+// use the leadership history of bucket: candidates record in it (run,
+// sidecar and agent), observers read it (election history), admins create
+// it (bucket create).
 func historyPermissions(role, bucket, domain string) []string {
 	api := "$JS.API"
 	if domain != "" {
@@ -159,7 +160,7 @@ func permissionsMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&format, "format", "server", "`FORMAT`: server (a configuration block) or nsc (nsc edit user flags)")
 	fs.StringVar(&domain, "js-domain", "", "the JetStream `DOMAIN` the commands will use")
 	fs.StringVar(&inbox, "inbox-prefix", "", "the inbox `PREFIX` the commands will use (default _INBOX)")
-	fs.BoolVar(&history, "history", false, "include the leadership history's subjects (run --history, election history, bucket create --history)")
+	fs.BoolVar(&history, "history", false, "include the leadership history's subjects (recorded by run, sidecar and agent, read by election history, made by bucket create)")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}

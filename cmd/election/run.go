@@ -77,6 +77,11 @@ leadership begins, before COMMAND starts, and removed when leadership ends,
 before the key is released. A FILE left by a process killed while it led
 is removed at start.
 
+Each win and stand-down is recorded in the bucket's leadership history when
+the bucket has one (election bucket create makes it; election history
+prints it); --history=false records nothing. Without the permission to
+write it, one warning, and the election runs the same.
+
 A COMMAND paused with its whole machine may act once more on resuming:
 pass KVELECT_TOKEN to what it changes.
 
@@ -213,6 +218,9 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		default:
 			clog.Error(denied.Error())
 		}
+	}
+	if cfg.history {
+		cfg.conn.quietHistory()
 	}
 	nc, js, err := cfg.conn.connect("election run "+cfg.name, logConnection(clog)...)
 	if err != nil {

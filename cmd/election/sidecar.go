@@ -53,6 +53,11 @@ written with the fencing token (a temporary file renamed over FILE) when
 leadership begins and removed when it ends, before the key is released. A
 FILE left by a sidecar killed while it led is removed at start.
 
+Each win and stand-down is recorded in the bucket's leadership history when
+the bucket has one (election bucket create makes it; election history
+prints it); --history=false records nothing. Without the permission to
+write it, one warning, and the election runs the same.
+
 SIGINT or SIGTERM: a leader stands down, removes the leader file and
 releases the key, so that another candidate leads within milliseconds; the
 sidecar exits 0. A second signal ends it at once.
@@ -159,6 +164,9 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 			return
 		}
 		setupDenied(denied)
+	}
+	if cfg.history {
+		cfg.conn.quietHistory()
 	}
 	nc, js, err := cfg.conn.connect("election sidecar "+cfg.name, logConnection(clog)...)
 	if err != nil {

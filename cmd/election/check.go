@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
+)
+
+const checkAbout = `Usage:
+  election check --key K [--key K2 ...] [--fleet] [--bucket B]
+                 [--format nagios|json|prometheus|text] [--namespace NS] [--timeout 10s]
+
+For monitoring systems that poll, in the shape of nats server check: checks
+the bucket B and prints one result.
+
+  --key K   K has a leader, which renewed within the bucket's TTL: CRITICAL
+            without a leader or past the TTL, WARNING past half the TTL
+  --fleet   every daemon of the bucket's fleet runs on a node: CRITICAL if
+            one runs nowhere (stopped) or no node is live, WARNING while one
+            is being assigned
+
+--format nagios (the default) prints one line, STATUS, the checks and their
+performance data after "|"; json prints an object with status, ok, warning,
+critical and perf_data; prometheus prints the text exposition format,
+NS_status_code (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) and a gauge per
+performance datum, named NS_... (NS: --namespace, default kvelect_check);
+text prints one line per check.
+
+The renewal's age compares the server's time of the leader's latest write
+with this machine's clock: skew between them adds to it.
+
+Exit status, as Nagios plugins do: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
+(the server unreachable, the bucket missing or a permission denied, and
+bad flags).
+`
+
+// Nagios statuses, which are also check's exit codes.
+const (
+	checkOK       = 0
+	checkWarning  = 1
+	checkCritical = 2
+	checkUnknown  = 3
+)
+
+var checkStatusNames = [...]string{"OK", "WARNING", "CRITICAL", "UNKNOWN"}
+
+// perfDatum is one measurement of a check, with its thresholds (0: none).
+type perfDatum struct {
+	Name     string  `json:"name"`
+	Value    float64 `json:"value"`
+	Warning  float64 `json:"warning,omitempty"`
+	Critical float64 `json:"critical,omitempty"`
+	Unit     string  `json:"unit,omitempty"`
+	help     string
+}
+
+// checkResult is the outcome of election check.
+type checkResult struct {
+	Name      string      `json:"name"`
+	Status    string      `json:"status"`
+	Code      int         `json:"status_code"`
+	OK        []string    `json:"ok,omitempty"`
+	Warnings  []string    `json:"warning,omitempty"`
+	Criticals []string    `json:"critical,omitempty"`
+	Unknowns  []string    `json:"unknown,omitempty"`
+	PerfData  []perfDatum `json:"perf_data,omitempty"`
+}
+
+func (r *checkResult) ok(format string, args ...any) {
+	r.OK = append(r.OK, fmt.Sprintf(format, args...))
+}
+func (r *checkResult) warn(format string, args ...any) {
+	r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...))
+}
+func (r *checkResult) critical(format string, args ...any) {
+	r.Criticals = append(r.Criticals, fmt.Sprintf(format, args...))
+}
+func (r *checkResult) unknown(err error) { r.Unknowns = append(r.Unknowns, err.Error()) }
+func (r *checkResult) perf(p perfDatum)  { r.PerfData = append(r.PerfData, p) }
+
+// finish sets the status: the worst of the checks.
+func (r *checkResult) finish() {
+	switch {
+	case len(r.Unknowns) > 0:
+		r.Code = checkUnknown
+	case len(r.Criticals) > 0:
+		r.Code = checkCritical
+	case len(r.Warnings) > 0:
+		r.Code = checkWarning
+	default:
+		r.Code = checkOK
+	}
+	r.Status = checkStatusNames[r.Code]
+}
+
+// checkMain runs "election check".
+func checkMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("election check", checkAbout)
+	var conn connFlags
+	conn.add(fs)
+	var bucket, format, namespace string
+	var keys multiFlag
+	var checkFleet bool
+	var timeout time.Duration
+	fs.bucketVar(&bucket, "the election bucket's `NAME`")
+	fs.Var(&keys, "key", "an election `KEY` that must have a live leader; repeatable")
+	fs.BoolVar(&checkFleet, "fleet", false, "check that every daemon of the bucket's fleet runs on a node")
+	fs.StringVar(&format, "format", "nagios", "output `FORMAT`: nagios, json, prometheus or text")
+	fs.StringVar(&namespace, "namespace", "kvelect_check", "with --format prometheus, the metrics' name prefix `NS`")
+	fs.DurationVar(&timeout, "timeout", bucketTimeout, "`DURATION` the check may take")
+	code, ok := fs.parse(args, stdout, stderr)
+	if !ok {
+		if code == exitUsage {
+			return checkUnknown
+		}
+		return code
+	}
+	usage := func(format string, args ...any) int {
+		fs.usageError(stderr, format, args...)
+		return checkUnknown
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usage("unexpected argument %q", fs.Arg(0))
+	case len(keys) == 0 && !checkFleet:
+		return usage("nothing to check: give --key K, --fleet, or both")
+	case format != "nagios" && format != "json" && format != "prometheus" && format != "text":
+		return usage("--format %q: want nagios, json, prometheus or text", format)
+	case !promName.MatchString(namespace):
+		return usage("--namespace %q: want letters, digits and _, not starting with a digit", namespace)
+	case timeout <= 0:
+		return usage("--timeout %v: want a duration above 0", timeout)
+	}
+	for _, k := range keys {
+		if err := election.CheckKey(k); err != nil {
+			return usage("%v", err)
+		}
+	}
+	if err := conn.check(); err != nil {
+		return usage("%v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r := &checkResult{Name: bucket}
+	runChecks(ctx, &conn, r, bucket, keys, checkFleet)
+	r.finish()
+	printCheck(stdout, r, format, namespace)
+	return r.Code
+}
+
+// runChecks connects and runs the checks into r.
+func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket string, keys []string, checkFleet bool) {
+	ctx, stopWatching := conn.watchDenials(ctx, roleObserver)
+	defer stopWatching()
+	nc, js, err := conn.connect("election check")
+	if err != nil {
+		r.unknown(deniedOr(ctx, err))
+		return
+	}
+	defer nc.Close()
+	kv, err := openBucket(ctx, js, bucket)
+	if err != nil {
+		r.unknown(deniedOr(ctx, err))
+		return
+	}
+	b, err := election.OpenBucket(ctx, kv)
+	if err != nil {
+		r.unknown(deniedOr(ctx, err))
+		return
+	}
+	defer b.Close()
+	ttl := b.TTL()
+	for _, key := range keys {
+		l, err := b.Leader(ctx, key)
+		if err != nil {
+			r.unknown(deniedOr(ctx, err))
+			return
+		}
+		hasLeader := perfDatum{Name: "has_leader:" + key, Critical: 1, help: "1 if the key has a leader, else 0"}
+		if l.Name == "" {
+			r.perf(hasLeader)
+			r.critical("%s has no leader", key)
+			continue
+		}
+		hasLeader.Value = 1
+		age := max(time.Since(l.Written), 0)
+		r.perf(hasLeader)
+		r.perf(perfDatum{Name: "renew_age:" + key, Value: age.Seconds(), Warning: (ttl / 2).Seconds(), Critical: ttl.Seconds(), Unit: "s",
+			help: "seconds since the leader's latest write (claim or renewal)"})
+		switch {
+		case age > ttl:
+			r.critical("%s: %s last renewed %v ago, past the TTL %v", key, l.Name, age.Round(time.Millisecond), ttl)
+		case age > ttl/2:
+			r.warn("%s: %s last renewed %v ago, past half the TTL %v", key, l.Name, age.Round(time.Millisecond), ttl)
+		default:
+			r.ok("%s led by %s, renewed %v ago", key, l.Name, age.Round(time.Millisecond))
+		}
+	}
+	if checkFleet {
+		st, err := fleet.ReadStatus(ctx, b)
+		if err != nil {
+			r.unknown(deniedOr(ctx, err))
+			return
+		}
+		var running, assigning, stopped int
+		for _, d := range st.Daemons {
+			switch d.State {
+			case fleet.Running, fleet.Revoking:
+				running++
+			case fleet.Assigning:
+				assigning++
+				r.warn("daemon %s is being assigned to %s", d.Name, d.Node)
+			default:
+				stopped++
+				r.critical("daemon %s runs nowhere", d.Name)
+			}
+		}
+		switch {
+		case len(st.Members) == 0:
+			r.critical("no live node in the fleet")
+		case stopped == 0 && assigning == 0:
+			r.ok("%d daemons run on %d nodes", running, len(st.Members))
+		}
+		r.perf(perfDatum{Name: "fleet_nodes", Value: float64(len(st.Members)), Critical: 1, help: "live nodes of the fleet"})
+		r.perf(perfDatum{Name: "fleet_daemons_running", Value: float64(running), help: "daemons running on a node"})
+		r.perf(perfDatum{Name: "fleet_daemons_assigning", Value: float64(assigning), help: "daemons being assigned to a node"})
+		r.perf(perfDatum{Name: "fleet_daemons_stopped", Value: float64(stopped), help: "daemons that run nowhere"})
+	}
+}
+
+// promName is a valid Prometheus metric name.
+var promName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// printCheck prints r in format.
+func printCheck(w io.Writer, r *checkResult, format, namespace string) {
+	switch format {
+	case "json":
+		writeJSONIndent(w, r)
+	case "prometheus":
+		printCheckPrometheus(w, r, namespace)
+	case "text":
+		fmt.Fprintf(w, "election check %s: %s\n", r.Name, r.Status)
+		for _, l := range []struct {
+			label string
+			items []string
+		}{{"unknown", r.Unknowns}, {"critical", r.Criticals}, {"warning", r.Warnings}, {"ok", r.OK}} {
+			for _, item := range l.items {
+				fmt.Fprintf(w, "  %s: %s\n", l.label, item)
+			}
+		}
+		for _, p := range r.PerfData {
+			fmt.Fprintf(w, "  %s: %s%s\n", p.Name, formatFloat(p.Value), p.Unit)
+		}
+	default:
+		fmt.Fprintln(w, nagiosLine(r))
+	}
+}
+
+// nagiosLine is r as a Nagios plugin's output line.
+func nagiosLine(r *checkResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s KVELECT %s", r.Status, r.Name)
+	for _, l := range []struct {
+		label string
+		items []string
+	}{{"Unknown", r.Unknowns}, {"Crit", r.Criticals}, {"Warn", r.Warnings}, {"OK", r.OK}} {
+		if len(l.items) > 0 {
+			fmt.Fprintf(&b, " %s:%s", l.label, strings.Join(l.items, "; "))
+		}
+	}
+	if len(r.PerfData) > 0 {
+		b.WriteString(" |")
+		for _, p := range r.PerfData {
+			fmt.Fprintf(&b, " '%s'=%s%s;%s;%s", p.Name, formatFloat(p.Value), p.Unit, threshold(p.Warning), threshold(p.Critical))
+		}
+	}
+	return strings.ReplaceAll(b.String(), "\n", " ")
+}
+
+func threshold(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	return formatFloat(v)
+}
+
+func formatFloat(v float64) string { return strings.TrimSuffix(fmt.Sprintf("%.4f", v), ".0000") }
+
+// printCheckPrometheus prints r in the Prometheus text format: the status
+// code, and a gauge per performance datum, labelled with the bucket (and the
+// key, for a key's datum).
+func printCheckPrometheus(w io.Writer, r *checkResult, ns string) {
+	fmt.Fprintf(w, "# HELP %s_status_code the check's status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN\n# TYPE %s_status_code gauge\n", ns, ns)
+	fmt.Fprintf(w, "%s_status_code{bucket=%q} %d\n", ns, r.Name, r.Code)
+	seen := map[string]bool{}
+	for _, p := range r.PerfData {
+		name, key, _ := strings.Cut(p.Name, ":")
+		metric := ns + "_" + name
+		if p.Unit == "s" {
+			metric += "_seconds"
+		}
+		if !seen[metric] {
+			seen[metric] = true
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", metric, p.help, metric)
+		}
+		labels := fmt.Sprintf("bucket=%q", r.Name)
+		if key != "" {
+			labels += fmt.Sprintf(",key=%q", key)
+		}
+		fmt.Fprintf(w, "%s{%s} %s\n", metric, labels, formatFloat(p.Value))
+	}
+}
+
+// writeJSONIndent writes v as indented JSON.
+func writeJSONIndent(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
