@@ -9,7 +9,7 @@ import (
 )
 
 const permissionsAbout = `Usage:
-  election permissions --role ROLE [--bucket B] [--history] [--format server|nsc] [--js-domain D] [--inbox-prefix P]
+  election permissions --role ROLE [--bucket B] [--history=false] [--format server|nsc] [--js-domain D] [--inbox-prefix P]
 
 Prints the least NATS permissions a user needs for ROLE on the bucket B:
   candidate  campaign for keys: election run and sidecar, and the library's elections
@@ -17,11 +17,12 @@ Prints the least NATS permissions a user needs for ROLE on the bucket B:
   admin      election bucket create|check, resign and transfer
 as a permissions block for a user in the server's configuration (server),
 or as the flags of nsc edit user (nsc). A user with several roles needs
-the union of their blocks. --history adds what the role needs of the
-bucket's leadership history: candidates record in it (run, sidecar and
-agent, by default; without these lines they warn once and record nothing),
-observers read it (election history), admins create it (bucket create, by
-default).
+the union of their blocks. The blocks include what the role needs of the
+bucket's leadership history, which is on by default: candidates record in
+it (run, sidecar and agent), observers read it (election history), admins
+create it (bucket create). --history=false leaves those lines out: such a
+candidate warns once and records nothing, and bucket create needs
+--history 0.
 
 Give the same --js-domain and --inbox-prefix as the commands will use: the
 JetStream API subjects carry the domain, and replies arrive on the inbox
@@ -160,7 +161,7 @@ func permissionsMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&format, "format", "server", "`FORMAT`: server (a configuration block) or nsc (nsc edit user flags)")
 	fs.StringVar(&domain, "js-domain", "", "the JetStream `DOMAIN` the commands will use")
 	fs.StringVar(&inbox, "inbox-prefix", "", "the inbox `PREFIX` the commands will use (default _INBOX)")
-	fs.BoolVar(&history, "history", false, "include the leadership history's subjects (recorded by run, sidecar and agent, read by election history, made by bucket create)")
+	fs.BoolVar(&history, "history", true, "include the leadership history's subjects (recorded by run, sidecar and agent, read by election history, made by bucket create); --history=false leaves them out")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}

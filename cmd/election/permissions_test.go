@@ -201,7 +201,7 @@ func TestEachRoleWorksWithExactlyItsPermissions(t *testing.T) {
 }
 
 // requireExactly runs, for each role, exercise with exactly the block
-// election permissions prints (with --history if history is set), then
+// election permissions prints (with --history=false unless history is set), then
 // with each block that drop makes from the role's permissions: each must
 // fail. The subtests mostly wait for timeouts, so they run in parallel; they
 // keep the environment runCLI isolated.
@@ -210,8 +210,8 @@ func requireExactly(t *testing.T, history bool, exercises map[string]func(t *tes
 	printed := map[string]string{}
 	for _, role := range []string{roleCandidate, roleObserver, roleAdmin} {
 		args := []string{"permissions", "--role", role}
-		if history {
-			args = append(args, "--history")
+		if !history {
+			args = append(args, "--history=false")
 		}
 		code, block, stderr := runCLI(t, args...)
 		if code != 0 {
