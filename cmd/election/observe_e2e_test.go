@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -125,6 +126,7 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	if code, body, err := get(base + "/healthz"); err != nil || code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q %v, want 200 ok", code, body, err)
 	}
+	wantBuildInfo(t, base)
 
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	if code := d.wait(t); code != 128+int(syscall.SIGTERM) {
@@ -148,4 +150,18 @@ func get(url string) (int, string, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
+}
+
+// wantBuildInfo fails the test unless the /metrics of base has
+// kvelect_build_info at 1, with the version and the Go version.
+func wantBuildInfo(t *testing.T, base string) {
+	t.Helper()
+	_, body, err := get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^kvelect_build_info\{goversion="go[^"]+",version="[^"]+"\} 1$`)
+	if !want.MatchString(body) {
+		t.Errorf("/metrics has no kvelect_build_info with a version at 1:\n%s", body)
+	}
 }
