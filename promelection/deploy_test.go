@@ -58,7 +58,10 @@ func exported(t *testing.T) map[string][]string {
 // every label a by or on clause names that no series has.
 func checkNames(t *testing.T, file, text string, families map[string][]string) {
 	t.Helper()
-	labels := map[string]bool{"le": true}
+	// daemon and node are the labels of election agent's kvelect_fleet_*
+	// series, which cmd/election's TestDeployedRulesAndDashboardUseFleetSeries
+	// checks.
+	labels := map[string]bool{"le": true, "daemon": true, "node": true}
 	for _, names := range families {
 		for _, n := range names {
 			labels[n] = true
@@ -91,7 +94,7 @@ func TestDeployedRulesAndDashboardUseExportedSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNames(t, rulesFile, string(rules), families)
-	for _, alert := range []string{"KvelectNoLeader", "KvelectMoreThanOneLeader", "KvelectFrequentLeaderChanges", "KvelectLeaderUnhealthy", "KvelectRenewalsSlow", "KvelectRenewalsFailing"} {
+	for _, alert := range []string{"KvelectNoLeader", "KvelectMoreThanOneLeader", "KvelectFrequentLeaderChanges", "KvelectLeaderUnhealthy", "KvelectRenewalsSlow", "KvelectRenewalsFailing", "KvelectDaemonRunsNowhere", "KvelectFleetMovesDaemonsOften"} {
 		anchor := "docs/alerts.md#" + strings.ToLower(alert)
 		if !strings.Contains(string(rules), "alert: "+alert+"\n") || !strings.Contains(string(rules), anchor) {
 			t.Errorf("%s lacks the alert %s or its runbook link %s", rulesFile, alert, anchor)

@@ -21,7 +21,8 @@ import (
 
 const agentAbout = `Usage:
   election agent [--bucket B] [--name N] [--capacity W] [--label K=V ...]
-                 [--grace 10s] --daemon NAME=COMMAND ... [--config FILE]
+                 [--grace 10s] [--metrics ADDR] --daemon NAME=COMMAND ...
+                 [--config FILE]
 
 Joins this machine to the fleet of the bucket B as the node N (default: the
 host name; keep it stable across restarts) and runs its share of the
@@ -62,6 +63,14 @@ agent records in it each node's joins and leaves (key fleet.node.N) and
 each daemon's moves (key fleet.daemon.NAME), for election history;
 --history=false does not.
 
+--metrics ADDR serves /metrics (Prometheus) and /healthz (200 while this
+node is a member of the fleet) on ADDR: per daemon (labels daemon, node)
+kvelect_fleet_daemon_runs_here, _starts_total (it moved here),
+_restarts_total and _run_nowhere_seconds (how long it has run on no node, as
+this node sees the fleet; a daemon seen once stays listed until the agent
+restarts); per node kvelect_fleet_members, _node_daemons, _node_capacity
+and _node_is_member; and kvelect_build_info.
+
 Exit status: 0 after a signal; 1 if the server, the bucket or joining
 failed (another live node has the name N); 2 for bad flags.
 `
@@ -78,7 +87,8 @@ type agentConfig struct {
 	file      string
 	logLevel  string
 	logFormat string
-	history   bool // record in the bucket's leadership history
+	history   bool   // record in the bucket's leadership history
+	metrics   string // the address to serve metrics and health on, or ""
 }
 
 // agentMain runs "election agent".
@@ -97,6 +107,7 @@ func agentMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	fs.BoolVar(&cfg.history, "history", true, "record joins, leaves and daemon moves in the bucket's leadership history, when it has one; --history=false does not")
+	fs.StringVar(&cfg.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -123,6 +134,9 @@ func (cfg *agentConfig) check() (*logrus.Logger, fleet.Config, error) {
 	}
 	if cfg.capacity < 1 {
 		return nil, fleet.Config{}, fmt.Errorf("--capacity %d: want 1 or more", cfg.capacity)
+	}
+	if err := checkMetricsAddr(cfg.metrics); err != nil {
+		return nil, fleet.Config{}, err
 	}
 	var fromFile []agentDaemon
 	if cfg.file != "" {
@@ -160,6 +174,18 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	defer signal.Stop(signals)
 
 	alog := log.WithFields(logrus.Fields{"bucket": cfg.bucket, "node": cfg.name})
+	var metrics *metricsServer
+	if cfg.metrics != "" {
+		var err error
+		if metrics, err = listenRegistry(cfg.metrics); err != nil {
+			return err
+		}
+		defer func() {
+			if err := metrics.close(); err != nil {
+				alog.WithError(err).Warn("stopping the metrics server")
+			}
+		}()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), bucketTimeout)
 	defer cancel()
 	ctx, endSetup := cfg.conn.watchDenials(ctx, roleCandidate)
@@ -199,7 +225,32 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	}
 	defer b.Close()
 
-	procs := &daemonProcs{running: map[*guard.Child]bool{}}
+	var joinedNode atomic.Pointer[fleet.Node]
+	var fm *fleetMetrics
+	if metrics != nil {
+		names := make([]string, len(cfg.daemons))
+		for i, d := range cfg.daemons {
+			names[i] = d.Name
+		}
+		fm = newFleetMetrics(cfg.name, cfg.capacity, names, b, joinedNode.Load)
+		if err := metrics.registry.Register(fm); err != nil {
+			return err
+		}
+		watchCtx, stopWatching := context.WithCancel(context.Background())
+		watched := make(chan struct{})
+		defer func() {
+			stopWatching()
+			<-watched
+		}()
+		go func() {
+			defer close(watched)
+			fm.watch(watchCtx, time.Second)
+		}()
+		metrics.serveHealth(memberHealth(joinedNode.Load))
+		alog.WithField("address", metrics.listener.Addr().String()).Info("serving /metrics and /healthz")
+	}
+
+	procs := &daemonProcs{running: map[*guard.Child]bool{}, metrics: fm}
 	for i, d := range cfg.daemons {
 		grace := cmpOr(d.Grace, cfg.grace)
 		nodeCfg.Daemons[i].Run = procs.run(d, cfg, grace, alog.WithField("daemon", d.Name))
@@ -224,6 +275,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 		return deniedOr(ctx, err)
 	}
 	joined.Store(true)
+	joinedNode.Store(node)
 	endSetup()
 	alog.WithField("daemons", len(cfg.daemons)).Info("joined the fleet")
 
@@ -260,6 +312,7 @@ func cmpOr(d, fallback time.Duration) time.Duration {
 type daemonProcs struct {
 	mu      sync.Mutex
 	running map[*guard.Child]bool
+	metrics *fleetMetrics // nil without --metrics
 }
 
 // run returns the Run function of daemon d: it runs COMMAND until it exits
@@ -278,6 +331,9 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 	}
 	return func(ctx context.Context) error {
 		token, _ := election.TokenFromContext(ctx)
+		if p.metrics != nil {
+			p.metrics.ran(d.Name, token)
+		}
 		c, err := guard.Start(ctx, []string{"/bin/sh", "-c", d.Command}, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
 		if err != nil {
 			return err

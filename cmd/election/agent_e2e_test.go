@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election/history"
+	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
@@ -257,4 +258,108 @@ func TestAgentRefusesBadDaemons(t *testing.T) {
 			t.Errorf("agent %q: exit %d, stdout %q, stderr %q; want exit 2 saying %q", tc.args, code, stdout, stderr, tc.says)
 		}
 	}
+}
+
+// metricValue returns the value of the series (its name and labels, as
+// /metrics writes them) in body, and whether it is there.
+func metricValue(body, series string) (float64, bool) {
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			var v float64
+			if _, err := fmt.Sscan(rest, &v); err == nil {
+				return v, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestAgentServesFleetMetrics runs two agents, node0 with --metrics and
+// daemons a and c (c exits by itself), node1 with daemon b, and scrapes
+// node0: a runs here, moved here once; c restarts; b runs elsewhere, and
+// once node1 leaves, b runs nowhere for longer and longer.
+func TestAgentServesFleetMetrics(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "AGENTMETRICS", TTL: 2 * time.Second})
+	ports, err := embedded.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	events := filepath.Join(t.TempDir(), "events")
+	t.Cleanup(func() {
+		for _, e := range readDaemonEvents(events) {
+			if testenv.Alive(e.pid) {
+				syscall.Kill(e.pid, syscall.SIGKILL)
+			}
+		}
+	})
+	node0 := startProcess(t, bin, "node0", "agent", "--name", "node0", "--log-format", "json", "--server", s.ClientURL(),
+		"--bucket", "AGENTMETRICS", "--metrics", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--daemon", "a="+recordingDaemon(events), "--daemon", "c=sleep 0.2; exit 3")
+	node1 := startProcess(t, bin, "node1", "agent", "--name", "node1", "--log-format", "json", "--server", s.ClientURL(),
+		"--bucket", "AGENTMETRICS", "--daemon", "b="+recordingDaemon(events))
+
+	scrape := func() string {
+		code, body, err := get(base + "/metrics")
+		if err != nil || code != 200 {
+			return ""
+		}
+		return body
+	}
+	want := func(what string, ok func(body string) bool) string {
+		t.Helper()
+		return testenv.Poll(t, what, waitTimeout, func() (string, bool) {
+			body := scrape()
+			return body, ok(body)
+		})
+	}
+	is := func(body, series string, want float64) bool {
+		v, ok := metricValue(body, series)
+		return ok && v == want
+	}
+	body := want("a running on node0 and b on node1, two members", func(body string) bool {
+		return is(body, `kvelect_fleet_daemon_runs_here{daemon="a",node="node0"}`, 1) &&
+			is(body, `kvelect_fleet_daemon_starts_total{daemon="a",node="node0"}`, 1) &&
+			is(body, `kvelect_fleet_daemon_runs_here{daemon="b",node="node0"}`, 0) &&
+			is(body, `kvelect_fleet_daemon_run_nowhere_seconds{daemon="b",node="node0"}`, 0) &&
+			is(body, `kvelect_fleet_daemon_run_nowhere_seconds{daemon="a",node="node0"}`, 0) &&
+			is(body, `kvelect_fleet_members{node="node0"}`, 2) &&
+			is(body, `kvelect_fleet_node_is_member{node="node0"}`, 1) &&
+			is(body, `kvelect_fleet_node_capacity{node="node0"}`, 1)
+	})
+	if !is(body, `kvelect_fleet_daemon_restarts_total{daemon="a",node="node0"}`, 0) {
+		t.Errorf("no restarts_total of a at 0:\n%s", body)
+	}
+	want("c restarted on node0", func(body string) bool {
+		v, _ := metricValue(body, `kvelect_fleet_daemon_restarts_total{daemon="c",node="node0"}`)
+		return v >= 1 && is(body, `kvelect_fleet_daemon_starts_total{daemon="c",node="node0"}`, 1)
+	})
+	if code, body, err := get(base + "/healthz"); err != nil || code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q %v, want 200 ok", code, body, err)
+	}
+	wantBuildInfo(t, base)
+
+	node1.cmd.Process.Signal(syscall.SIGTERM)
+	if code := node1.wait(t); code != exitOK {
+		t.Errorf("agent node1 exited %d after SIGTERM, want 0", code)
+	}
+	series := `kvelect_fleet_daemon_run_nowhere_seconds{daemon="b",node="node0"}`
+	var first float64
+	want("b to run nowhere for a while, node1 gone", func(body string) bool {
+		first, _ = metricValue(body, series)
+		return first >= 1 && is(body, `kvelect_fleet_members{node="node0"}`, 1)
+	})
+	want("b's time running nowhere to grow", func(body string) bool {
+		v, _ := metricValue(body, series)
+		return v >= first+1
+	})
+
+	node0.cmd.Process.Signal(syscall.SIGTERM)
+	if code := node0.wait(t); code != exitOK {
+		t.Errorf("agent node0 exited %d after SIGTERM, want 0", code)
+	}
+	wantLogged(t, node0.logged(t), "serving /metrics and /healthz")
 }

@@ -27,7 +27,7 @@ import (
 )
 
 const dashboardAbout = `Usage:
-  election dashboard --listen ADDR [--bucket B]
+  election dashboard --listen ADDR [--bucket B] [--metrics ADDR]
 
 Serves a web page on ADDR (HOST:PORT) that shows, for every key of the
 bucket B: its leader, fencing token, since when it leads, the age of its
@@ -42,6 +42,11 @@ The page's data is also JSON, for scripts:
   GET /api/keys?search=S&offset=0&limit=100   the keys, sorted, with paging
   GET /api/history?key=K                      the key's history (404 without one)
   GET /api/changes                            server-sent events, one per change
+
+--metrics ADDR serves /metrics on another address, for Prometheus, with
+kvelect_election_has_leader{key} (1 while someone holds the key) and
+kvelect_election_leader_changes_seen_total{key} (new holders seen) for
+every key the dashboard has seen, and kvelect_build_info; and /healthz.
 
 Exit status: 0 after SIGINT or SIGTERM; 1 if the server, the bucket or the
 address failed; 2 for bad flags.
@@ -58,6 +63,8 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	var bucket, listen string
 	fs.bucketVar(&bucket, "the election bucket's `NAME`")
 	fs.StringVar(&listen, "listen", "", "serve the page on `ADDR`, HOST:PORT (required), such as 127.0.0.1:8080")
+	var metricsAddr string
+	fs.StringVar(&metricsAddr, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT: has_leader and leader_changes_seen_total per key")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -69,6 +76,9 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return fs.usageError(stderr, "--listen %q: want HOST:PORT, such as 127.0.0.1:8080 or :8080", listen)
+	}
+	if err := checkMetricsAddr(metricsAddr); err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -95,7 +105,16 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, fs.path, fmt.Errorf("--listen: %w", err))
 	}
+	defer ln.Close() // after Shutdown, a no-op
+	metrics, om, err := listenObserverMetrics(metricsAddr)
+	if err != nil {
+		return fail(stderr, fs.path, err)
+	}
+	if metrics != nil {
+		defer metrics.close()
+	}
 	d := newDashboard(b, js, bucket)
+	d.metrics = om
 	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -123,6 +142,8 @@ type dashboard struct {
 	bucket *election.Bucket
 	js     jetstream.JetStream
 	name   string
+	// metrics notes each key's holders for --metrics; nil without it.
+	metrics *observerMetrics
 
 	mu       sync.Mutex
 	leaders  map[string]seenLeader // as last recorded
@@ -342,6 +363,9 @@ func (d *dashboard) follow(ctx context.Context) {
 		d.mu.Lock()
 		for _, l := range leaders {
 			d.leaders[l.Key] = seenLeader{name: l.Name, since: time.Now()}
+			if d.metrics != nil {
+				d.metrics.seen(l)
+			}
 		}
 		d.mu.Unlock()
 	}
@@ -352,6 +376,9 @@ func (d *dashboard) follow(ctx context.Context) {
 
 // record notes a key's holder, l, and sends it to the pages if it changed.
 func (d *dashboard) record(l election.Leader, now time.Time) {
+	if d.metrics != nil {
+		d.metrics.seen(l)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old, known := d.leaders[l.Key]

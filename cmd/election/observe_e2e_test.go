@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,7 +32,12 @@ func TestStatusWatchPrintsChangesUntilSIGINT(t *testing.T) {
 	elections := candidates(t, url, "E", "job", "node0", "node1")
 	first := waitLeader(t, elections)
 
-	cmd := exec.Command(bin, "status", "-s", url, "--bucket", "E", "--key", "job", "--watch")
+	ports, err := embedded.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	cmd := exec.Command(bin, "status", "-s", url, "--bucket", "E", "--key", "job", "--watch", "--metrics", fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -74,6 +80,9 @@ func TestStatusWatchPrintsChangesUntilSIGINT(t *testing.T) {
 	if f := next(); len(f) != 4 || f[1] != "job" || f[2] != first {
 		t.Fatalf("first line %q, want job and its leader %s", f, first)
 	}
+	wantSeries(t, base, `kvelect_election_has_leader{key="job"}`, 1)
+	wantSeries(t, base, `kvelect_election_leader_changes_seen_total{key="job"}`, 0)
+	wantBuildInfo(t, base)
 	code, out, errOut := runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job")
 	if code != 0 {
 		t.Fatalf("resign: exit %d, %s%s", code, out, errOut)
@@ -86,6 +95,8 @@ func TestStatusWatchPrintsChangesUntilSIGINT(t *testing.T) {
 			t.Fatalf("line %q after resign: want none or %s", f, second)
 		}
 	}
+	wantSeries(t, base, `kvelect_election_leader_changes_seen_total{key="job"}`, 1)
+	wantSeries(t, base, `kvelect_election_has_leader{key="job"}`, 1)
 
 	cmd.Process.Signal(syscall.SIGINT)
 	for range lines { // to the end of the output
@@ -125,6 +136,7 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	if code, body, err := get(base + "/healthz"); err != nil || code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q %v, want 200 ok", code, body, err)
 	}
+	wantBuildInfo(t, base)
 
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	if code := d.wait(t); code != 128+int(syscall.SIGTERM) {
@@ -148,4 +160,63 @@ func get(url string) (int, string, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
+}
+
+// wantBuildInfo fails the test unless the /metrics of base has
+// kvelect_build_info at 1, with the version and the Go version.
+func wantBuildInfo(t *testing.T, base string) {
+	t.Helper()
+	_, body, err := get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^kvelect_build_info\{goversion="go[^"]+",version="[^"]+"\} 1$`)
+	if !want.MatchString(body) {
+		t.Errorf("/metrics has no kvelect_build_info with a version at 1:\n%s", body)
+	}
+}
+
+// wantSeries waits until the /metrics of base has the series at want.
+func wantSeries(t *testing.T, base, series string, want float64) {
+	t.Helper()
+	testenv.Poll(t, fmt.Sprintf("%s at %v", series, want), pollTimeout, func() (string, bool) {
+		_, body, err := get(base + "/metrics")
+		v, ok := metricValue(body, series)
+		return fmt.Sprintf("%v:\n%s", err, body), ok && v == want
+	})
+}
+
+// TestDashboardServesObserverMetrics runs election dashboard --metrics and
+// scrapes has_leader and leader_changes_seen_total of a key whose leader
+// resigns.
+func TestDashboardServesObserverMetrics(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	_, js := testenv.Connect(t, url)
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "DASHM", TTL: 2 * time.Second})
+	elections := candidates(t, url, "DASHM", "job", "node0", "node1")
+	waitLeader(t, elections)
+	ports, err := embedded.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	d := startProcess(t, bin, "dashboard", "dashboard", "-s", url, "--bucket", "DASHM",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--metrics", fmt.Sprintf("127.0.0.1:%d", ports[1]))
+	wantSeries(t, base, `kvelect_election_has_leader{key="job"}`, 1)
+	wantSeries(t, base, `kvelect_election_leader_changes_seen_total{key="job"}`, 0)
+	wantBuildInfo(t, base)
+	if code, body, err := get(base + "/healthz"); err != nil || code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q %v, want 200 ok", code, body, err)
+	}
+	if code, out, errOut := runCLI(t, "resign", "-s", url, "--bucket", "DASHM", "--key", "job"); code != 0 {
+		t.Fatalf("resign: exit %d, %s%s", code, out, errOut)
+	}
+	wantSeries(t, base, `kvelect_election_leader_changes_seen_total{key="job"}`, 1)
+	wantSeries(t, base, `kvelect_election_has_leader{key="job"}`, 1)
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if code := d.wait(t); code != exitOK {
+		t.Errorf("dashboard exited %d after SIGTERM, want 0", code)
+	}
 }

@@ -22,7 +22,7 @@ import (
 
 const statusAbout = `Usage:
   election status [--bucket B] [--key K] [--json]
-  election status --key K --watch [--bucket B] [--json]
+  election status --key K --watch [--bucket B] [--json] [--metrics ADDR]
 
 Prints who leads each key of the bucket B that has a leader or a candidate,
 or the key K (LEADER "none" when nobody holds it): the leader's name, its
@@ -57,16 +57,22 @@ per daemon:
 and, without --watch, a last line
   {"bucket":"B","watchers":3}
 
+--metrics ADDR, with --watch, serves /metrics on ADDR (HOST:PORT) with
+kvelect_election_has_leader{key} (1 while someone holds K) and
+kvelect_election_leader_changes_seen_total{key} (new holders seen), and
+kvelect_build_info; and /healthz.
+
 Exit status: 0; 1 if the server or the bucket failed; 2 for bad flags.
 `
 
 // statusConfig is what the flags of status say.
 type statusConfig struct {
-	conn   connFlags
-	bucket string
-	key    string
-	watch  bool
-	json   bool
+	conn    connFlags
+	bucket  string
+	key     string
+	watch   bool
+	json    bool
+	metrics string // with watch: the address to serve metrics on, or ""
 }
 
 // statusMain runs "election status".
@@ -78,6 +84,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.key, "key", "", "only this election `KEY`; default every key that has a leader")
 	fs.BoolVar(&cfg.watch, "watch", false, "print each change of --key's leader until interrupted")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per line")
+	fs.StringVar(&cfg.metrics, "metrics", "", "with --watch, serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -88,6 +95,12 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError(stderr, "--watch needs --key: the key to watch")
 	}
 	if err := checkKeyFlag(cfg.key); err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
+	if cfg.metrics != "" && !cfg.watch {
+		return fs.usageError(stderr, "--metrics is for --watch")
+	}
+	if err := checkMetricsAddr(cfg.metrics); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
 
@@ -119,7 +132,14 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 
 	out := leaderPrinter{w: stdout, json: cfg.json}
 	if cfg.watch {
-		if err := deniedOr(ctx, watchLeader(ctx, b, cfg.key, &out)); err != nil {
+		metrics, om, err := listenObserverMetrics(cfg.metrics)
+		if err != nil {
+			return fail(stderr, fs.path, err)
+		}
+		if metrics != nil {
+			defer metrics.close()
+		}
+		if err := deniedOr(ctx, watchLeader(ctx, b, cfg.key, &out, om)); err != nil {
 			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
 		return exitOK
@@ -185,14 +205,18 @@ func countWatchers(ctx context.Context, js jetstream.JetStream, bucket string) (
 	return info.State.Consumers, nil
 }
 
-// watchLeader prints key's leader and each change of it until ctx is done.
-func watchLeader(ctx context.Context, b *election.Bucket, key string, out *leaderPrinter) error {
+// watchLeader prints key's leader and each change of it until ctx is done,
+// and notes them in om unless it is nil.
+func watchLeader(ctx context.Context, b *election.Bucket, key string, out *leaderPrinter, om *observerMetrics) error {
 	changes, err := b.Observe(ctx, key)
 	if err != nil {
 		return err
 	}
 	out.header()
 	for l := range changes {
+		if om != nil {
+			om.seen(l)
+		}
 		out.change(l, time.Now())
 	}
 	return nil

@@ -87,11 +87,13 @@ func TestStatusErrorsAreOneLine(t *testing.T) {
 		code int
 		says []string
 	}{
-		"watch without key":  {[]string{"-s", url, "--watch"}, 2, []string{"--watch needs --key"}},
-		"invalid key":        {[]string{"-s", url, "--key", "a b"}, 2, []string{`invalid argument: key "a b"`}},
-		"extra argument":     {[]string{"-s", url, "job"}, 2, []string{`unexpected argument "job"`}},
-		"missing bucket":     {[]string{"-s", url, "--bucket", "NOPE"}, 1, []string{`bucket "NOPE" does not exist`}},
-		"unreachable server": {[]string{"-s", "nats://127.0.0.1:1"}, 1, []string{"connecting to nats://127.0.0.1:1"}},
+		"watch without key":     {[]string{"-s", url, "--watch"}, 2, []string{"--watch needs --key"}},
+		"invalid key":           {[]string{"-s", url, "--key", "a b"}, 2, []string{`invalid argument: key "a b"`}},
+		"extra argument":        {[]string{"-s", url, "job"}, 2, []string{`unexpected argument "job"`}},
+		"missing bucket":        {[]string{"-s", url, "--bucket", "NOPE"}, 1, []string{`bucket "NOPE" does not exist`}},
+		"unreachable server":    {[]string{"-s", "nats://127.0.0.1:1"}, 1, []string{"connecting to nats://127.0.0.1:1"}},
+		"metrics without watch": {[]string{"-s", url, "--key", "job", "--metrics", ":0"}, 2, []string{"--metrics is for --watch"}},
+		"metrics without port":  {[]string{"-s", url, "--key", "job", "--watch", "--metrics", "localhost"}, 2, []string{`--metrics "localhost": want HOST:PORT`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, append([]string{"status"}, tc.args...)...)

@@ -13,11 +13,22 @@ var buildVersion string
 // version it was installed at (go install …@v1.2.3), or "devel" with the
 // commit it was built from; and the Go version.
 func version() string {
-	info, ok := debug.ReadBuildInfo()
+	v, goVersion, ok := versionParts()
 	if !ok {
 		return "election (unknown version)"
 	}
-	v := info.Main.Version
+	return fmt.Sprintf("election %s, %s", v, goVersion)
+}
+
+// versionParts returns the build's version (as version describes it) and
+// the Go version it was built with; ok is false when the binary carries no
+// build information.
+func versionParts() (v, goVersion string, ok bool) {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown", "unknown", false
+	}
+	v = info.Main.Version
 	if buildVersion != "" {
 		v = buildVersion
 	}
@@ -29,5 +40,5 @@ func version() string {
 			}
 		}
 	}
-	return fmt.Sprintf("election %s, %s", v, info.GoVersion)
+	return v, info.GoVersion, true
 }
