@@ -672,6 +672,47 @@ func (sc *supercluster) homeBucket(t *testing.T, name string, ttl time.Duration)
 	})
 }
 
+// leafPair is a hub server with JetStream domain "hub" and a leaf node
+// server with JetStream domain "leaf", linked through a linkProxy (region
+// names "leaf" and "hub") that the leaf cannot go around: it ignores the
+// hub's other leaf URLs.
+type leafPair struct {
+	hub, leaf *server.Server
+	net       *netem
+}
+
+// startLeafPair starts the pair; ping is the leaf server's ping interval
+// (0: the server's default, 2 minutes).
+func startLeafPair(t *testing.T, ping time.Duration) *leafPair {
+	t.Helper()
+	lp := &leafPair{net: newNetem()}
+	ports, err := embedded.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newLinkProxy(lp.net, fmt.Sprintf("127.0.0.1:%d", ports[0]), "hub", "leaf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	lp.hub = testenv.ConfiguredServer(t, func(o *server.Options) {
+		o.ServerName, o.JetStreamDomain = "hub", "hub"
+		o.LeafNode = server.LeafNodeOpts{Host: "127.0.0.1", Port: ports[0]}
+	})
+	lp.leaf = testenv.ConfiguredServer(t, func(o *server.Options) {
+		o.ServerName, o.JetStreamDomain = "leaf", "leaf"
+		o.PingInterval = ping
+		o.LeafNode = server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{
+			URLs:                    []*url.URL{{Scheme: "nats-leaf", Host: p.addr()}},
+			IgnoreDiscoveredServers: true,
+		}}}
+	})
+	testenv.Eventually(t, "the leaf node linked to the hub", 30*time.Second, func() bool {
+		return lp.hub.NumLeafNodes() == 1 && lp.leaf.NumLeafNodes() == 1
+	})
+	return lp
+}
+
 // renewRecord records every election's acknowledged writes that events report,
 // by candidate name, for tests to await them and to know when a leader's
 // validity started.
