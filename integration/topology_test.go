@@ -36,7 +36,7 @@ import (
 // per figure:
 //
 //	go test -v -count=1 -timeout 30m -run 'Supercluster|Leaf|Mirror' ./integration -topologies.full
-var topologiesFull = flag.Bool("topologies.full", false, "supercluster, leaf node and mirror tests: run the full forms (3 servers per cluster, 10 s TTL, 40 s cuts, 200 samples); takes about 10 minutes")
+var topologiesFull = flag.Bool("topologies.full", false, "supercluster, leaf node and mirror tests: run the full forms (3 servers per cluster, 10 s TTL, 40 s cuts, 200 samples); takes about 6 minutes")
 
 // topoScale is what differs between the short and the full forms.
 type topoScale struct {
