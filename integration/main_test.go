@@ -8,4 +8,7 @@ import (
 	"github.com/kvelect/election/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
+func TestMain(m *testing.M) {
+	runServerProcessIfAsked()
+	testenv.VerifyNoLeaks(m)
+}
