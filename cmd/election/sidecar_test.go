@@ -345,6 +345,12 @@ func TestSidecarServesHealthApartFromLeadership(t *testing.T) {
 	b := startSidecar(t, url, "SIDE", "job", "pod-b")
 	waitSidecarLeader(t, a, b)
 	for _, sc := range []*sidecarInstance{a, b} {
+		// Healthy once its watcher has read the key, which may come a
+		// moment after another sidecar led.
+		testenv.Eventually(t, sc.name+"'s /healthz to turn healthy", 10*time.Second, func() bool {
+			code, _, _ := get(sc.base + "/healthz")
+			return code == http.StatusOK
+		})
 		code, body, err := get(sc.base + "/healthz")
 		var h sidecarHealth
 		if err == nil {
