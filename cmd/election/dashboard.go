@@ -29,6 +29,7 @@ import (
 
 const dashboardAbout = `Usage:
   election dashboard --listen ADDR [--bucket B] [--metrics ADDR]
+                     [--log-format text|json] [--log-level info]
 
 Serves a web page on ADDR (HOST:PORT) that shows, for every key of the
 bucket B: its leader, fencing token, since when it leads, the age of its
@@ -72,6 +73,9 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&listen, "listen", "", "serve the page on `ADDR`, HOST:PORT (required), such as 127.0.0.1:8080")
 	var metricsAddr string
 	fs.StringVar(&metricsAddr, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT: has_leader and leader_changes_seen_total per key")
+	var logFormat, logLevel string
+	fs.StringVar(&logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -80,6 +84,12 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
 	case listen == "":
 		return fs.usageError(stderr, "--listen is required: the HOST:PORT to serve the page on")
+	}
+	// The same log lines as run's, sidecar's and agent's: times to the millisecond.
+	log := logrus.New()
+	log.SetOutput(stderr)
+	if err := setupLog(log, logFormat, logLevel, "--log-format ", "--log-level "); err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return fs.usageError(stderr, "--listen %q: want HOST:PORT, such as 127.0.0.1:8080 or :8080", listen)
@@ -127,8 +137,6 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	go func() { served <- srv.Serve(ln) }()
 	go d.follow(ctx)
 
-	log := logrus.New()
-	log.SetOutput(stderr)
 	log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s", bucket)
 	select {
 	case <-ctx.Done():

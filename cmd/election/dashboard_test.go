@@ -10,6 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -196,10 +200,11 @@ func TestDashboardErrorsAreOneLine(t *testing.T) {
 		code int
 		says string
 	}{
-		"no --listen":    {[]string{"-s", url}, exitUsage, "--listen is required"},
-		"bad --listen":   {[]string{"-s", url, "--listen", "8080"}, exitUsage, `--listen "8080": want HOST:PORT`},
-		"unknown bucket": {[]string{"-s", url, "--listen", "127.0.0.1:0", "--bucket", "NOPE"}, exitError, `bucket "NOPE" does not exist`},
-		"port in use":    {[]string{"-s", url, "--listen", taken.Addr().String()}, exitError, "address already in use"},
+		"no --listen":      {[]string{"-s", url}, exitUsage, "--listen is required"},
+		"bad --listen":     {[]string{"-s", url, "--listen", "8080"}, exitUsage, `--listen "8080": want HOST:PORT`},
+		"unknown bucket":   {[]string{"-s", url, "--listen", "127.0.0.1:0", "--bucket", "NOPE"}, exitError, `bucket "NOPE" does not exist`},
+		"port in use":      {[]string{"-s", url, "--listen", taken.Addr().String()}, exitError, "address already in use"},
+		"bad --log-format": {[]string{"-s", url, "--listen", "127.0.0.1:0", "--log-format", "xml"}, exitUsage, `--log-format "xml": want text or json`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, append([]string{"dashboard"}, tc.args...)...)
@@ -340,4 +345,44 @@ func candidatesWithMetadata(t *testing.T, kv jetstream.KeyValue, name, key strin
 	go func() { defer close(done); e.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return e
+}
+
+// TestDashboardLogsAsTheOtherCommands: the dashboard's log lines have the
+// times of run's, sidecar's and agent's (to the millisecond), and its
+// --log-format json.
+func TestDashboardLogsAsTheOtherCommands(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})
+	bin := filepath.Join(t.TempDir(), "election")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for format, want := range map[string]*regexp.Regexp{
+		"text": regexp.MustCompile(`^time="\d\d:\d\d:\d\d\.\d{3}" level=info msg="serving the dashboard of bucket ELECTIONS" url="http://127\.0\.0\.1:\d+/"$`),
+		"json": regexp.MustCompile(`^\{"level":"info","msg":"serving the dashboard of bucket ELECTIONS","time":"[^"]+","url":"http://127\.0\.0\.1:\d+/"\}$`),
+	} {
+		t.Run(format, func(t *testing.T) {
+			cmd := exec.Command(bin, "dashboard", "-s", s.ClientURL(), "--listen", "127.0.0.1:0", "--log-format", format)
+			cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				cmd.Process.Signal(os.Interrupt)
+				cmd.Wait()
+			}()
+			line, err := bufio.NewReader(stderr).ReadString('\n')
+			if err != nil {
+				t.Fatalf("the dashboard logged %q, then %v", line, err)
+			}
+			if !want.MatchString(strings.TrimSuffix(line, "\n")) {
+				t.Errorf("the dashboard logged %q, want a line matching %s", line, want)
+			}
+		})
+	}
 }
