@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
@@ -83,8 +84,10 @@ func awaitLeader(t *testing.T, elections ...*election.Election) *election.Electi
 }
 
 // TestDashboardInAHeadlessBrowser loads the dashboard in Chromium: it lists
-// the keys with their leaders, shows a transfer without a reload, and draws
-// a key's holders on its timeline.
+// the keys with their leaders and the tokens the history recorded, shows a
+// transfer without a reload, draws a key's holders on its timeline, and
+// shows the fleet's nodes and daemons (not as keys), a daemon that runs
+// nowhere standing out.
 func TestDashboardInAHeadlessBrowser(t *testing.T) {
 	browserPath := chromium(t)
 	bin := filepath.Join(t.TempDir(), "election")
@@ -113,12 +116,36 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := candidate(t, s.ClientURL(), "DASH", "scheduler", "node-a"), candidate(t, s.ClientURL(), "DASH", "scheduler", "node-b")
-	candidate(t, s.ClientURL(), "DASH", "compactor", "node-c")
+	c := candidate(t, s.ClientURL(), "DASH", "compactor", "node-c")
 	first := awaitLeader(t, a, b)
 	other := a
 	if first == a {
 		other = b
 	}
+	compactor := awaitLeader(t, c)
+
+	// A fleet: a node that runs relay, and a member that lists a daemon it
+	// never claims, so that orphan runs nowhere.
+	fleetBucket, err := election.OpenBucket(ctx, kv, election.WithoutSplay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fleetBucket.Close)
+	node, err := fleet.Join(ctx, fleetBucket, fleet.Config{Name: "node-f", Capacity: 2, Labels: map[string]string{"zone": "eu-1"},
+		Daemons: []fleet.Daemon{{Name: "relay", Run: func(ctx context.Context) error { <-ctx.Done(); return nil }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Leave)
+	ghost, err := election.NewElection(ctx, "ghost", "fleet.node.ghost", kv, election.WithoutSplay(),
+		election.WithMetadata(map[string]string{"capacity": "1", "daemons": "orphan"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghostDone := make(chan struct{})
+	go func() { defer close(ghostDone); ghost.Start(ctx) }()
+	t.Cleanup(func() { ghost.Stop(); <-ghostDone })
+	awaitLeader(t, ghost)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -173,6 +200,36 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 	if strings.TrimSpace(leader) != first.Name() || strings.TrimSpace(rangeText) != "1–2 of 2" {
 		t.Errorf("the page shows %q leading the scheduler, keys %q; want %s, 1–2 of 2", leader, rangeText, first.Name())
 	}
+	// Both led before the dashboard started: their tokens and starts come from the history.
+	tokenShown := fmt.Sprintf(`document.querySelector(%q).textContent === %q`, row("compactor")+" td:nth-child(3)", fmt.Sprint(compactor.Token()))
+	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](tokenShown)); err != nil {
+		text, _ := chromedp.Run(waitCtx, chromedp.Text(row("compactor")))
+		t.Errorf("the compactor's row %q does not show its token %d from the history: %v", text, compactor.Token(), err)
+	}
+	if since, err := chromedp.Run(waitCtx, chromedp.Text(row("compactor")+" td:nth-child(4)")); err != nil || strings.HasPrefix(since, "before") || since == "–" {
+		t.Errorf("the compactor's since %q (%v): want the time of its win", since, err)
+	}
+
+	// The fleet: its nodes and daemons, orphan standing out.
+	daemonRow := func(name string) string { return fmt.Sprintf(`#daemons tbody tr[data-daemon=%q]`, name) }
+	if err := chromedp.Do(waitCtx, chromedp.WaitVisible(daemonRow("orphan")), chromedp.WaitVisible(`#nodes tbody tr[data-node="node-f"]`)); err != nil {
+		t.Fatalf("the page did not show the fleet: %v", err)
+	}
+	if _, err := chromedp.Run(waitCtx, chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q).textContent.includes("node-f")`, daemonRow("relay")))); err != nil {
+		t.Errorf("relay is not shown running on node-f: %v", err)
+	}
+	nowhere, err := chromedp.Run(waitCtx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q).classList.contains("nowhere")`, daemonRow("orphan"))))
+	if err != nil || !nowhere {
+		t.Errorf("orphan, which runs nowhere, does not stand out (%v)", err)
+	}
+	if summary, err := chromedp.Run(waitCtx, chromedp.Text("#fleet-summary")); err != nil || !strings.Contains(summary, "1 running nowhere") {
+		t.Errorf("the fleet's summary %q (%v): want it to count the daemon running nowhere", summary, err)
+	}
+	nodeText, err := chromedp.Run(waitCtx, chromedp.Text(`#nodes tbody tr[data-node="node-f"]`))
+	if err != nil || !strings.Contains(nodeText, "zone=eu-1") {
+		t.Errorf("node-f's row %q (%v): want its label", nodeText, err)
+	}
+
 	if _, err := chromedp.Run(waitCtx, chromedp.Evaluate[bool](`window.notReloaded = true`)); err != nil {
 		t.Fatal(err)
 	}
@@ -219,5 +276,5 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("the page lists 2 keys, showed the transfer live, and drew %d leaderships", holders)
+	t.Logf("the page lists 2 keys and the fleet, showed the transfer live, and drew %d leaderships", holders)
 }

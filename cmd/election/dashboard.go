@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/history"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -28,12 +29,18 @@ import (
 
 const dashboardAbout = `Usage:
   election dashboard --listen ADDR [--bucket B] [--metrics ADDR]
+                     [--log-format text|json] [--log-level info]
 
 Serves a web page on ADDR (HOST:PORT) that shows, for every key of the
 bucket B: its leader, fencing token, since when it leads, the age of its
 latest renewal, its candidates and whether it is healthy; a timeline of each
 key's holders, from the leadership history (election bucket create
---history); and the latest changes. It updates live, without reloading,
+--history); the latest changes; and the bucket's fleet, if it has one: its
+nodes with their capacity, load and labels, and its daemons with their node,
+state, token, restarts and last error (as election status shows them).
+A leader that led before the dashboard started shows the token and start
+the history recorded for it; without one, its token is at most its latest
+write's revision, and it leads since before the dashboard started. It updates live, without reloading,
 and stays usable with 10,000 keys (search and pages). It only reads: nothing
 on it changes an election. Everything it serves is built in; it fetches
 nothing from the internet.
@@ -41,6 +48,7 @@ nothing from the internet.
 The page's data is also JSON, for scripts:
   GET /api/keys?search=S&offset=0&limit=100   the keys, sorted, with paging
   GET /api/history?key=K                      the key's history (404 without one)
+  GET /api/fleet                              the fleet's nodes and daemons
   GET /api/changes                            server-sent events, one per change
 
 --metrics ADDR serves /metrics on another address, for Prometheus, with
@@ -65,6 +73,9 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&listen, "listen", "", "serve the page on `ADDR`, HOST:PORT (required), such as 127.0.0.1:8080")
 	var metricsAddr string
 	fs.StringVar(&metricsAddr, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT: has_leader and leader_changes_seen_total per key")
+	var logFormat, logLevel string
+	fs.StringVar(&logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -73,6 +84,12 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
 	case listen == "":
 		return fs.usageError(stderr, "--listen is required: the HOST:PORT to serve the page on")
+	}
+	// The same log lines as run's, sidecar's and agent's: times to the millisecond.
+	log := logrus.New()
+	log.SetOutput(stderr)
+	if err := setupLog(log, logFormat, logLevel, "--log-format ", "--log-level "); err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return fs.usageError(stderr, "--listen %q: want HOST:PORT, such as 127.0.0.1:8080 or :8080", listen)
@@ -120,8 +137,6 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	go func() { served <- srv.Serve(ln) }()
 	go d.follow(ctx)
 
-	log := logrus.New()
-	log.SetOutput(stderr)
 	log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s", bucket)
 	select {
 	case <-ctx.Done():
@@ -155,10 +170,13 @@ type dashboard struct {
 // seenLeader is a key's leader as the dashboard has followed it.
 type seenLeader struct {
 	name  string
-	since time.Time // when the dashboard first saw it lead
+	since time.Time // when the dashboard first saw it lead, or the history's record of its win
+	// before says the leader already led when the dashboard started and
+	// the history does not say since when: since is the dashboard's start.
+	before bool
 	// token is the revision of the entry that showed it holding the key:
-	// its claim, the fencing token; 0 for a leader that already led when
-	// the dashboard started.
+	// its claim, the fencing token; for a leader that already led when the
+	// dashboard started, the token of its win in the history, or 0.
 	token uint64
 }
 
@@ -183,6 +201,7 @@ func (d *dashboard) handler() http.Handler {
 	mux.Handle("GET /", http.FileServerFS(assets))
 	mux.HandleFunc("GET /api/keys", d.serveKeys)
 	mux.HandleFunc("GET /api/history", d.serveHistory)
+	mux.HandleFunc("GET /api/fleet", d.serveFleet)
 	mux.HandleFunc("GET /api/changes", d.serveChanges)
 	return mux
 }
@@ -191,9 +210,11 @@ func (d *dashboard) handler() http.Handler {
 type keyRow struct {
 	Key        string     `json:"key"`
 	Leader     string     `json:"leader"`
-	Token      uint64     `json:"token,omitempty"`       // the fencing token, if the dashboard saw the claim
-	Since      *time.Time `json:"since,omitempty"`       // when the dashboard first saw this leader
-	RenewedAgo *float64   `json:"renewed_ago,omitempty"` // seconds since the leader's latest write, by the server's clock
+	Token      uint64     `json:"token,omitempty"`        // the fencing token, if the dashboard saw the claim or the history has it
+	Revision   uint64     `json:"revision,omitempty"`     // the leader's latest write: the token is at most this
+	Since      *time.Time `json:"since,omitempty"`        // when the leader won, as the dashboard or the history saw it
+	Before     bool       `json:"since_before,omitempty"` // the leader led before since, the dashboard's start
+	RenewedAgo *float64   `json:"renewed_ago,omitempty"`  // seconds since the leader's latest write, by the server's clock
 	Candidates []string   `json:"candidates"`
 	Healthy    bool       `json:"healthy"` // a leader that renewed within the TTL, or nobody to expect
 }
@@ -238,7 +259,7 @@ func atoiOr(s string, fallback int) (int, error) {
 }
 
 // rows returns every key with a leader or a candidate whose name contains
-// search, sorted.
+// search, sorted, but the fleet's keys: the fleet view shows them.
 func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 	leaders, err := d.bucket.Leaders(ctx)
 	if err != nil {
@@ -252,16 +273,22 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 	now := time.Now()
 	d.mu.Lock()
 	for _, l := range leaders {
-		row := keyRow{Key: l.Key, Leader: l.Name}
+		if fleet.IsFleetKey(l.Key) {
+			continue
+		}
+		row := keyRow{Key: l.Key, Leader: l.Name, Revision: l.Revision}
 		ago := max(now.Sub(l.Written), 0).Seconds()
 		row.RenewedAgo = &ago
 		if seen, ok := d.leaders[l.Key]; ok && seen.name == l.Name {
-			row.Token, row.Since = seen.token, &seen.since
+			row.Token, row.Since, row.Before = seen.token, &seen.since, seen.before
 		}
 		byKey[l.Key] = row
 	}
 	d.mu.Unlock()
 	for key, cs := range candidates {
+		if fleet.IsFleetKey(key) {
+			continue
+		}
 		row := byKey[key]
 		row.Key = key
 		for _, c := range cs {
@@ -311,6 +338,46 @@ func (d *dashboard) serveHistory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
+// fleetPage is the bucket's fleet as the page shows it: the nodes and the
+// daemons as election status --json prints them.
+type fleetPage struct {
+	Nodes   []nodeJSON        `json:"nodes"`
+	Daemons []fleetDaemonJSON `json:"daemons"`
+}
+
+// fleetDaemonJSON is a daemon with its election key, for its timeline.
+type fleetDaemonJSON struct {
+	daemonJSON
+	Key string `json:"key"`
+}
+
+func (d *dashboard) serveFleet(w http.ResponseWriter, r *http.Request) {
+	st, err := fleet.ReadStatus(r.Context(), d.bucket)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	now := time.Now()
+	page := fleetPage{Nodes: []nodeJSON{}, Daemons: []fleetDaemonJSON{}}
+	running := map[string][]string{}
+	for _, dm := range st.Daemons {
+		if dm.State == fleet.Running || dm.State == fleet.Revoking {
+			running[dm.Node] = append(running[dm.Node], dm.Name)
+		}
+		j := daemonJSON{Daemon: dm.Name, Node: dm.Node, State: string(dm.State), Token: dm.Token, Restarts: dm.Restarts, LastError: dm.LastError}
+		if !dm.Since.IsZero() {
+			since := dm.Since.UTC()
+			j.Since = &since
+		}
+		page.Daemons = append(page.Daemons, fleetDaemonJSON{j, fleet.DaemonKey(dm.Name)})
+	}
+	for _, m := range st.Members {
+		page.Nodes = append(page.Nodes, nodeJSON{Node: m.Name, Since: m.Since.UTC(), AgeSeconds: max(now.Sub(m.Since), 0).Seconds(),
+			Capacity: m.Capacity, Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name])})
+	}
+	writeJSON(w, page)
+}
+
 // serveChanges streams each change of leader as a server-sent event.
 func (d *dashboard) serveChanges(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
@@ -353,24 +420,58 @@ func (d *dashboard) serveChanges(w http.ResponseWriter, r *http.Request) {
 
 // follow records each change of leader the bucket's watcher delivers and
 // sends it to the pages, until ctx is done. The leaders there at the start
-// led before the dashboard: their claims, the fencing tokens, are unknown.
+// led before the dashboard: their claims, the fencing tokens, and their
+// starts are what the leadership history recorded, if anything.
 func (d *dashboard) follow(ctx context.Context) {
 	changes, err := d.bucket.ObservePrefix(ctx, "") // before the snapshot, so that no change falls between
 	if err != nil {
 		return
 	}
+	var learnt sync.WaitGroup
+	defer learnt.Wait()
 	if leaders, err := d.bucket.Leaders(ctx); err == nil {
 		d.mu.Lock()
 		for _, l := range leaders {
-			d.leaders[l.Key] = seenLeader{name: l.Name, since: time.Now()}
+			d.leaders[l.Key] = seenLeader{name: l.Name, since: time.Now(), before: true}
 			if d.metrics != nil {
 				d.metrics.seen(l)
 			}
 		}
 		d.mu.Unlock()
+		learnt.Go(func() { d.learnFromHistory(ctx, leaders) })
 	}
 	for l := range changes {
 		d.record(l, time.Now())
+	}
+}
+
+// learnFromHistory gives the leaders that led before the dashboard started
+// the token and the time of their win, from the leadership history: the
+// latest win of the key, if it is the leader's and no later than its latest
+// write. Without a history they stay unknown.
+func (d *dashboard) learnFromHistory(ctx context.Context, leaders []election.Leader) {
+	h, err := history.Open(ctx, d.js, d.name)
+	if err != nil {
+		return
+	}
+	events, err := h.Events(ctx, "", time.Time{})
+	if err != nil {
+		return
+	}
+	won := map[string]history.Event{}
+	for _, ev := range events {
+		if ev.Kind == history.Won {
+			won[ev.Key] = ev
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range leaders {
+		ev, ok := won[l.Key]
+		seen := d.leaders[l.Key]
+		if ok && seen.before && seen.name == l.Name && ev.Name == l.Name && ev.Token <= l.Revision {
+			d.leaders[l.Key] = seenLeader{name: l.Name, since: ev.At, token: ev.Token}
+		}
 	}
 }
 

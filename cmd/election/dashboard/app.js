@@ -30,8 +30,8 @@ async function loadKeys(changedKey) {
     tr.dataset.key = k.key;
     if (k.key === selected) tr.classList.add("selected");
     if (k.key === changedKey) tr.classList.add("changed");
-    tr.append(cell(k.key), cell(k.leader || "none", k.leader ? "" : "none"), cell(k.token || "–"),
-      cell(k.since ? new Date(k.since).toLocaleTimeString() : "–"), cell(ago(k.renewed_ago)),
+    tr.append(cell(k.key), cell(k.leader || "none", k.leader ? "" : "none"), tokenCell(k),
+      sinceCell(k), cell(ago(k.renewed_ago)),
       cell(k.candidates.join(", ") || "–"), cell(k.healthy ? "ok" : "no leader", k.healthy ? "" : "unhealthy"));
     tr.addEventListener("click", () => showTimeline(k.key));
     body.append(tr);
@@ -44,6 +44,76 @@ async function loadKeys(changedKey) {
   if (!$("changes").children.length) for (const c of page.changes) addChange(c);
 }
 
+// tokenCell shows the fencing token, or what is known of it: a leader that led
+// before the dashboard started, with no win in the history, has a token of at
+// most its latest write's revision.
+function tokenCell(k) {
+  if (k.token) return cell(k.token);
+  if (!k.leader || !k.revision) return cell("–");
+  const td = cell("≤ " + k.revision, "unknown");
+  td.title = "led before the dashboard started, and the leadership history does not record its win: its token is at most its latest write's revision";
+  return td;
+}
+
+function sinceCell(k) {
+  if (!k.since) return cell("–");
+  const at = new Date(k.since).toLocaleTimeString();
+  if (!k.since_before) return cell(at);
+  const td = cell("before " + at, "unknown");
+  td.title = "led before the dashboard started, and the leadership history does not record its win";
+  return td;
+}
+
+function duration(seconds) {
+  if (seconds < 60) return seconds.toFixed(0) + " s";
+  if (seconds < 3600) return (seconds / 60).toFixed(0) + " min";
+  if (seconds < 86400) return (seconds / 3600).toFixed(1) + " h";
+  return (seconds / 86400).toFixed(1) + " d";
+}
+
+// loadFleet shows the fleet's nodes and daemons, if the bucket has a fleet.
+// A daemon that runs on no node stands out.
+async function loadFleet() {
+  const res = await fetch("/api/fleet");
+  if (!res.ok) return;
+  const fleet = await res.json();
+  $("fleet-section").hidden = !fleet.nodes.length && !fleet.daemons.length;
+  const now = Date.now();
+  const nodes = document.createElement("tbody");
+  for (const n of fleet.nodes) {
+    const tr = document.createElement("tr");
+    tr.dataset.node = n.node;
+    const labels = Object.entries(n.labels || {}).sort().map(([k, v]) => `${k}=${v}`).join(", ");
+    const running = cell(`${n.running.length}/${n.can_run.length}`);
+    running.title = (n.running.join(", ") || "no daemon") + " of the daemons it can run: " + (n.can_run.join(", ") || "none");
+    const load = cell(n.capacity ? (n.running.length / n.capacity).toFixed(2) : "–");
+    load.title = "daemons running per unit of capacity";
+    tr.append(cell(n.node), cell(duration(n.age_seconds)), cell(n.capacity), running, load, cell(labels || "–"), cell(n.version || "–"));
+    nodes.append(tr);
+  }
+  $("nodes").replaceChild(nodes, $("nodes").tBodies[0]);
+  const daemons = document.createElement("tbody");
+  let nowhere = 0;
+  for (const d of fleet.daemons) {
+    const tr = document.createElement("tr");
+    tr.dataset.daemon = d.daemon;
+    tr.dataset.key = d.key;
+    const runs = d.state === "running" || d.state === "revoking";
+    if (!runs) { tr.classList.add("nowhere"); nowhere++; }
+    if (d.key === selected) tr.classList.add("selected");
+    const state = cell(runs ? d.state : d.state + ": runs nowhere", "state");
+    tr.append(cell(d.daemon), cell(d.node || "–", d.node ? "" : "none"), state, cell(d.token || "–"),
+      cell(d.since ? duration(Math.max(now - new Date(d.since).getTime(), 0) / 1000) : "–"),
+      cell(d.restarts || 0), cell(d.last_error || "–", d.last_error ? "" : "none"));
+    tr.addEventListener("click", () => showTimeline(d.key));
+    daemons.append(tr);
+  }
+  $("daemons").replaceChild(daemons, $("daemons").tBodies[0]);
+  $("fleet-summary").textContent = `${fleet.nodes.length} nodes, ${fleet.daemons.length} daemons` +
+    (nowhere ? `, ${nowhere} running nowhere` : "");
+  $("fleet-summary").className = nowhere ? "unhealthy" : "";
+}
+
 function addChange(c) {
   const li = document.createElement("li");
   li.textContent = `${new Date(c.at).toLocaleTimeString()} ${c.key}: ${c.leader || "no leader"}` + (c.token ? ` (token ${c.token})` : "");
@@ -54,6 +124,7 @@ function addChange(c) {
 async function showTimeline(key) {
   selected = key;
   for (const tr of $("keys").tBodies[0].rows) tr.classList.toggle("selected", tr.dataset.key === key);
+  for (const tr of $("daemons").tBodies[0].rows) tr.classList.toggle("selected", tr.dataset.key === key);
   $("timeline-key").textContent = key;
   const svg = $("timeline");
   svg.replaceChildren();
@@ -112,6 +183,7 @@ function follow() {
     clearTimeout(reload);
     reload = setTimeout(() => {
       loadKeys(c.key);
+      if (c.key.startsWith("fleet.")) loadFleet();
       if (c.key === selected) showTimeline(selected);
     }, 50);
   };
@@ -120,6 +192,7 @@ function follow() {
 $("search").addEventListener("input", () => { search = $("search").value.toLowerCase(); offset = 0; loadKeys(); });
 $("prev").addEventListener("click", () => { offset = Math.max(0, offset - pageSize); loadKeys(); });
 $("next").addEventListener("click", () => { offset += pageSize; loadKeys(); });
-setInterval(() => loadKeys(), 2000); // renewal ages and health
+setInterval(() => { loadKeys(); loadFleet(); }, 2000); // renewal ages, health, daemons' restarts
 loadKeys();
+loadFleet();
 follow();
