@@ -93,7 +93,10 @@ func VerifyNoLeaks(m *testing.M, cleanups ...func()) {
 		c()
 	}
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		// nats-server waits up to 30 s for the answer to a mirror's consumer
+		// request on a goroutine that nothing stops, not even Shutdown: a
+		// mirror made in a test's last 30 s outlives its server.
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*stream).setupMirrorConsumer.func3")); err != nil {
 			os.Stderr.WriteString("goroutines leaked: " + err.Error() + "\n")
 			code = 1
 		}
