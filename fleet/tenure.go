@@ -80,6 +80,7 @@ func (t *tenure) run(lead context.Context) {
 	runDaemon(ctx, t.daemon, t.log, func(err error) {
 		t.mu.Lock()
 		t.st.Restarts++
+		t.st.Restarted = time.Now()
 		if err != nil {
 			t.st.LastError = err.Error()
 		}

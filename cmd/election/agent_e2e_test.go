@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -362,4 +363,17 @@ func TestAgentServesFleetMetrics(t *testing.T) {
 		t.Errorf("agent node0 exited %d after SIGTERM, want 0", code)
 	}
 	wantLogged(t, node0.logged(t), "serving /metrics and /healthz")
+}
+
+// TestAgentShowsACrashLoopingDaemon runs a daemon whose command does not
+// exist: status shows it crash-looping, its error "command not found".
+func TestAgentShowsACrashLoopingDaemon(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LOOP", TTL: 2 * time.Second})
+	startProcess(t, bin, "node0", "agent", "--name", "node0", "--log-format", "json", "--server", s.ClientURL(),
+		"--bucket", "LOOP", "--daemon", "broken=no-such-command-kvelect")
+	row := regexp.MustCompile(`(?m)^broken +node0 +crash-looping +\d+ +\S+ +\d+ \(the daemon exited by itself: command not found \(status 127\)\)$`)
+	pollCLI(t, "the daemon crash-looping", row.MatchString, "status", "--server", s.ClientURL(), "--bucket", "LOOP")
 }

@@ -50,8 +50,10 @@ count can be one high for a moment.
 If the bucket holds a fleet (election agent), its nodes and daemons are
 listed instead of their keys: each node's age, capacity, daemons running
 out of those it can run, labels and version; each daemon's node, state
-(assigning, running, revoking, stopped), fencing token, time in that run,
-and restarts with the last error.
+(assigning, running, crash-looping, revoking, stopped), fencing token, time
+in that run, and restarts with the last error. crash-looping is a running
+daemon that exited by itself less than a minute ago: its node starts it
+again after a backoff (a command not found, a daemon that fails at start).
 
 --watch prints K's leader, then each change (a new leader, or none) until
 SIGINT or SIGTERM, and exits 0. Renewals are not changes.
@@ -62,7 +64,7 @@ with "leader":"" when nobody holds K, and no "token" nor "since" when they
 are not known; for a fleet, one line per node and
 per daemon:
   {"node":"N","since":"...","age_seconds":9.5,"capacity":1,"labels":{"zone":"a"},"can_run":["x","y"],"running":["x"]}
-  {"daemon":"x","node":"N","state":"running","token":42,"since":"...","restarts":1,"last_error":"..."}
+  {"daemon":"x","node":"N","state":"running","token":42,"since":"...","restarts":1,"restarted":"...","last_error":"..."}
 and, without --watch, a last line
   {"bucket":"B","watchers":3}
 
@@ -427,6 +429,7 @@ type daemonJSON struct {
 	Token     uint64     `json:"token,omitempty"`
 	Since     *time.Time `json:"since,omitempty"`
 	Restarts  int        `json:"restarts,omitempty"`
+	Restarted *time.Time `json:"restarted,omitempty"` // when it last exited by itself, by its node's clock
 	LastError string     `json:"last_error,omitempty"`
 }
 
@@ -445,10 +448,14 @@ func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
 				Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name])})
 		}
 		for _, d := range st.Daemons {
-			j := daemonJSON{Daemon: d.Name, Node: d.Node, State: string(d.State), Token: d.Token, Restarts: d.Restarts, LastError: d.LastError}
+			j := daemonJSON{Daemon: d.Name, Node: d.Node, State: daemonState(d, now), Token: d.Token, Restarts: d.Restarts, LastError: d.LastError}
 			if !d.Since.IsZero() {
 				since := d.Since.UTC()
 				j.Since = &since
+			}
+			if !d.Restarted.IsZero() {
+				restarted := d.Restarted.UTC()
+				j.Restarted = &restarted
 			}
 			p.line(j)
 		}
@@ -480,9 +487,18 @@ func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
 		if d.LastError != "" {
 			restarts += " (" + d.LastError + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, orDash(d.Node), d.State, token, since, restarts)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, orDash(d.Node), daemonState(d, now), token, since, restarts)
 	}
 	tw.Flush()
+}
+
+// daemonState is the state status shows for d: its fleet state, or
+// crash-looping for a running daemon that exited by itself lately.
+func daemonState(d fleet.DaemonStatus, now time.Time) string {
+	if d.CrashLooping(now) {
+		return "crash-looping"
+	}
+	return string(d.State)
 }
 
 func orDash(s string) string {
