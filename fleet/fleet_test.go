@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -514,4 +515,26 @@ func TestAFleetOnAClusterSpreadsAndMovesDaemons(t *testing.T) {
 	f.gone["b"] = true
 	f.conns["b"].Close()
 	f.awaitPlacement("9 daemons on a", spread(9, "a"))
+}
+
+// TestNodeNamesAreCandidateNames checks that a node name is valid exactly
+// when it is a valid candidate name, and that a refusal carries the
+// library's error, which names the allowed characters.
+func TestNodeNamesAreCandidateNames(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"a", "node-1", "a.b", "zone/a", "a=b", "A_9", "", "svc a", ".a", "a.", "a..b", "released:x", "a*", "é"} {
+		libErr := election.CheckCandidate(name, "k")
+		err := (&fleet.Config{Name: name}).Validate()
+		if (err == nil) != (libErr == nil) {
+			t.Errorf("name %q: fleet says %v, the library %v", name, err, libErr)
+			continue
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, fleet.ErrInvalidConfig) || !errors.Is(err, election.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), "allowed: letters, digits and - / _ = .") {
+			t.Errorf("name %q: %v; want ErrInvalidConfig, ErrInvalidArgument and the allowed characters", name, err)
+		}
+	}
 }

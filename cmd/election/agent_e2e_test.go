@@ -246,7 +246,7 @@ func TestAgentRefusesBadDaemons(t *testing.T) {
 		{[]string{"--daemon", "x*=a"}, "daemon 1 of node"},
 		{[]string{"--daemon", "x=a", "--capacity", "0"}, "--capacity 0: want 1 or more"},
 		{[]string{"--daemon", "x=a", "--grace", "-1s"}, "--grace -1s"},
-		{[]string{"--daemon", "x=a", "--name", "a b"}, `node name "a b"`},
+		{[]string{"--daemon", "x=a", "--name", "a b"}, `node name: election: invalid argument: candidate name "a b": allowed: letters, digits`},
 		{[]string{"--daemon", "x=a", "--label", "zone"}, "want KEY=VALUE"},
 		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, "no such file"},
 		{[]string{"--config", write("typo.yaml", "daemons:\n  - name: x\n    commnd: a\n")}, "field commnd not found"},
