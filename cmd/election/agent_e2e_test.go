@@ -249,7 +249,7 @@ func TestAgentRefusesBadDaemons(t *testing.T) {
 		{[]string{"--daemon", "x=a", "--name", "a b"}, `node name: election: invalid argument: candidate name "a b": allowed: letters, digits`},
 		{[]string{"--daemon", "x=a", "--label", "zone"}, "want KEY=VALUE"},
 		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, "no such file"},
-		{[]string{"--config", write("typo.yaml", "daemons:\n  - name: x\n    commnd: a\n")}, "field commnd not found"},
+		{[]string{"--config", write("typo.yaml", "daemons:\n  - name: x\n    commnd: a\n")}, `line 3: unknown field "commnd" in daemon 1; allowed: name, command, grace, env`},
 		{[]string{"--config", write("empty.yaml", "daemons:\n  - name: x\n")}, "empty command"},
 		{[]string{"--config", write("grace.yaml", "daemons:\n  - name: x\n    command: a\n    grace: soon\n")}, "soon"},
 		{[]string{"--daemon", "x=a", "--config", write("dup.yaml", "daemons:\n  - name: x\n    command: b\n")}, `daemon "x" is given twice`},
