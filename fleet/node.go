@@ -102,7 +102,13 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		election.WithMetadata(cfg.metadata()),
 		election.WithLogger(n.log),
 		election.OnWon(func() { once.Do(func() { close(joined) }) }),
-		election.OnLost(func(cause error) { n.log.Warn("no longer a member of the fleet", "cause", cause) }),
+		election.OnLost(func(cause error) {
+			if errors.Is(cause, election.ErrStopped) { // Leave, or a failed Join
+				n.log.Info("no longer a member of the fleet: leaving")
+				return
+			}
+			n.log.Warn("no longer a member of the fleet", "cause", cause)
+		}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -277,8 +277,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	}
 	joined.Store(true)
 	joinedNode.Store(node)
-	endSetup()
-	alog.WithField("daemons", len(cfg.daemons)).Info("joined the fleet")
+	endSetup() // fleet.Join logged "joined the fleet"
 
 	<-signals
 	alog.Info("leaving the fleet: stopping the daemons and handing them over")

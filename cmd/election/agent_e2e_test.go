@@ -377,3 +377,33 @@ func TestAgentShowsACrashLoopingDaemon(t *testing.T) {
 	row := regexp.MustCompile(`(?m)^broken +node0 +crash-looping +\d+ +\S+ +\d+ \(the daemon exited by itself: command not found \(status 127\)\)$`)
 	pollCLI(t, "the daemon crash-looping", row.MatchString, "status", "--server", s.ClientURL(), "--bucket", "LOOP")
 }
+
+// TestAgentLogsAGracefulLeaveAsOne starts an agent and stops it with
+// SIGTERM: it logs that it joined once, and its daemon handed over, not
+// lost.
+func TestAgentLogsAGracefulLeaveAsOne(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LEAVE", TTL: 2 * time.Second})
+	agent := startProcess(t, bin, "node0", "agent", "--name", "node0", "--server", s.ClientURL(),
+		"--bucket", "LEAVE", "--daemon", "d=exec sleep 1000", "--grace", "5s")
+	testenv.Eventually(t, "the daemon started", waitTimeout, func() bool {
+		return strings.Contains(agent.logged(t), "started the daemon")
+	})
+	agent.cmd.Process.Signal(syscall.SIGTERM)
+	if code := agent.wait(t); code != 0 {
+		t.Fatalf("agent exited %d after SIGTERM, want 0:\n%s", code, agent.logged(t))
+	}
+	log := agent.logged(t)
+	if n := strings.Count(log, "joined the fleet"); n != 1 {
+		t.Errorf("logged \"joined the fleet\" %d times, want once:\n%s", n, log)
+	}
+	if strings.Contains(log, "lost the daemon") {
+		t.Errorf("a graceful leave logged \"lost the daemon\":\n%s", log)
+	}
+	if strings.Contains(log, "level=warning") || strings.Contains(log, "level=error") {
+		t.Errorf("a graceful leave logged a warning or an error:\n%s", log)
+	}
+	wantLogged(t, log, "stopping the daemon to hand it over", "let the daemon go", "no longer a member of the fleet: leaving", "left the fleet")
+}
