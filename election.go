@@ -62,17 +62,29 @@ func NewElection(ctx context.Context, name, key string, kv jetstream.KeyValue, o
 }
 
 // CheckCandidate returns the error NewElection would give for the candidate
-// name and the key (matching ErrInvalidArgument), or nil if both are
-// allowed.
+// name and the key (matching ErrInvalidArgument), naming what is allowed,
+// or nil if both are allowed. Names follow the rule of keys (see CheckKey):
+// letters, digits and - / _ = . (not at the start or end, not twice in a
+// row), so that any candidate name can also name a fleet's node, and no
+// name can be taken for a release (released:, handoff:) or a done marker
+// (done:), which have a colon.
 func CheckCandidate(name, key string) error {
-	if name == "" {
-		return fmt.Errorf("%w: the candidate name must not be empty", ErrInvalidArgument)
-	}
-	if isRelease([]byte(name)) || isDone([]byte(name)) {
-		return fmt.Errorf("%w: candidate name %q: names must not start with %q or %q, which mark a released key, or %q, which marks work done",
-			ErrInvalidArgument, name, releasePrefix, handoffPrefix, donePrefix)
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: the candidate name must not be empty; allowed: %s", ErrInvalidArgument, allowedChars)
+	case !validName(name):
+		return fmt.Errorf("%w: candidate name %q: allowed: %s", ErrInvalidArgument, name, allowedChars)
 	}
 	return CheckKey(key)
+}
+
+// allowedChars describes the names and keys CheckCandidate and CheckKey
+// allow.
+const allowedChars = "letters, digits and - / _ = . (not at the start or end, not twice in a row)"
+
+// validName reports whether s is made of allowedChars.
+func validName(s string) bool {
+	return validKey.MatchString(s) && s[0] != '.' && s[len(s)-1] != '.' && !strings.Contains(s, "..")
 }
 
 // bucketInfo is what elections need to know of their bucket's settings.
@@ -148,12 +160,11 @@ func keysOnlyAgeOut(status jetstream.KeyValueStatus) bool {
 // (ErrInvalidArgument), naming what is allowed, or nil if key can be an election
 // key.
 func CheckKey(key string) error {
-	const allowed = "letters, digits and - / _ = . (not at the start or end, not twice in a row)"
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: the key must not be empty; allowed: %s", ErrInvalidArgument, allowed)
-	case !validKey.MatchString(key) || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, ".."):
-		return fmt.Errorf("%w: key %q: allowed: %s", ErrInvalidArgument, key, allowed)
+		return fmt.Errorf("%w: the key must not be empty; allowed: %s", ErrInvalidArgument, allowedChars)
+	case !validName(key):
+		return fmt.Errorf("%w: key %q: allowed: %s", ErrInvalidArgument, key, allowedChars)
 	case strings.HasPrefix(key, reservedPrefix):
 		return fmt.Errorf("%w: key %q: keys starting with %q are reserved for kvelect's own records (requests to leaders)", ErrInvalidArgument, key, reservedPrefix)
 	}

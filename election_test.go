@@ -30,14 +30,16 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		says   string // a fragment the message must carry
 	}{
 		{"empty name", "", "k", ttl10s, nil, election.ErrInvalidArgument, "must not be empty"},
-		{"name that marks a release", "released:a", "k", ttl10s, nil, election.ErrInvalidArgument, `must not start with "released:"`},
+		{"name that marks a release", "released:a", "k", ttl10s, nil, election.ErrInvalidArgument, `candidate name "released:a": allowed: letters, digits`},
+		{"space in name", "svc a", "k", ttl10s, nil, election.ErrInvalidArgument, `candidate name "svc a": allowed: letters, digits and - / _ = .`},
+		{"double dot in name", "a..b", "k", ttl10s, nil, election.ErrInvalidArgument, `candidate name "a..b"`},
 		{"empty key", "m", "", ttl10s, nil, election.ErrInvalidArgument, "must not be empty"},
 		{"space in key", "m", "a b", ttl10s, nil, election.ErrInvalidArgument, `"a b"`},
 		{"wildcard key", "m", "a.*", ttl10s, nil, election.ErrInvalidArgument, "letters, digits"},
 		{"leading dot", "m", ".a", ttl10s, nil, election.ErrInvalidArgument, `".a"`},
 		{"double dot", "m", "a..b", ttl10s, nil, election.ErrInvalidArgument, `"a..b"`},
 		{"reserved key", "m", "_kvelect.x", ttl10s, nil, election.ErrInvalidArgument, `starting with "_kvelect." are reserved`},
-		{"name that marks work done", "done:a", "k", ttl10s, nil, election.ErrInvalidArgument, `or "done:"`},
+		{"name that marks work done", "done:a", "k", ttl10s, nil, election.ErrInvalidArgument, `candidate name "done:a"`},
 		{"nil bucket", "m", "k", nil, nil, election.ErrInvalidArgument, "jetstream.KeyValue"},
 		{"bucket without TTL", "m", "k", noTTL, nil, election.ErrBucketConfig, `"NOTTL"`},
 		{"TTL below minimum", "m", "k", ttl1s, nil, election.ErrBucketConfig, "bucket TTL 1s, allowed 2s to 1h0m0s"},
@@ -142,6 +144,21 @@ func TestStateString(t *testing.T) {
 	} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// TestCheckCandidateFollowsTheKeyRule checks that a candidate name is
+// allowed exactly when it could be a key, and that a refusal names the
+// allowed characters.
+func TestCheckCandidateFollowsTheKeyRule(t *testing.T) {
+	for _, name := range []string{"a", "node-1", "host.example.com", "zone/a", "a=b", "A_9", "", "svc a", ".a", "a.", "a..b", "released:x", "handoff:x", "done:x", "a*", "a>", "é"} {
+		err := election.CheckCandidate(name, "k")
+		if (err == nil) != (election.CheckKey(name) == nil) {
+			t.Errorf("name %q: CheckCandidate %v, CheckKey %v; want both to allow it or neither", name, err, election.CheckKey(name))
+		}
+		if err != nil && (!errors.Is(err, election.ErrInvalidArgument) || !strings.Contains(err.Error(), "allowed: letters, digits and - / _ = .")) {
+			t.Errorf("name %q: %v; want ErrInvalidArgument and the allowed characters", name, err)
 		}
 	}
 }

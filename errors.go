@@ -68,7 +68,8 @@ var (
 	// ErrNotTransferred means leadership did not move as asked: the
 	// candidate a transfer named did not claim the key within half a TTL and
 	// another did, or no other candidate claimed the key a leader resigned,
-	// and it took the key back.
+	// and it took the key back, or Bucket.Resign found no other candidate
+	// listed and did not ask the leader.
 	ErrNotTransferred = errors.New("election: leadership not handed over as asked")
 	// ErrNotCandidate means a transfer named a candidate that does not
 	// campaign for the key: no election of that name runs for it (see

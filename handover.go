@@ -37,7 +37,10 @@ func parseRequest(value []byte) (to string, ok bool) {
 // leader writes a release, over which any other candidate claims the key
 // and leads at once; it sits out for half a TTL, and if nobody else claimed
 // by then it may lead again, which Resign reports with ErrNotTransferred.
-// It returns ErrNoLeader if nobody holds the key.
+// It returns ErrNoLeader if nobody holds the key, and ErrNotTransferred at
+// once, without asking the leader, if no other candidate is listed for the
+// key (see Candidates; one that runs WithoutPresence is not): the leader
+// keeps leading.
 func (b *Bucket) Resign(ctx context.Context, key string) (Leader, error) {
 	return b.request(ctx, key, "")
 }
@@ -71,6 +74,10 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 		return old, nil
 	case to != "":
 		if err := b.requireCandidate(key, to); err != nil {
+			return old, err
+		}
+	default:
+		if err := b.requireOtherCandidate(key, old.Name); err != nil {
 			return old, err
 		}
 	}
@@ -139,4 +146,17 @@ func (b *Bucket) requireCandidate(key, to string) error {
 		return fmt.Errorf("%w: %q does not campaign for key %q of bucket %q, and nobody does", ErrNotCandidate, to, key, b.kv.Bucket())
 	}
 	return fmt.Errorf("%w: %q does not campaign for key %q of bucket %q; its candidates: %s", ErrNotCandidate, to, key, b.kv.Bucket(), strings.Join(names, ", "))
+}
+
+// requireOtherCandidate returns ErrNotTransferred unless a candidate other
+// than leader campaigns for key: a resignation would only make the leader
+// sit out and take the key back.
+func (b *Bucket) requireOtherCandidate(key, leader string) error {
+	for _, c := range b.hub.candidates(key, b.info.ttl) {
+		if c.Name != leader {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no candidate but %s campaigns for key %q of bucket %q, so %s keeps leading; start another candidate first",
+		ErrNotTransferred, leader, key, b.kv.Bucket(), leader)
 }

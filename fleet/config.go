@@ -69,8 +69,9 @@ type Daemon struct {
 
 // Config describes a node joining a fleet.
 type Config struct {
-	// Name is the node's name, stable across restarts: letters, digits,
-	// - _ = / and dots. At most one live node has a name.
+	// Name is the node's name, stable across restarts: any candidate name
+	// (election.CheckCandidate): letters, digits, - _ = / and dots. At most
+	// one live node has a name.
 	Name string
 	// Capacity is the node's weight in placement (0: 1): a node of capacity
 	// 2 runs twice the daemons of a node of capacity 1.
@@ -90,8 +91,8 @@ type Config struct {
 // matching ErrInvalidConfig that names the field and what is allowed. Join
 // calls it first.
 func (cfg *Config) Validate() error {
-	if err := election.CheckCandidate(cfg.Name, nodeKey(cfg.Name)); err != nil || cfg.Name == "" {
-		return fmt.Errorf("%w: node name %q: letters, digits, - _ = / and dots (not at the start or end, not twice in a row)", ErrInvalidConfig, cfg.Name)
+	if err := election.CheckCandidate(cfg.Name, nodeKey(cfg.Name)); err != nil {
+		return fmt.Errorf("%w: node name: %w", ErrInvalidConfig, err)
 	}
 	if cfg.Capacity < 0 {
 		return fmt.Errorf("%w: capacity %d of node %q: want 1 or more (0 means 1)", ErrInvalidConfig, cfg.Capacity, cfg.Name)

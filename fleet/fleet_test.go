@@ -1,10 +1,14 @@
 package fleet_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -474,8 +478,21 @@ func TestJoinRefusesANameLiveElsewhere(t *testing.T) {
 	f.join("a", 0, "x")
 	f.awaitPlacement("x on a", func(where map[string]string, _ map[string]int) bool { return where["x"] == "a" })
 	_, b := f.open()
-	_, err := fleet.Join(context.Background(), b, fleet.Config{Name: "a", Daemons: []fleet.Daemon{f.ledger.daemon("x", "a-twin", 0)}})
-	if !errors.Is(err, fleet.ErrNameTaken) {
+	logs := &lockedBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	began := time.Now()
+	joined := make(chan error, 1)
+	go func() {
+		_, err := fleet.Join(context.Background(), b, fleet.Config{Name: "a", Daemons: []fleet.Daemon{f.ledger.daemon("x", "a-twin", 0)}, Logger: logger})
+		joined <- err
+	}()
+	// It says at once what it waits for, not only when it gives up.
+	waiting := regexp.MustCompile(`node a is live elsewhere since \d{4}-\d\d-\d\dT\S+; waiting up to \d+(\.\d+)?m?s for it to leave`)
+	testenv.Eventually(t, "the twin's log of what it waits for", awaitTimeout, func() bool { return waiting.MatchString(logs.String()) })
+	if took := time.Since(began); took > b.TTL() {
+		t.Errorf("the twin said what it waits for after %v, want under a TTL (%v)", took, b.TTL())
+	}
+	if err := <-joined; !errors.Is(err, fleet.ErrNameTaken) {
 		t.Fatalf("a second live node named a: %v, want ErrNameTaken", err)
 	}
 	// The first a is untouched: still a member with its record, still
@@ -514,4 +531,44 @@ func TestAFleetOnAClusterSpreadsAndMovesDaemons(t *testing.T) {
 	f.gone["b"] = true
 	f.conns["b"].Close()
 	f.awaitPlacement("9 daemons on a", spread(9, "a"))
+}
+
+// TestNodeNamesAreCandidateNames checks that a node name is valid exactly
+// when it is a valid candidate name, and that a refusal carries the
+// library's error, which names the allowed characters.
+func TestNodeNamesAreCandidateNames(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"a", "node-1", "a.b", "zone/a", "a=b", "A_9", "", "svc a", ".a", "a.", "a..b", "released:x", "a*", "é"} {
+		libErr := election.CheckCandidate(name, "k")
+		err := (&fleet.Config{Name: name}).Validate()
+		if (err == nil) != (libErr == nil) {
+			t.Errorf("name %q: fleet says %v, the library %v", name, err, libErr)
+			continue
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, fleet.ErrInvalidConfig) || !errors.Is(err, election.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), "allowed: letters, digits and - / _ = .") {
+			t.Errorf("name %q: %v; want ErrInvalidConfig, ErrInvalidArgument and the allowed characters", name, err)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -92,7 +92,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 	for i := range cfg.Daemons {
 		n.daemons[cfg.Daemons[i].Name] = &cfg.Daemons[i]
 	}
-	if err := awaitNameFree(ctx, b, cfg.Name); err != nil {
+	if err := awaitNameFree(ctx, b, cfg.Name, n.log); err != nil {
 		return nil, err
 	}
 	joined := make(chan struct{})
@@ -102,7 +102,13 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		election.WithMetadata(cfg.metadata()),
 		election.WithLogger(n.log),
 		election.OnWon(func() { once.Do(func() { close(joined) }) }),
-		election.OnLost(func(cause error) { n.log.Warn("no longer a member of the fleet", "cause", cause) }),
+		election.OnLost(func(cause error) {
+			if errors.Is(cause, election.ErrStopped) { // Leave, or a failed Join
+				n.log.Info("no longer a member of the fleet: leaving")
+				return
+			}
+			n.log.Warn("no longer a member of the fleet", "cause", cause)
+		}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -156,7 +162,8 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 // most a TTL); and if the holder renews it for two TTLs, it is a live node
 // of that name, and the wait ends with ErrNameTaken. Waiting before
 // campaigning keeps this process from writing over the live node's record.
-func awaitNameFree(ctx context.Context, b *election.Bucket, name string) error {
+// It logs at once what it waits for.
+func awaitNameFree(ctx context.Context, b *election.Bucket, name string, log *slog.Logger) error {
 	watchCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	holders, err := b.Observe(watchCtx, nodeKey(name))
@@ -165,6 +172,7 @@ func awaitNameFree(ctx context.Context, b *election.Bucket, name string) error {
 	}
 	timeout := time.NewTimer(2 * b.TTL())
 	defer timeout.Stop()
+	logged := false
 	for {
 		select {
 		case l, ok := <-holders:
@@ -177,10 +185,27 @@ func awaitNameFree(ctx context.Context, b *election.Bucket, name string) error {
 			if l.Name != name {
 				return nil
 			}
+			if !logged {
+				logged = true
+				log.Warn(fmt.Sprintf("node %s is live elsewhere %s; waiting up to %v for it to leave (or its key to age out, if it crashed)",
+					name, liveSince(ctx, b, l), 2*b.TTL()))
+			}
 		case <-timeout.C:
 			return fmt.Errorf("%w: node %q: another process holds the name and renews it (waited %v)", ErrNameTaken, name, 2*b.TTL())
 		}
 	}
+}
+
+// liveSince says since when the holder l of a node key has been live: since
+// it began to join, by its record, or else since its latest write.
+func liveSince(ctx context.Context, b *election.Bucket, l election.Leader) string {
+	candidates, _ := b.Candidates(ctx, l.Key)
+	for _, c := range candidates {
+		if c.Name == l.Name && !c.Since.IsZero() {
+			return "since " + c.Since.UTC().Format(time.RFC3339)
+		}
+	}
+	return "(its latest renewal at " + l.Written.UTC().Format(time.RFC3339) + ")"
 }
 
 // errBucketClosed is the cause of a failed Join when the bucket was closed

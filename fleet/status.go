@@ -86,6 +86,16 @@ type DaemonStatus struct {
 	// started again in this hold; LastError is the latest error it returned.
 	Restarts  int
 	LastError string
+	// Restarted is when the daemon last returned by itself, by its node's
+	// clock; zero if it has not in this hold.
+	Restarted time.Time
+}
+
+// CrashLooping reports whether the daemon runs but returned by itself less
+// than a minute before now (the run a restart backoff counts as healthy):
+// it may be failing over and over, as a missing command does.
+func (s DaemonStatus) CrashLooping(now time.Time) bool {
+	return s.State == Running && !s.Restarted.IsZero() && now.Sub(s.Restarted) < healthyRun
 }
 
 // The metadata of a daemon's candidate record.
@@ -95,6 +105,7 @@ const (
 	metaSince    = "since"
 	metaRestarts = "restarts"
 	metaError    = "error"
+	metaRestart  = "restarted"
 )
 
 // maxErrorLength bounds the error text a daemon's record keeps.
@@ -109,6 +120,9 @@ func (s DaemonStatus) metadata() map[string]string {
 	if s.Restarts > 0 {
 		m[metaRestarts] = strconv.Itoa(s.Restarts)
 	}
+	if !s.Restarted.IsZero() {
+		m[metaRestart] = s.Restarted.UTC().Format(time.RFC3339Nano)
+	}
 	if s.LastError != "" {
 		m[metaError] = s.LastError[:min(len(s.LastError), maxErrorLength)]
 	}
@@ -121,6 +135,7 @@ func daemonStatusOf(name string, c election.Candidate) DaemonStatus {
 	s.Token, _ = strconv.ParseUint(c.Metadata[metaToken], 10, 64)
 	s.Since, _ = time.Parse(time.RFC3339Nano, c.Metadata[metaSince])
 	s.Restarts, _ = strconv.Atoi(c.Metadata[metaRestarts])
+	s.Restarted, _ = time.Parse(time.RFC3339Nano, c.Metadata[metaRestart])
 	if s.State == "" {
 		s.State = Assigning
 	}

@@ -80,6 +80,7 @@ func (t *tenure) run(lead context.Context) {
 	runDaemon(ctx, t.daemon, t.log, func(err error) {
 		t.mu.Lock()
 		t.st.Restarts++
+		t.st.Restarted = time.Now()
 		if err != nil {
 			t.st.LastError = err.Error()
 		}
@@ -112,9 +113,18 @@ func DrainContext(ctx context.Context) context.Context {
 }
 
 // lost is the election's OnLost: leadership ended, so the tenure ends too
-// (the node campaigns again only if placement says so).
+// (the node campaigns again only if placement says so). Leadership the node
+// let go itself (the daemon moved or returned, or the node leaves) was not
+// lost.
 func (t *tenure) lost(cause error) {
-	t.log.Info("lost the daemon", "cause", cause)
+	t.mu.Lock()
+	letGo := t.stopping
+	t.mu.Unlock()
+	if letGo {
+		t.log.Info("let the daemon go", "cause", cause)
+	} else {
+		t.log.Warn("lost the daemon", "cause", cause)
+	}
 	t.stopElection()
 }
 

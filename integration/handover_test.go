@@ -221,3 +221,33 @@ func TestResignReturnsTheSuccessorOfALeaderThatCrashed(t *testing.T) {
 		t.Fatalf("Resign of the crashed %s: %+v, %v; want its successor", leader.name, got, err)
 	}
 }
+
+// TestResignWithNoOtherCandidateRefusesAtOnce resigns a lone leader: Resign
+// fails at once with ErrNotTransferred, without asking the leader, which
+// keeps leading with the same token.
+func TestResignWithNoOtherCandidateRefusesAtOnce(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWithBucket(t, "LONE")
+	g := startGroup(t, "c", "k", handles(t, s.ClientURL(), "LONE", 1))
+	leader := g.awaitWin()
+	b := openBucket(t, admin)
+
+	began := time.Now()
+	got, err := b.Resign(context.Background(), "k")
+	if !errors.Is(err, election.ErrNotTransferred) || got.Name != leader.name {
+		t.Fatalf("Resign of the lone %s: %+v, %v; want ErrNotTransferred and %s still holding", leader.name, got, err, leader.name)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("Resign took %v to refuse, want under a second", took)
+	}
+	if want := `no candidate but c-0 campaigns for key "k" of bucket "LONE", so c-0 keeps leading`; !strings.Contains(err.Error(), want) {
+		t.Errorf("the error %q does not say %q", err, want)
+	}
+	if _, err := admin.Get(context.Background(), "_kvelect.request.k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the request key: %v, want none written", err)
+	}
+	e := g.elections[leader.name]
+	if !e.IsLeader() || e.Token() != leader.token {
+		t.Errorf("after the refused resignation %s leads %v with token %d, want true, %d", leader.name, e.IsLeader(), e.Token(), leader.token)
+	}
+}

@@ -57,7 +57,8 @@ over as soon as it has exited, then the agent exits 0. A second signal
 kills the daemons.
 
 election status lists the nodes and the daemons: where each runs, its
-state (assigning, running, revoking, stopped), token and start. When the
+state (assigning, running, crash-looping, revoking, stopped), token and
+start. When the
 bucket keeps a leadership history (election bucket create makes one), the
 agent records in it each node's joins and leaves (key fleet.node.N) and
 each daemon's moves (key fleet.daemon.NAME), for election history;
@@ -276,8 +277,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	}
 	joined.Store(true)
 	joinedNode.Store(node)
-	endSetup()
-	alog.WithField("daemons", len(cfg.daemons)).Info("joined the fleet")
+	endSetup() // fleet.Join logged "joined the fleet"
 
 	<-signals
 	alog.Info("leaving the fleet: stopping the daemons and handing them over")
@@ -353,7 +353,7 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 			if c.Expired() {
 				return errors.New("the daemon was killed at its work deadline: this node did not renew its hold in time")
 			}
-			return fmt.Errorf("the daemon exited by itself with status %d", c.ExitCode())
+			return fmt.Errorf("the daemon exited by itself: %s", exitReason(c.ExitCode()))
 		case <-ctx.Done():
 		}
 		if errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
@@ -365,6 +365,18 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 		log.WithField("status", c.ExitCode()).Info("the daemon stopped")
 		return nil
 	}
+}
+
+// exitReason says what a daemon's exit status means: sh -c COMMAND exits
+// 127 when COMMAND is not found and 126 when it cannot be executed.
+func exitReason(code int) string {
+	switch code {
+	case 127:
+		return "command not found (status 127)"
+	case 126:
+		return "command not executable (status 126)"
+	}
+	return fmt.Sprintf("status %d", code)
 }
 
 // killAll kills every running daemon's process group.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -245,10 +246,10 @@ func TestAgentRefusesBadDaemons(t *testing.T) {
 		{[]string{"--daemon", "x*=a"}, "daemon 1 of node"},
 		{[]string{"--daemon", "x=a", "--capacity", "0"}, "--capacity 0: want 1 or more"},
 		{[]string{"--daemon", "x=a", "--grace", "-1s"}, "--grace -1s"},
-		{[]string{"--daemon", "x=a", "--name", "a b"}, `node name "a b"`},
+		{[]string{"--daemon", "x=a", "--name", "a b"}, `node name: election: invalid argument: candidate name "a b": allowed: letters, digits`},
 		{[]string{"--daemon", "x=a", "--label", "zone"}, "want KEY=VALUE"},
 		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, "no such file"},
-		{[]string{"--config", write("typo.yaml", "daemons:\n  - name: x\n    commnd: a\n")}, "field commnd not found"},
+		{[]string{"--config", write("typo.yaml", "daemons:\n  - name: x\n    commnd: a\n")}, `line 3: unknown field "commnd" in daemon 1; allowed: name, command, grace, env`},
 		{[]string{"--config", write("empty.yaml", "daemons:\n  - name: x\n")}, "empty command"},
 		{[]string{"--config", write("grace.yaml", "daemons:\n  - name: x\n    command: a\n    grace: soon\n")}, "soon"},
 		{[]string{"--daemon", "x=a", "--config", write("dup.yaml", "daemons:\n  - name: x\n    command: b\n")}, `daemon "x" is given twice`},
@@ -362,4 +363,47 @@ func TestAgentServesFleetMetrics(t *testing.T) {
 		t.Errorf("agent node0 exited %d after SIGTERM, want 0", code)
 	}
 	wantLogged(t, node0.logged(t), "serving /metrics and /healthz")
+}
+
+// TestAgentShowsACrashLoopingDaemon runs a daemon whose command does not
+// exist: status shows it crash-looping, its error "command not found".
+func TestAgentShowsACrashLoopingDaemon(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LOOP", TTL: 2 * time.Second})
+	startProcess(t, bin, "node0", "agent", "--name", "node0", "--log-format", "json", "--server", s.ClientURL(),
+		"--bucket", "LOOP", "--daemon", "broken=no-such-command-kvelect")
+	row := regexp.MustCompile(`(?m)^broken +node0 +crash-looping +\d+ +\S+ +\d+ \(the daemon exited by itself: command not found \(status 127\)\)$`)
+	pollCLI(t, "the daemon crash-looping", row.MatchString, "status", "--server", s.ClientURL(), "--bucket", "LOOP")
+}
+
+// TestAgentLogsAGracefulLeaveAsOne starts an agent and stops it with
+// SIGTERM: it logs that it joined once, and its daemon handed over, not
+// lost.
+func TestAgentLogsAGracefulLeaveAsOne(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LEAVE", TTL: 2 * time.Second})
+	agent := startProcess(t, bin, "node0", "agent", "--name", "node0", "--server", s.ClientURL(),
+		"--bucket", "LEAVE", "--daemon", "d=exec sleep 1000", "--grace", "5s")
+	testenv.Eventually(t, "the daemon started", waitTimeout, func() bool {
+		return strings.Contains(agent.logged(t), "started the daemon")
+	})
+	agent.cmd.Process.Signal(syscall.SIGTERM)
+	if code := agent.wait(t); code != 0 {
+		t.Fatalf("agent exited %d after SIGTERM, want 0:\n%s", code, agent.logged(t))
+	}
+	log := agent.logged(t)
+	if n := strings.Count(log, "joined the fleet"); n != 1 {
+		t.Errorf("logged \"joined the fleet\" %d times, want once:\n%s", n, log)
+	}
+	if strings.Contains(log, "lost the daemon") {
+		t.Errorf("a graceful leave logged \"lost the daemon\":\n%s", log)
+	}
+	if strings.Contains(log, "level=warning") || strings.Contains(log, "level=error") {
+		t.Errorf("a graceful leave logged a warning or an error:\n%s", log)
+	}
+	wantLogged(t, log, "stopping the daemon to hand it over", "let the daemon go", "no longer a member of the fleet: leaving", "left the fleet")
 }

@@ -130,6 +130,8 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "bucket %s exists and is unusable for elections:\n", cfg.Name)
 		printProblems(stdout, be)
 		return exitError
+	case err != nil && replicasUnsupported(err):
+		return fail(stderr, fs.path, fmt.Errorf("%w; on a single server use --replicas 1", err))
 	case err != nil:
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
@@ -350,4 +352,15 @@ func parseRetention(value string) (time.Duration, error) {
 		return 0, fmt.Errorf("want a duration of a minute or more, such as 7d, 36h or 90m")
 	}
 	return d, nil
+}
+
+// jsErrReplicasNotSupported is the server's error code for a stream of more
+// than one replica asked of a server that is not in a cluster.
+const jsErrReplicasNotSupported jetstream.ErrorCode = 10074
+
+// replicasUnsupported reports whether err is the server's refusal of more
+// than one replica because it runs alone.
+func replicasUnsupported(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrReplicasNotSupported
 }

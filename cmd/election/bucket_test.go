@@ -113,3 +113,14 @@ func TestBucketErrorsAreOneLine(t *testing.T) {
 		})
 	}
 }
+
+func TestBucketCreateWithReplicasOnASingleServerGivesAHint(t *testing.T) {
+	s := testenv.Server(t)
+	code, stdout, stderr := runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS", "--ttl", "10s", "--replicas", "3")
+	if code != exitError || stdout != "" {
+		t.Fatalf("exit %d, stdout %q; want %d and nothing", code, stdout, exitError)
+	}
+	if !strings.Contains(stderr, "replicas > 1 not supported") || !strings.HasSuffix(stderr, "; on a single server use --replicas 1\n") {
+		t.Errorf("stderr %q; want the server's error and the hint", stderr)
+	}
+}

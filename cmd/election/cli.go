@@ -116,9 +116,18 @@ func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) (code int, ok 
 		fs.printUsage(stdout)
 		return exitOK, false
 	case err != nil:
-		return fs.usageError(stderr, "%s", err.Error()), false
+		return fs.usageError(stderr, "%s%s", err.Error(), fs.hint(err)), false
 	}
 	return 0, true
+}
+
+// hint points from a flag the command lacks to the command that has it.
+func (fs *flagSet) hint(err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if ok && name == "ttl" && fs.Lookup("ttl") == nil {
+		return "; the TTL belongs to the bucket: election bucket create --ttl 10s (election bucket check shows it)"
+	}
+	return ""
 }
 
 // usageError writes msg on one line and returns the usage exit code.

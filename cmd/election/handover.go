@@ -17,12 +17,14 @@ const resignAbout = `Usage:
   election resign --key K [--bucket B] [--timeout 30s]
 
 Asks the leader of K to stand down so that another candidate leads, waits
-until a candidate claims K, and prints the new leader. The leader sits out
-for half the bucket's TTL; if no other candidate claims K by then, it may
-lead again, and resign fails.
+until a candidate claims K, and prints the new leader. If no other
+candidate campaigns for K (election status lists them), resign fails at
+once without asking, and the leader keeps leading. The leader sits out for
+half the bucket's TTL; if no other candidate claims K by then, it may lead
+again, and resign fails.
 
-Exit status: 0 when another candidate leads; 1 if nobody leads K, the
-leader took K back, no candidate claimed K within --timeout, or the server
+Exit status: 0 when another candidate leads; 1 if nobody leads K, no other
+candidate campaigns for K, the leader took K back, no candidate claimed K within --timeout, or the server
 or the bucket failed; 2 for bad flags.
 `
 

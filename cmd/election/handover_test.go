@@ -69,8 +69,8 @@ func wantNewLeader(t *testing.T, stdout string, elections map[string]*election.E
 	return name
 }
 
-// TestResignWithALoneCandidateFails resigns the only candidate: it takes the
-// key back after half a TTL, unless --timeout ends the wait first.
+// TestResignWithALoneCandidateFails resigns the only candidate: resign
+// fails within a second, without asking it, and it keeps leading.
 func TestResignWithALoneCandidateFails(t *testing.T) {
 	s := testenv.Server(t)
 	url := s.ClientURL()
@@ -78,13 +78,18 @@ func TestResignWithALoneCandidateFails(t *testing.T) {
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
 	elections := candidates(t, url, "E", "job", "lone")
 	waitLeader(t, elections)
+	token := elections["lone"].Token()
 
+	began := time.Now()
 	code, stdout, stderr := runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job")
-	wantOneLineError(t, code, exitError, stdout, stderr, election.ErrNotTransferred.Error(), `lone took "job" back`)
-
-	waitLeader(t, elections)
-	code, stdout, stderr = runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job", "--timeout", "100ms")
-	wantOneLineError(t, code, exitError, stdout, stderr, `no candidate claimed key "job" of bucket "E" within --timeout 100ms`)
+	wantOneLineError(t, code, exitError, stdout, stderr, election.ErrNotTransferred.Error(),
+		`no candidate but lone campaigns for key "job" of bucket "E", so lone keeps leading; start another candidate first`)
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("resign took %v to fail, want under a second", took)
+	}
+	if !elections["lone"].IsLeader() || elections["lone"].Token() != token {
+		t.Errorf("after the failed resign: leader %v, token %d; want lone leading with token %d still", elections["lone"].IsLeader(), elections["lone"].Token(), token)
+	}
 
 	code, stdout, stderr = runCLI(t, "transfer", "-s", url, "--bucket", "E", "--key", "free", "--to", "lone")
 	wantOneLineError(t, code, exitError, stdout, stderr, election.ErrNoLeader.Error(), `key "free" of bucket "E"`)

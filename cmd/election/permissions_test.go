@@ -115,7 +115,8 @@ var roleExercises = map[string]func(t *testing.T, user, root string) error{
 			func() error { return watchersLeft(js, 0) },
 			func() error { return expect(user, exitSkipped, "", "run", "--key", "job", "--once", "--", "true") },
 			func() error {
-				return expect(user, exitError, `permission denied: publish to "$KV.ELECTIONS._kvelect.request.job"`, "resign", "--key", "job", "--timeout", "1s")
+				waitLeader(t, candidates(t, root, "ELECTIONS", "other", "a", "b")) // resign asks only when another candidate could lead
+				return expect(user, exitError, `permission denied: publish to "$KV.ELECTIONS._kvelect.request.other"`, "resign", "--key", "other", "--timeout", "1s")
 			},
 		)
 	},

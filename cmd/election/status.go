@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/fleet"
+	"github.com/kvelect/election/history"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -26,10 +27,17 @@ const statusAbout = `Usage:
 
 Prints who leads each key of the bucket B that has a leader or a candidate,
 or the key K (LEADER "none" when nobody holds it): the leader's name, its
-latest write's revision (its claim or a renewal), the age of that write by
+fencing TOKEN (the revision of the claim that won, the KVELECT_TOKEN of the
+leader's command) and SINCE when it has led (by the server's clock), its
+latest write's REVISION (its claim or a renewal), the AGE of that write by
 the server's clock, and the names of the key's live candidates (the leader
 among them, each with ":N" if its priority N is not 1): the elections for
-the key running in any process. A stopped
+the key running in any process. TOKEN and SINCE come from the bucket's
+leadership history (election bucket create makes it; election run records in
+it): an observer that started after the claim cannot learn them from the
+key, which keeps only its latest write. They show "-" when the bucket has no
+history, when it cannot be read, or when the leader's win is not recorded
+(yet, or it ran with --history=false). A stopped
 candidate drops out at once, a crashed one a TTL after its last write. The
 last line counts the watchers on the bucket, one per process that
 opened it with the library's OpenBucket (and one per election made without
@@ -42,18 +50,21 @@ count can be one high for a moment.
 If the bucket holds a fleet (election agent), its nodes and daemons are
 listed instead of their keys: each node's age, capacity, daemons running
 out of those it can run, labels and version; each daemon's node, state
-(assigning, running, revoking, stopped), fencing token, time in that run,
-and restarts with the last error.
+(assigning, running, crash-looping, revoking, stopped), fencing token, time
+in that run, and restarts with the last error. crash-looping is a running
+daemon that exited by itself less than a minute ago: its node starts it
+again after a backoff (a command not found, a daemon that fails at start).
 
 --watch prints K's leader, then each change (a new leader, or none) until
 SIGINT or SIGTERM, and exits 0. Renewals are not changes.
 
 --json prints one JSON object per line instead of the table:
-  {"key":"K","leader":"NAME","revision":7,"written":"2026-...Z","age_seconds":1.2,"candidates":["NAME","B"]}
-with "leader":"" when nobody holds K; for a fleet, one line per node and
+  {"key":"K","leader":"NAME","token":5,"since":"2026-...Z","revision":7,"written":"2026-...Z","age_seconds":1.2,"candidates":["NAME","B"]}
+with "leader":"" when nobody holds K, and no "token" nor "since" when they
+are not known; for a fleet, one line per node and
 per daemon:
   {"node":"N","since":"...","age_seconds":9.5,"capacity":1,"labels":{"zone":"a"},"can_run":["x","y"],"running":["x"]}
-  {"daemon":"x","node":"N","state":"running","token":42,"since":"...","restarts":1,"last_error":"..."}
+  {"daemon":"x","node":"N","state":"running","token":42,"since":"...","restarts":1,"restarted":"...","last_error":"..."}
 and, without --watch, a last line
   {"bucket":"B","watchers":3}
 
@@ -108,6 +119,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, stopWatching := cfg.conn.watchDenials(ctx, roleObserver)
 	defer stopWatching()
+	cfg.conn.quietHistory() // without a history, status shows what the bucket tells
 	nc, js, err := cfg.conn.connect("election status")
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
@@ -179,16 +191,67 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 		}
 		leaders = slices.DeleteFunc(leaders, func(l election.Leader) bool { return fleet.IsFleetKey(l.Key) })
 	}
+	tenures := readTenures(openCtx, &cfg.conn, js, cfg.bucket, leaders)
 	hasFleet := len(st.Members) > 0 || len(st.Daemons) > 0
 	printTable := len(leaders) > 0 || !hasFleet
 	if printTable {
-		out.table(leaders, candidates, now)
+		out.table(leaders, tenures, candidates, now)
 	}
 	if hasFleet {
 		out.fleet(st, now, printTable)
 	}
 	out.watchers(cfg.bucket, watchers)
 	return exitOK
+}
+
+// tenure is what the leadership history tells of a leader's tenure.
+type tenure struct {
+	token uint64    // the revision of the claim that won
+	since time.Time // when the win was recorded, by the server's clock
+}
+
+// readTenures returns, by key, the tenure of each leader whose win the
+// bucket's leadership history records: the latest win of that name with a
+// token no later than the leader's latest write, not followed by its
+// stand-down (then the current tenure is not recorded yet). It returns
+// what it could read: nothing if the bucket has no history or it cannot be
+// read.
+func readTenures(ctx context.Context, conn *connFlags, js jetstream.JetStream, bucket string, leaders []election.Leader) map[string]tenure {
+	ctx, done := conn.historyContext(ctx)
+	defer done()
+	h, err := history.Open(ctx, js, bucket)
+	if err != nil {
+		return nil
+	}
+	tenures := map[string]tenure{}
+	for _, l := range leaders {
+		if l.Name == "" {
+			continue
+		}
+		events, err := h.Events(ctx, l.Key, time.Time{})
+		if err != nil {
+			return tenures
+		}
+		if t, ok := tenureOf(l, events); ok {
+			tenures[l.Key] = t
+		}
+	}
+	return tenures
+}
+
+// tenureOf finds l's current tenure in the events of its key, oldest first.
+func tenureOf(l election.Leader, events []history.Event) (tenure, bool) {
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := events[i]
+		switch {
+		case ev.Name != l.Name || ev.Token > l.Revision:
+		case ev.Kind == history.StoodDown:
+			return tenure{}, false
+		case ev.Kind == history.Won:
+			return tenure{token: ev.Token, since: ev.At}, true
+		}
+	}
+	return tenure{}, false
 }
 
 // countWatchers returns the number of consumers on the bucket's stream: one
@@ -232,6 +295,8 @@ type leaderPrinter struct {
 type leaderJSON struct {
 	Key        string     `json:"key"`
 	Leader     string     `json:"leader"`
+	Token      uint64     `json:"token,omitempty"` // without --watch: the leader's fencing token, if known
+	Since      *time.Time `json:"since,omitempty"` // without --watch: when it won, if known
 	Revision   uint64     `json:"revision,omitempty"`
 	Written    *time.Time `json:"written,omitempty"`
 	AgeSeconds *float64   `json:"age_seconds,omitempty"`
@@ -283,24 +348,32 @@ func columns(l election.Leader, now time.Time) []string {
 	return []string{l.Key, l.Name, strconv.FormatUint(l.Revision, 10), age(l, now).Round(time.Millisecond).String()}
 }
 
-func (p *leaderPrinter) table(leaders []election.Leader, candidates map[string][]election.Candidate, now time.Time) {
+func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenure, candidates map[string][]election.Candidate, now time.Time) {
 	if p.json {
 		for _, l := range leaders {
 			j := toJSON(l, now)
+			if t, ok := tenures[l.Key]; ok {
+				since := t.since.UTC()
+				j.Token, j.Since = t.token, &since
+			}
 			j.Candidates = names(candidates[l.Key])
 			p.line(j)
 		}
 		return
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tLEADER\tREVISION\tAGE\tCANDIDATES")
+	fmt.Fprintln(tw, "KEY\tLEADER\tTOKEN\tSINCE\tREVISION\tAGE\tCANDIDATES")
 	for _, l := range leaders {
 		c := columns(l, now)
 		running := strings.Join(withPriorities(candidates[l.Key]), ",")
 		if running == "" {
 			running = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c[0], c[1], c[2], c[3], running)
+		token, since := "-", "-"
+		if t, ok := tenures[l.Key]; ok {
+			token, since = strconv.FormatUint(t.token, 10), t.since.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c[0], c[1], token, since, c[2], c[3], running)
 	}
 	tw.Flush()
 }
@@ -356,6 +429,7 @@ type daemonJSON struct {
 	Token     uint64     `json:"token,omitempty"`
 	Since     *time.Time `json:"since,omitempty"`
 	Restarts  int        `json:"restarts,omitempty"`
+	Restarted *time.Time `json:"restarted,omitempty"` // when it last exited by itself, by its node's clock
 	LastError string     `json:"last_error,omitempty"`
 }
 
@@ -374,10 +448,14 @@ func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
 				Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name])})
 		}
 		for _, d := range st.Daemons {
-			j := daemonJSON{Daemon: d.Name, Node: d.Node, State: string(d.State), Token: d.Token, Restarts: d.Restarts, LastError: d.LastError}
+			j := daemonJSON{Daemon: d.Name, Node: d.Node, State: daemonState(d, now), Token: d.Token, Restarts: d.Restarts, LastError: d.LastError}
 			if !d.Since.IsZero() {
 				since := d.Since.UTC()
 				j.Since = &since
+			}
+			if !d.Restarted.IsZero() {
+				restarted := d.Restarted.UTC()
+				j.Restarted = &restarted
 			}
 			p.line(j)
 		}
@@ -409,9 +487,18 @@ func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
 		if d.LastError != "" {
 			restarts += " (" + d.LastError + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, orDash(d.Node), d.State, token, since, restarts)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, orDash(d.Node), daemonState(d, now), token, since, restarts)
 	}
 	tw.Flush()
+}
+
+// daemonState is the state status shows for d: its fleet state, or
+// crash-looping for a running daemon that exited by itself lately.
+func daemonState(d fleet.DaemonStatus, now time.Time) string {
+	if d.CrashLooping(now) {
+		return "crash-looping"
+	}
+	return string(d.State)
 }
 
 func orDash(s string) string {

@@ -26,13 +26,13 @@ func TestStatusPrintsLeadersAndWatchers(t *testing.T) {
 
 	stdout := statusCounting(t, 3, "status", "-s", url, "--bucket", "E")
 	wantLines(t, stdout,
-		`^KEY +LEADER +REVISION +AGE +CANDIDATES$`,
-		`^cron +`+cronLeader+` +\d+ +\d+(\.\d+)?m?s +node2$`,
-		`^job +`+jobLeader+` +\d+ +\d+(\.\d+)?m?s +node0,node1$`,
+		`^KEY +LEADER +TOKEN +SINCE +REVISION +AGE +CANDIDATES$`,
+		`^cron +`+cronLeader+` +- +- +\d+ +\d+(\.\d+)?m?s +node2$`,
+		`^job +`+jobLeader+` +- +- +\d+ +\d+(\.\d+)?m?s +node0,node1$`,
 		`^watchers \(processes\): 3$`)
 
 	stdout = statusCounting(t, 3, "status", "-s", url, "--bucket", "E", "--key", "free")
-	wantLines(t, stdout, `^KEY +LEADER +REVISION +AGE +CANDIDATES$`, `^free +none +- +- +-$`, `^watchers \(processes\): 3$`)
+	wantLines(t, stdout, `^KEY +LEADER +TOKEN +SINCE +REVISION +AGE +CANDIDATES$`, `^free +none +- +- +- +- +-$`, `^watchers \(processes\): 3$`)
 
 	stdout = statusCounting(t, 3, "status", "-s", url, "--bucket", "E", "--key", "job", "--json")
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
