@@ -286,3 +286,24 @@ func TestRunLogsTheServerGoingAwayAndComingBack(t *testing.T) {
 		t.Errorf("want one line for the loss and one for the reconnection:\n%s", log)
 	}
 }
+
+// TestALoneRunStartsItsCommandAtOnce: a lone election run on a free key
+// of a 10 s bucket (whose start delay, were it applied, could be 5 s)
+// runs its command within a second of starting, connection and all.
+func TestALoneRunStartsItsCommandAtOnce(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LONE", TTL: 10 * time.Second})
+	starts := filepath.Join(t.TempDir(), "starts")
+	killStartedCommands(t, starts)
+	cmd := recordingCommand(starts)
+	began := time.Now()
+	startDaemon(t, bin, "lone", "--server", s.ClientURL(), "--bucket", "LONE", "--key", "job", "--", cmd[0], cmd[1], cmd[2])
+	waitStarts(t, starts, 1)
+	took := time.Since(began)
+	t.Logf("election run started to its command running: %v", took)
+	if took > time.Second {
+		t.Errorf("a lone election run started its command %v after it began, want within a second", took)
+	}
+}
