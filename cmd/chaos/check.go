@@ -451,9 +451,11 @@ const recordGrace = int64(time.Second)
 // recordGrace of it JetStream refused as temporarily unavailable (err_code
 // 10008, as after quorum loss), or that failed otherwise when the worker
 // was killed before the record's first attempt (one KV call's timeout, at
-// most the campaign interval) and a retry could end: the record, a
-// best-effort write sent at the win, met the same. No win or stand-down
-// recorded twice; nothing recorded that no worker did.
+// most the campaign interval) and a retry could end, or was stopped or
+// killed before any write of its own got through after the win: the
+// record, a best-effort write sent at the win and given up a KV call's
+// timeout after a stop, met the same. No win or stand-down recorded twice;
+// nothing recorded that no worker did.
 func checkLeadership(rep *report, hist *history, deaths map[string]int64, ttl time.Duration) {
 	if hist.leadership == nil {
 		return
@@ -498,12 +500,30 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64, ttl ti
 			}
 		}
 	}
+	ends := map[string]int64{} // when each worker was stopped or killed
+	for _, ev := range hist.harness {
+		if (ev.Kind == "stop" || ev.Kind == "kill") && ends[ev.Target] == 0 {
+			ends[ev.Target] = ev.T
+		}
+	}
+	// answered reports whether a write of worker's got through between
+	// from and to.
+	answered := func(worker string, from, to int64) bool {
+		for _, ev := range hist.workers[worker] {
+			if ev.Kind == "act" && ev.Accepted && ev.T >= from && ev.T <= to {
+				return true
+			}
+		}
+		return false
+	}
 	for l, at := range wins {
+		end := ends[l.worker]
 		switch {
 		case recorded[lhistory.Won][l] > 0:
 			rep.HistoryWins++
 		case deaths[l.worker] != 0 && deaths[l.worker]-at < recordGrace, unavailable[l],
-			failing[l] && deaths[l.worker] != 0 && deaths[l.worker]-at < int64(ttl*3/4)+recordGrace:
+			failing[l] && deaths[l.worker] != 0 && deaths[l.worker]-at < int64(ttl*3/4)+recordGrace,
+			failing[l] && end != 0 && !answered(l.worker, at, end):
 			rep.HistoryExcused++
 		default:
 			rep.HistoryMissing++

@@ -232,6 +232,23 @@ func TestCheckLeadershipComparesTheHistoryWithTheWorkers(t *testing.T) {
 	}
 	delete(hist.workers, "e")
 
+	// f's act after its win failed and f was stopped before any write of
+	// its own got through: excused; one accepted act before the stop, and
+	// the record is owed.
+	hist.workers["f"] = []Event{{T: 30 * sec, Kind: "won", Token: 16}, {T: 31 * sec, Sent: 30*sec + 50e6, Kind: "act", Token: 16, Err: "context canceled"}}
+	hist.harness = []Event{{T: 31 * sec, Kind: "stop", Target: "f"}}
+	rep = &report{}
+	if checkLeadership(rep, hist, nil, time.Second); !rep.historyOK() || rep.HistoryExcused != 1 {
+		t.Errorf("a win whose worker was stopped before any write of its got through, unrecorded: %d excused, ok %v; want 1 and ok", rep.HistoryExcused, rep.historyOK())
+	}
+	hist.workers["f"] = append(hist.workers["f"], Event{T: 30*sec + 500e6, Sent: 30*sec + 400e6, Kind: "act", Token: 16, Accepted: true})
+	rep = &report{}
+	if checkLeadership(rep, hist, nil, time.Second); rep.historyOK() || rep.HistoryMissing != 1 {
+		t.Errorf("a win whose worker's writes got through before its stop, unrecorded: %d missing, ok %v; want 1 and not ok", rep.HistoryMissing, rep.historyOK())
+	}
+	delete(hist.workers, "f")
+	hist.harness = nil
+
 	rep = &report{}
 	if checkLeadership(rep, hist, nil, time.Second); !rep.historyOK() || rep.HistoryWins != 3 {
 		t.Errorf("a complete history: %d wins recorded, ok %v; want 3 and ok", rep.HistoryWins, rep.historyOK())
