@@ -24,16 +24,7 @@ func TestCheckSaysWhetherAKeyHasALeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.Start(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	startUntilCleanup(t, e)
 	testenv.Eventually(t, "host-a leads", waitTimeout, e.IsLeader)
 
 	code, stdout, stderr := runCLI(t, "check", "-s", url, "--bucket", "CHK", "--key", "job")
@@ -104,6 +95,17 @@ func TestCheckFleetFindsADaemonRunningNowhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	startUntilCleanup(t, e)
+	testenv.Eventually(t, "the ghost member", waitTimeout, e.IsLeader)
+	testenv.Poll(t, "CRITICAL: the orphan daemon runs nowhere", waitTimeout, func() (string, bool) {
+		code, stdout, _ := runCLI(t, "check", "-s", url, "--bucket", "FLEET", "--fleet")
+		return stdout, code == checkCritical && strings.Contains(stdout, "Crit:daemon orphan runs nowhere") &&
+			strings.Contains(stdout, "'fleet_daemons_stopped'=1")
+	})
+}
+
+// startUntilCleanup runs e's campaign until the test ends.
+func startUntilCleanup(t *testing.T, e *election.Election) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -113,11 +115,5 @@ func TestCheckFleetFindsADaemonRunningNowhere(t *testing.T) {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-	})
-	testenv.Eventually(t, "the ghost member", waitTimeout, e.IsLeader)
-	testenv.Poll(t, "CRITICAL: the orphan daemon runs nowhere", waitTimeout, func() (string, bool) {
-		code, stdout, _ := runCLI(t, "check", "-s", url, "--bucket", "FLEET", "--fleet")
-		return stdout, code == checkCritical && strings.Contains(stdout, "Crit:daemon orphan runs nowhere") &&
-			strings.Contains(stdout, "'fleet_daemons_stopped'=1")
 	})
 }
