@@ -39,7 +39,10 @@ func checkKV(rep *report, hist *history, ttl time.Duration, html, dir string) {
 	r := kvcheck.Check(ops, ttl, kvCheckTimeout)
 	rep.KVOps, rep.KVLinearizable, rep.KVOrderProblems = r.Ops, r.Linearizable, len(r.Order)
 	rep.KVCheckMS = ms(int64(r.Took))
-	rep.KVProblems = append(append(r.Illegal, r.Order...), settled.Unexplained...)
+	for _, key := range r.Illegal {
+		rep.KVProblems = append(rep.KVProblems, fmt.Sprintf("key %q: no order of its calls explains what they returned", key))
+	}
+	rep.KVProblems = append(append(rep.KVProblems, r.Order...), settled.Unexplained...)
 	rep.KVUnexplained = len(settled.Unexplained)
 	if r.Linearizable == "true" && len(r.Order) == 0 {
 		return // unexplained entries need no drawing: the problems name them

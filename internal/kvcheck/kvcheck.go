@@ -9,7 +9,8 @@
 // revision above every earlier one. A call whose outcome is unknown (it
 // timed out, or its connection broke) may have taken effect at any moment
 // after it was sent, or never. A live value may age out once the bucket's
-// TTL has passed since its write was sent, and not before.
+// TTL has passed since its write was sent, and not before; so may a delete
+// or purge marker, which leaves the key with no entry at all.
 package kvcheck
 
 import (
@@ -204,9 +205,13 @@ type state struct {
 	live    bool   // it holds a value, not a marker or nothing
 	rev     uint64 // its latest revision if known; else a revision it is above
 	known   bool   // rev is exact
-	empty   bool   // with !known: it may also hold nothing at all (its value aged out)
-	written int64  // when the write of the live value was sent: it may age out a TTL later
+	empty   bool   // with !known: it may also hold nothing at all (its entry aged out)
+	written int64  // when the write of its entry (value or marker) was sent: it may age out a TTL later
 }
+
+// ages reports whether the key holds an entry that ages out: a value, or a
+// marker. The bucket's MaxAge removes both; then the key has no entry.
+func (s state) ages() bool { return s.live || !s.known && !s.empty }
 
 func (s state) String() string {
 	what := "no value"
@@ -267,7 +272,7 @@ func step(s state, op Op, outcome Outcome, ttl time.Duration) []any {
 	if outcome == Unknown {
 		ret = math.MaxInt64
 	}
-	if s.live && ret-s.written >= int64(ttl) { // it may have aged out first: nothing, or an expiry marker
+	if s.ages() && ret-s.written >= int64(ttl) { // it may have aged out first: nothing, or an expiry marker
 		now = append(now, state{rev: s.rev, empty: true})
 	}
 	var next []any
@@ -336,7 +341,7 @@ func marker(op Op) bool { return op.Kind == Delete || op.Kind == Purge }
 func applied(s state, op Op, outcome Outcome) state {
 	switch {
 	case marker(op):
-		return state{rev: s.rev}
+		return state{rev: s.rev, written: op.Call}
 	case outcome == OK:
 		return state{live: true, rev: op.Rev, known: true, written: op.Call}
 	}

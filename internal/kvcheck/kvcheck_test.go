@@ -67,6 +67,16 @@ func TestCheckJudgesHandWrittenHistories(t *testing.T) {
 			at("b", "k", Create, 4, 5, OK, 7, 0),
 			at("a", "k", Update, 6, 7, Conflict, 0, 5),
 		}, "true", false},
+		{"a claim over no entry once a delete marker aged out", []Op{
+			at("a", "k", Create, 0, 1, OK, 5, 0),
+			at("x", "k", Delete, 2, 3, OK, 0, 0),
+			at("b", "k", Update, 1010, 1011, OK, 9, 0),
+		}, "true", false},
+		{"a claim over no entry while a delete marker is live", []Op{
+			at("a", "k", Create, 0, 1, OK, 5, 0),
+			at("x", "k", Delete, 2, 3, OK, 0, 0),
+			at("b", "k", Update, 500, 501, OK, 9, 0),
+		}, "false", false},
 		{"a timed-out claim that took effect later", []Op{
 			at("a", "k", Create, 0, 0, Unknown, 0, 0),
 			at("b", "k", Create, 10, 11, Conflict, 0, 0),
