@@ -24,6 +24,7 @@ type campaigner struct {
 	work      func(context.Context) // Once's work, run after OnWon when this node leads
 	workDone  atomic.Bool           // Once's work returned while this node led: the release marks the key done
 	pref      preference            // with WithPreferHigher: the higher candidates seen while leading
+	rtt       roundTrips            // recent round trips to the bucket (roundtrip.go)
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -209,7 +210,7 @@ func (c *campaigner) patience(v *keyView, until time.Time) (time.Time, bool) {
 	case v.held() && !v.seenAt.Add(c.timing.ttl).After(time.Now()):
 		return time.Time{}, false
 	case v.free() && v.latest != nil && v.classify() == predecessorEarly:
-		return later(until, v.seenAt.Add(c.timing.vouchWait)), true
+		return later(until, v.seenAt.Add(c.vouchWait())), true
 	}
 	return until, true
 }
@@ -261,7 +262,7 @@ func (c *campaigner) claimableAt(v *keyView) time.Time {
 	case handoff || (v.latest != nil && v.latest.Revision() == c.sitOut):
 		at = v.seenAt.Add(c.timing.sitOut)
 	case v.latest != nil && v.classify() == predecessorEarly:
-		at = v.seenAt.Add(c.timing.vouchWait)
+		at = v.seenAt.Add(c.vouchWait())
 	}
 	if delay := c.priorityDelay(); delay > 0 {
 		freeSince := c.since
@@ -323,6 +324,7 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timing.opTimeout)
 	rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), expected)
 	cancel()
+	c.roundTrip(sent, err)
 	if err != nil {
 		if isCASConflict(err) {
 			c.log.Debug("campaign lost: another candidate holds the key", "error", err)
@@ -412,6 +414,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		opCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(deadline, sent.Add(c.timing.opTimeout)))
 		rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), t.revision)
 		cancel()
+		c.roundTrip(sent, err)
 		c.emit(Event{Kind: EventRenewed, Duration: time.Since(sent), Err: err})
 		switch {
 		case err == nil:
@@ -578,7 +581,9 @@ func (c *campaigner) vouch(removal uint64) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
 	value := releasePrefix + c.name
+	sent := time.Now()
 	rev, err := c.kv.Update(ctx, c.key, []byte(value), removal)
+	c.roundTrip(sent, err)
 	if err != nil {
 		c.log.Debug("could not vouch for having stood down; the next leader waits a TTL", "removal", removal, "error", err)
 		return 0

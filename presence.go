@@ -36,6 +36,11 @@ type Candidate struct {
 	Since time.Time
 	// Metadata is what the candidate published with WithMetadata.
 	Metadata map[string]string
+	// RoundTrip is the slowest of the candidate's recent round trips to the
+	// bucket's stream leader (its last 16 KV calls), as of its latest
+	// record: a candidate in another region than the bucket shows it. 0
+	// before it measured any.
+	RoundTrip time.Duration
 }
 
 // candidateRecord is the value of a candidate's record.
@@ -44,6 +49,9 @@ type candidateRecord struct {
 	Priority int               `json:"priority"`
 	Since    time.Time         `json:"since"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// RoundTripMS is the slowest of the candidate's recent round trips to
+	// the bucket, in milliseconds.
+	RoundTripMS float64 `json:"round_trip_ms,omitempty"`
 }
 
 func candidateKey(key, name string) string {
@@ -61,7 +69,8 @@ func candidateOf(entry jetstream.KeyValueEntry) (Candidate, bool) {
 	if json.Unmarshal(entry.Value(), &r) != nil || r.Name == "" {
 		return Candidate{}, false
 	}
-	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata}, true
+	rtt := time.Duration(r.RoundTripMS * float64(time.Millisecond))
+	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt}, true
 }
 
 // electionKeyOf returns the election key of a candidate record's key.
@@ -172,13 +181,17 @@ func (c *campaigner) present(ctx context.Context) {
 		c.mu.Lock()
 		metadata := c.metadata
 		c.mu.Unlock()
-		value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata})
+		rtt := float64(c.rtt.worst()) / float64(time.Millisecond)
+		value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt})
 		if err != nil {
 			c.log.Error("encoding the candidate record", "error", err)
 			return
 		}
 		opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
-		if _, err := c.kv.Put(opCtx, key, value); err != nil && ctx.Err() == nil {
+		sent := time.Now()
+		_, err = c.kv.Put(opCtx, key, value)
+		c.roundTrip(sent, err)
+		if err != nil && ctx.Err() == nil {
 			c.log.Warn("writing the candidate record", "error", err)
 		}
 		cancel()

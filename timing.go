@@ -27,8 +27,10 @@ import "time"
 //     over its key while it is the announced leader within its validity
 //     stands down and writes a release by compare-and-set over that write,
 //     and the next winner announces at once over it (campaigner.vouch says
-//     why that is safe). Candidates wait vouchWait after a removal before
-//     claiming over it, so that their claims do not pre-empt the vouch.
+//     why that is safe). Candidates wait a vouch window after a removal
+//     before claiming over it, so that their claims do not pre-empt the
+//     vouch: vouchFloor at least, longer when round trips are long
+//     (roundtrip.go).
 //   - What a leader's work started outside its process must stop by the
 //     work deadline, validity + (T−validity)/2 after the last good write
 //     (WorkDeadline): still before the key can age out, with the other half
@@ -42,7 +44,7 @@ type timing struct {
 	validity      time.Duration // leader stands down this long after sending its last good write
 	workMargin    time.Duration // the leadership's work must stop this long after its validity deadline (WorkDeadline)
 	announceDelay time.Duration // a winner over a delete or purge announces this long after its claim
-	vouchWait     time.Duration // candidates wait this long after a removal for the old leader's vouch
+	vouchFloor    time.Duration // candidates wait at least this long after a removal for the old leader's vouch
 	sitOut        time.Duration // a handoff to another keeps this node away, and a resignation or vouch keeps its writer away, this long
 	priorityWait  time.Duration // a candidate lets each higher priority among the live candidates claim a free key first for this long
 	renewRetry    time.Duration // wait between retries of a failed renewal
@@ -57,10 +59,12 @@ type timing struct {
 // maxOpTimeout caps a single KV call, as jetstream's own default does.
 const maxOpTimeout = 5 * time.Second
 
-// maxVouchWait caps the vouch wait, a twentieth of the TTL: long enough for
-// the old leader's watcher to deliver the removal and its vouch to come back
-// (a few round trips), short against the TTL a winner waits without one.
-const maxVouchWait = 250 * time.Millisecond
+// maxVouchFloor caps the vouch window's floor, a twentieth of the TTL: long
+// enough for the old leader's watcher to deliver the removal and its vouch
+// to come back over a few round trips of a region's network, short against
+// the TTL a winner waits without one. Longer round trips lengthen the
+// window itself (roundtrip.go).
+const maxVouchFloor = 250 * time.Millisecond
 
 // maxSplay caps the random start delay: a crowd of candidates starting at
 // once spreads its first claims over up to this long.
@@ -80,7 +84,7 @@ func newTiming(ttl, interval time.Duration) timing {
 		validity:      validity,
 		workMargin:    (ttl - validity) / 2,
 		announceDelay: ttl,
-		vouchWait:     min(ttl/20, maxVouchWait),
+		vouchFloor:    min(ttl/20, maxVouchFloor),
 		sitOut:        ttl / 2,
 		priorityWait:  min(ttl/10, maxPriorityWait),
 		renewRetry:    (validity - interval) / 4,

@@ -209,7 +209,7 @@ func gatewayDelay(t *testing.T, sc *supercluster, oneWay time.Duration) {
 		p50, p99 := percentiles(rtts[region])
 		figure(t, "renewal round trip from %s: p50 %s, p99 %s (n=%d)", region, ms(p50), ms(p99), len(rtts[region]))
 		switch {
-		case region == "C1" && p50 >= max(oneWay, time.Millisecond):
+		case region == "C1" && oneWay > 0 && p50 >= oneWay: // without a delay nothing tells a gateway apart, and a busy machine takes milliseconds
 			t.Errorf("renewals from the home region took %v (p50): they should not cross a gateway", p50)
 		case region != "C1" && p50 < 2*oneWay:
 			t.Errorf("renewals from %s took %v (p50), under the %v round trip the gateway delay adds: the proxies were bypassed", region, p50, 2*oneWay)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -201,4 +203,82 @@ func (h revisions) String() string {
 		s += fmt.Sprintf("[%d %v %q]", e.Revision(), e.Operation(), e.Value())
 	}
 	return s
+}
+
+// slowKV is a real bucket whose writes take a round trip of rtt, as from a
+// region far from the bucket's: each reaches the server half of it after it
+// was sent, and its acknowledgement comes back half of it later.
+type slowKV struct {
+	jetstream.KeyValue
+	rtt time.Duration
+}
+
+func (s slowKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	time.Sleep(s.rtt / 2)
+	rev, err := s.KeyValue.Put(ctx, key, value)
+	time.Sleep(s.rtt / 2)
+	return rev, err
+}
+
+func (s slowKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	time.Sleep(s.rtt / 2)
+	rev, err := s.KeyValue.Update(ctx, key, value, last)
+	time.Sleep(s.rtt / 2)
+	return rev, err
+}
+
+// TestTheVouchWindowFollowsASlowLeadersRoundTrip removes the key of a
+// leader 400 ms away from the server (a round trip of 800 ms, within the
+// renewal window of 1.5 s at a TTL of 12 s): its vouch lands 400 ms after it
+// saw the removal, later than the vouch window's floor (250 ms). The other
+// candidate waits for the vouch, having learnt the leader's round trip from
+// its candidate record, and wins over it, announcing at once, instead of
+// claiming over the removal first and waiting out a TTL.
+func TestTheVouchWindowFollowsASlowLeadersRoundTrip(t *testing.T) {
+	t.Parallel()
+	const rtt = 800 * time.Millisecond
+	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: "VOUCH_SLOW", TTL: 12 * time.Second})
+	kvs := handles(t, s.ClientURL(), "VOUCH_SLOW", 2)
+	g := newGroup(t, "k")
+	g.add("far", slowKV{KeyValue: kvs[0], rtt: rtt})
+	if leader := g.awaitWin(); leader.name != "far" {
+		t.Fatalf("%s won, want far", leader.name)
+	}
+	won := make(chan election.Event, 4)
+	g.add("near", kvs[1], election.WithEventHook(func(ev election.Event) {
+		if ev.Kind == election.EventWon {
+			won <- ev
+		}
+	}))
+
+	b, err := election.OpenBucket(context.Background(), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	testenv.Poll(t, "far's record to show its round trip, and near's record", awaitTimeout, func() ([]election.Candidate, bool) {
+		cands, err := b.Candidates(context.Background(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cands, slices.ContainsFunc(cands, func(c election.Candidate) bool { return c.Name == "far" && c.RoundTrip >= rtt }) &&
+			slices.ContainsFunc(cands, func(c election.Candidate) bool { return c.Name == "near" })
+	})
+
+	removed := time.Now()
+	if err := admin.Delete(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	next := g.awaitWin()
+	took := time.Since(removed)
+	if next.name != "near" {
+		t.Fatalf("%s won after the removal, want near", next.name)
+	}
+	if ev := <-won; ev.After != "released by far" {
+		t.Errorf("near won over %q, want over far's vouch (\"released by far\"): its claim pre-empted the vouch", ev.After)
+	}
+	if took > 6*time.Second {
+		t.Errorf("near led %v after the removal, want well within the TTL (12s): over the vouch it announces at once", took)
+	}
+	t.Logf("near led %v after the removal of slow far's key", took)
 }
