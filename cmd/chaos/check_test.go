@@ -384,6 +384,41 @@ func TestCheckKVSettlesUnknownWritesFromTheAudit(t *testing.T) {
 	}
 }
 
+// TestCheckKVKnowsAWriteCutShortByAKill: a's candidate record write was
+// sent, the server applied it (revision 2), and a was killed before it
+// returned. Its call event makes it a write of unknown outcome, which may
+// have written revision 2; without it, revision 2 is a write nobody made.
+func TestCheckKVKnowsAWriteCutShortByAKill(t *testing.T) {
+	hist := func(withCall bool) *history {
+		h := &history{
+			workers: map[string][]Event{"a": {
+				{T: 1e6, Kind: "call", Op: "put", Key: "rec", Value: "a", Sent: 1e6},
+				{T: 2e6, Kind: "op", Op: "put", Key: "rec", Value: "a", Sent: 1e6, Outcome: "ok", Rev: 1},
+			}},
+			audit: []Event{
+				{Kind: "audit", Rev: 1, Op: "PUT", Key: "rec", Value: "a"},
+				{Kind: "audit", Rev: 2, Op: "PUT", Key: "rec", Value: "a2"},
+			},
+			harness: []Event{{Kind: "last-revision", Rev: 2}},
+		}
+		if withCall {
+			h.workers["a"] = append(h.workers["a"], Event{T: 3e6, Kind: "call", Op: "put", Key: "rec", Value: "a2", Sent: 3e6})
+		}
+		return h
+	}
+	rep := &report{}
+	checkKV(rep, hist(true), time.Second, "", t.TempDir())
+	if !rep.kvOK() || rep.KVUnknown != 1 || rep.KVUnexplained != 0 {
+		t.Errorf("with the call recorded: ok %v, %d unknown, %d unexplained (%v); want ok, 1, 0",
+			rep.kvOK(), rep.KVUnknown, rep.KVUnexplained, rep.KVProblems)
+	}
+	rep = &report{}
+	checkKV(rep, hist(false), time.Second, "", t.TempDir())
+	if rep.kvOK() || rep.KVUnexplained != 1 {
+		t.Errorf("without it: ok %v, %d unexplained; want not ok, 1", rep.kvOK(), rep.KVUnexplained)
+	}
+}
+
 // TestCheckReplicasFailsOnCopiesThatDiffer reads replicas that agree, and
 // one that lost its last message: that fails the run.
 func TestCheckReplicasFailsOnCopiesThatDiffer(t *testing.T) {

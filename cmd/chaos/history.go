@@ -23,7 +23,10 @@ type Event struct {
 	// runs and acts ("" in a single-key run).
 	Daemon string `json:"daemon,omitempty"`
 
-	// ev=op: a KV call on the election key. Sent is when it was sent.
+	// ev=op: a KV call on the election key, once it returned. Sent is when
+	// it was sent. ev=call: the same call as it was about to be sent (no
+	// Outcome), so that a call cut short by the process's death, which
+	// leaves no ev=op, is still known.
 	Op       string `json:"op,omitempty"` // create, update, delete, purge, put
 	Key      string `json:"key,omitempty"`
 	Expected uint64 `json:"expected,omitempty"` // an update's expected revision (0: no entry)

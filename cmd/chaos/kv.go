@@ -23,9 +23,20 @@ const kvCheckTimeout = time.Minute
 func checkKV(rep *report, hist *history, ttl time.Duration, html, dir string) {
 	var ops []kvcheck.Op
 	add := func(events []Event) {
+		type call struct {
+			sent    int64
+			op, key string
+		}
+		returned := map[call]bool{}
 		for _, ev := range events {
 			if ev.Kind == "op" {
 				ops = append(ops, kvOp(ev))
+				returned[call{ev.Sent, ev.Op, ev.Key}] = true
+			}
+		}
+		for _, ev := range events {
+			if ev.Kind == "call" && !returned[call{ev.Sent, ev.Op, ev.Key}] {
+				ops = append(ops, kvOp(ev)) // cut short by the process's death: of unknown outcome
 			}
 		}
 	}
@@ -82,7 +93,8 @@ func streamRecord(hist *history) kvcheck.Stream {
 	return s
 }
 
-// kvOp is the call an op event records.
+// kvOp is the call an op event records, or a call event whose call never
+// returned: of unknown outcome.
 func kvOp(ev Event) kvcheck.Op {
 	op := kvcheck.Op{Client: ev.Worker, Key: ev.Key, Value: ev.Value, Call: ev.Sent, Return: ev.T, Rev: ev.Rev}
 	switch ev.Op {

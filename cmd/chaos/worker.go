@@ -210,7 +210,9 @@ func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.S
 
 // recordingKV records the writes made through it (Create, Update, Delete,
 // Purge, Put): the key, when each was sent, when it returned, and how; an
-// Update's expected revision. With daemonOf (a fleet run's many keys), the
+// Update's expected revision. Each is recorded twice: as it is sent and as
+// it returns, so that a write in flight when the process is killed is known
+// (the server may have applied it) although it never returns. With daemonOf (a fleet run's many keys), the
 // daemon a call is about, if any.
 type recordingKV struct {
 	jetstream.KeyValue
@@ -220,7 +222,7 @@ type recordingKV struct {
 
 // Create records a Create call.
 func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	sent := monotonicNow()
+	sent := r.call(key, "create", value)
 	rev, err := r.KeyValue.Create(ctx, key, value, opts...)
 	r.op(key, "create", value, sent, rev, err)
 	return rev, err
@@ -228,7 +230,7 @@ func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts
 
 // Update records an Update call.
 func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
-	sent := monotonicNow()
+	sent := r.call(key, "update", value, revision)
 	rev, err := r.KeyValue.Update(ctx, key, value, revision)
 	r.op(key, "update", value, sent, rev, err, revision)
 	return rev, err
@@ -236,7 +238,7 @@ func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revi
 
 // Put records a Put call.
 func (r *recordingKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	sent := monotonicNow()
+	sent := r.call(key, "put", value)
 	rev, err := r.KeyValue.Put(ctx, key, value)
 	r.op(key, "put", value, sent, rev, err)
 	return rev, err
@@ -244,7 +246,7 @@ func (r *recordingKV) Put(ctx context.Context, key string, value []byte) (uint64
 
 // Purge records a Purge call.
 func (r *recordingKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	sent := monotonicNow()
+	sent := r.call(key, "purge", nil)
 	err := r.KeyValue.Purge(ctx, key, opts...)
 	r.op(key, "purge", nil, sent, 0, err)
 	return err
@@ -252,10 +254,25 @@ func (r *recordingKV) Purge(ctx context.Context, key string, opts ...jetstream.K
 
 // Delete records a Delete call.
 func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	sent := monotonicNow()
+	sent := r.call(key, "delete", nil)
 	err := r.KeyValue.Delete(ctx, key, opts...)
 	r.op(key, "delete", nil, sent, 0, err)
 	return err
+}
+
+// call records a call on key about to be sent, with what it writes and for
+// an update the revision it expects, and returns when it was sent.
+func (r *recordingKV) call(key, op string, value []byte, expected ...uint64) int64 {
+	ev := Event{Kind: "call", Op: op, Key: key, Value: string(value), Sent: monotonicNow()}
+	ev.T = ev.Sent
+	if len(expected) > 0 {
+		ev.Expected = expected[0]
+	}
+	if r.daemonOf != nil {
+		ev.Daemon, _ = r.daemonOf(key)
+	}
+	r.rec.record(ev)
+	return ev.Sent
 }
 
 // op records one call on key: what it wrote, when it was sent, its
