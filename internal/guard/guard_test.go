@@ -159,7 +159,9 @@ func TestGuardKillsTheTreeWhenElectionDies(t *testing.T) {
 func TestGuardKillsTheTreeAtItsDeadline(t *testing.T) {
 	mark := testenv.NewMark()
 	started := time.Now()
-	g := startGuard(t, testenv.WithMark(`sleep MARK & wait`, mark), 200*time.Millisecond)
+	// The first deadline leaves the tree time to start on a busy machine;
+	// the moves below bring it close.
+	g := startGuard(t, testenv.WithMark(`sleep MARK & wait`, mark), waitTimeout)
 	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
 	for range 5 { // keep it running for a second
 		g.tell(t, fmt.Sprintf("deadline %d", monotonicAt(time.Now().Add(400*time.Millisecond))))
