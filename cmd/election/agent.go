@@ -258,6 +258,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 		nodeCfg.Daemons[i].DrainTimeout = grace + drainSlack
 	}
 	nodeCfg.Logger = slogrus.New(log)
+	nodeCfg.Labels = withClusterLabel(nodeCfg.Labels, nc)
 
 	// Joining waits up to two TTLs when the name is held: bound it by that,
 	// not by the set-up timeout.

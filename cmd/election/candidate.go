@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/history"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -137,4 +139,40 @@ func (c *candidateFlags) openLeaderFile(log *logrus.Entry) (*leaderFile, error) 
 	}
 	f := &leaderFile{path: c.leaderFile, log: log}
 	return f, f.clear()
+}
+
+// clusterKey is the key of a candidate's metadata (election.WithMetadata)
+// that names the NATS cluster its connection was on when it started
+// (nats.Conn.ConnectedClusterName), and the label of an agent's node that
+// does: election status shows them beside the bucket's cluster, because a
+// candidate outside that cluster can lead only while the bucket's cluster
+// is reachable from its own. run, sidecar and the demo publish it; agent
+// labels its node with it. A lone server has no cluster: nothing is
+// published.
+const clusterKey = "cluster"
+
+// clusterMetadata is the option that publishes the cluster nc is connected
+// to under clusterKey; none on a lone server.
+func clusterMetadata(nc *nats.Conn) []election.Option {
+	name := nc.ConnectedClusterName()
+	if name == "" {
+		return nil
+	}
+	return []election.Option{election.WithMetadata(map[string]string{clusterKey: name})}
+}
+
+// withClusterLabel returns labels with the cluster nc is connected to
+// under clusterKey, unless labels already has one or there is no cluster;
+// labels itself is not changed.
+func withClusterLabel(labels map[string]string, nc *nats.Conn) map[string]string {
+	name := nc.ConnectedClusterName()
+	if _, set := labels[clusterKey]; set || name == "" {
+		return labels
+	}
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[clusterKey] = name
+	return out
 }

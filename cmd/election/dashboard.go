@@ -28,7 +28,7 @@ import (
 )
 
 const dashboardAbout = `Usage:
-  election dashboard --listen ADDR [--bucket B] [--metrics ADDR]
+  election dashboard --listen ADDR [--bucket B] [--mirror M] [--metrics ADDR]
                      [--log-format text|json] [--log-level info]
 
 Serves a web page on ADDR (HOST:PORT) that shows, for every key of the
@@ -44,6 +44,16 @@ write's revision, and it leads since before the dashboard started. It updates li
 and stays usable with 10,000 keys (search and pages). It only reads: nothing
 on it changes an election. Everything it serves is built in; it fetches
 nothing from the internet.
+
+--mirror M reads M, a KV mirror of the bucket B, instead of B, as election
+status --mirror does: for a dashboard in another region. The page then says
+on top "from mirror M of bucket B: not authoritative, may be stale" with the
+mirror's lag (the messages of B it lacks, and how long ago it last heard
+from B), refreshed every 2 s; /api/keys and /api/fleet give it as
+"mirror": {"mirror":"M","bucket":"B","authoritative":false,...}. It reads
+nothing of B itself: no timeline (the history lives with B), no tokens of
+leaders that led before it started. A bucket that is not a mirror of B is
+an error.
 
 The page's data is also JSON, for scripts:
   GET /api/keys?search=S&offset=0&limit=100   the keys, sorted, with paging
@@ -68,8 +78,9 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("election dashboard", dashboardAbout)
 	var conn connFlags
 	conn.add(fs)
-	var bucket, listen string
+	var bucket, listen, mirror string
 	fs.bucketVar(&bucket, "the election bucket's `NAME`")
+	fs.Var(bucketFlag{&mirror}, "mirror", "read the KV mirror `NAME` of the bucket instead of the bucket: for a dashboard elsewhere; not authoritative, maybe stale")
 	fs.StringVar(&listen, "listen", "", "serve the page on `ADDR`, HOST:PORT (required), such as 127.0.0.1:8080")
 	var metricsAddr string
 	fs.StringVar(&metricsAddr, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT: has_leader and leader_changes_seen_total per key")
@@ -109,11 +120,11 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, fs.path, deniedOr(setupCtx, err))
 	}
 	defer nc.Close()
-	kv, err := openBucket(setupCtx, js, bucket)
+	src, err := openObserved(setupCtx, js, bucket, mirror)
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(setupCtx, err))
 	}
-	b, err := election.OpenBucket(setupCtx, kv)
+	b, err := election.OpenBucket(setupCtx, src.kv)
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(setupCtx, err))
 	}
@@ -132,12 +143,17 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	}
 	d := newDashboard(b, js, bucket)
 	d.metrics = om
+	d.mirror = src.mirror
 	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	go d.follow(ctx)
 
-	log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s", bucket)
+	if src.mirror != nil {
+		log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s %s", bucket, src.mirror.label())
+	} else {
+		log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s", bucket)
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-served:
@@ -159,6 +175,9 @@ type dashboard struct {
 	name   string
 	// metrics notes each key's holders for --metrics; nil without it.
 	metrics *observerMetrics
+	// mirror is the mirror read instead of the bucket (--mirror), whose
+	// label and lag go with every page; nil: the bucket itself.
+	mirror *mirrorSource
 
 	mu       sync.Mutex
 	leaders  map[string]seenLeader // as last recorded
@@ -222,6 +241,7 @@ type keyRow struct {
 // keysPage is a page of keys.
 type keysPage struct {
 	Bucket  string      `json:"bucket"`
+	Mirror  *mirrorJSON `json:"mirror,omitempty"` // with --mirror: where the page comes from, not authoritative
 	Total   int         `json:"total"`
 	Offset  int         `json:"offset"`
 	Keys    []keyRow    `json:"keys"`
@@ -244,11 +264,25 @@ func (d *dashboard) serveKeys(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	page := keysPage{Bucket: d.name, Total: len(rows), Offset: offset, Keys: rows[min(offset, len(rows)):min(offset+limit, len(rows))]}
+	page := keysPage{Bucket: d.name, Mirror: d.mirrorJSON(r.Context()), Total: len(rows), Offset: offset, Keys: rows[min(offset, len(rows)):min(offset+limit, len(rows))]}
 	d.mu.Lock()
 	page.Changes = slices.Clone(d.changes)
 	d.mu.Unlock()
 	writeJSON(w, page)
+}
+
+// mirrorJSON is the mirror the dashboard reads, with its lag now; nil
+// without --mirror. A lag it cannot read shows as the mirror's error.
+func (d *dashboard) mirrorJSON(ctx context.Context) *mirrorJSON {
+	if d.mirror == nil {
+		return nil
+	}
+	lag, err := d.mirror.lag(ctx)
+	if err != nil {
+		lag = mirrorLag{Heard: -1, Error: err.Error()}
+	}
+	j := d.mirror.toJSON(lag)
+	return &j
 }
 
 func atoiOr(s string, fallback int) (int, error) {
@@ -318,6 +352,10 @@ func (d *dashboard) serveHistory(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if d.mirror != nil {
+		http.Error(w, fmt.Sprintf("%s: the leadership history lives with bucket %s, which the dashboard does not read", d.mirror.label(), d.name), http.StatusNotFound)
+		return
+	}
 	h, err := history.Open(r.Context(), d.js, d.name)
 	if errors.Is(err, history.ErrNoHistory) {
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -341,6 +379,7 @@ func (d *dashboard) serveHistory(w http.ResponseWriter, r *http.Request) {
 // fleetPage is the bucket's fleet as the page shows it: the nodes and the
 // daemons as election status --json prints them.
 type fleetPage struct {
+	Mirror  *mirrorJSON       `json:"mirror,omitempty"` // with --mirror: where the page comes from, not authoritative
 	Nodes   []nodeJSON        `json:"nodes"`
 	Daemons []fleetDaemonJSON `json:"daemons"`
 }
@@ -358,7 +397,7 @@ func (d *dashboard) serveFleet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	page := fleetPage{Nodes: []nodeJSON{}, Daemons: []fleetDaemonJSON{}}
+	page := fleetPage{Mirror: d.mirrorJSON(r.Context()), Nodes: []nodeJSON{}, Daemons: []fleetDaemonJSON{}}
 	running := map[string][]string{}
 	for _, dm := range st.Daemons {
 		if dm.State == fleet.Running || dm.State == fleet.Revoking {
@@ -401,7 +440,11 @@ func (d *dashboard) serveChanges(w http.ResponseWriter, r *http.Request) {
 	}()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	fmt.Fprint(w, ": connected\n\n")
+	if d.mirror != nil {
+		fmt.Fprintf(w, ": connected, %s\n\n", d.mirror.label())
+	} else {
+		fmt.Fprint(w, ": connected\n\n")
+	}
 	flusher.Flush()
 	for {
 		select {
@@ -438,7 +481,9 @@ func (d *dashboard) follow(ctx context.Context) {
 			}
 		}
 		d.mu.Unlock()
-		learnt.Go(func() { d.learnFromHistory(ctx, leaders) })
+		if d.mirror == nil { // the history lives with the bucket
+			learnt.Go(func() { d.learnFromHistory(ctx, leaders) })
+		}
 	}
 	for l := range changes {
 		d.record(l, time.Now())

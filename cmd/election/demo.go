@@ -135,7 +135,7 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 			return nil
 		}
 		name := fmt.Sprintf("%s-%d-w%d", host, os.Getpid(), i)
-		e, err := newWorker(log, name, cfg, kv, record)
+		e, err := newWorker(log, name, cfg, kv, record, clusterMetadata(nc)...)
 		if err != nil {
 			return err
 		}
@@ -162,8 +162,8 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 
 // newWorker prepares one worker's election with callbacks that log its
 // events and do its work while it leads, recording in the history record
-// (nil: none).
-func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValue, record *history.History) (*election.Election, error) {
+// (nil: none), with the extra options (the candidate's metadata) last.
+func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValue, record *history.History, extra ...election.Option) (*election.Election, error) {
 	wlog := log.WithField("worker", name)
 	opts := []election.Option{
 		election.WithLogger(libraryLogger(log).With("worker", name)),
@@ -194,6 +194,7 @@ func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValu
 	if record != nil {
 		opts = append(opts, election.WithEventHook(record.Record))
 	}
+	opts = append(opts, extra...)
 	return election.NewElection(context.Background(), name, cfg.key, kv, opts...)
 }
 

@@ -247,6 +247,7 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		}),
 	}
 	opts = append(opts, cfg.options(record, metrics)...)
+	opts = append(opts, clusterMetadata(nc)...)
 	if !cfg.once { // with --once, Once runs COMMAND as its work
 		opts = append(opts, election.OnWon(sup.lead))
 	}

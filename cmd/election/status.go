@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -24,6 +25,7 @@ import (
 const statusAbout = `Usage:
   election status [--bucket B] [--key K] [--json]
   election status --key K --watch [--bucket B] [--json] [--metrics ADDR]
+  election status --mirror M [--bucket B] [--key K [--watch]] [--json]
 
 Prints who leads each key of the bucket B that has a leader or a candidate,
 or the key K (LEADER "none" when nobody holds it): the leader's name, its
@@ -47,6 +49,15 @@ consumer, 5-6 s later; a watcher the NATS client recreated (after a missed
 message or heartbeat) deletes its old consumer without waiting, so the
 count can be one high for a moment.
 
+When the bucket lives in a cluster, a line before the table names it, each
+candidate shows as NAME@CLUSTER, the cluster its connection was on when it
+started (run, sidecar and the demo publish it in their metadata under
+"cluster"), and a warning line follows the table for each candidate outside
+the bucket's cluster, such as
+  warning: key job: w3 (cluster C3) leads only while cluster C1 is reachable
+since a bucket lives in one cluster and a leader must renew there. On a
+lone server none of this shows.
+
 If the bucket holds a fleet (election agent), its nodes and daemons are
 listed instead of their keys: each node's age, capacity, daemons running
 out of those it can run, labels and version; each daemon's node, state
@@ -54,6 +65,19 @@ out of those it can run, labels and version; each daemon's node, state
 in that run, and restarts with the last error. crash-looping is a running
 daemon that exited by itself less than a minute ago: its node starts it
 again after a backoff (a command not found, a daemon that fails at start).
+
+--mirror M reads M, a KV mirror of the bucket B (one made with
+jetstream.KeyValueConfig{Mirror: &jetstream.StreamSource{Name: "B"}}),
+instead of B: for observers in another region, where the mirror is near and
+survives a cut from B's cluster. A mirror may be stale by any amount: the
+output starts with
+  from mirror M of bucket B: not authoritative, may be stale; lag 0 messages, last heard from bucket B 120ms ago
+(the server's count of B's messages the mirror lacks, and how long ago it
+last heard from B), and --watch shows the lag on each change. It reads
+nothing of B itself (but B's TTL, once, if M keeps keys forever): TOKEN and
+SINCE show "-", the watchers are not counted, and the bucket's cluster is
+not known. Nothing that decides who leads ever reads a mirror. A bucket that
+is not a mirror of B is an error.
 
 --watch prints K's leader, then each change (a new leader, or none) until
 SIGINT or SIGTERM, and exits 0. Renewals are not changes.
@@ -67,6 +91,13 @@ per daemon:
   {"daemon":"x","node":"N","state":"running","token":42,"since":"...","restarts":1,"restarted":"...","last_error":"..."}
 and, without --watch, a last line
   {"bucket":"B","watchers":3}
+with "cluster":"C1" when the bucket lives in a cluster, in which case the
+leader lines also give "bucket_cluster", the leader's "cluster",
+"candidate_clusters" (name to cluster) and the "warnings". With --mirror,
+every line has "authoritative":false and "mirror":"M", each --watch line
+also the mirror's "lag_messages" and "heard_seconds_ago", and the last line
+is instead
+  {"mirror":"M","bucket":"B","authoritative":false,"note":"from mirror M of bucket B: ...","lag_messages":0,"heard_seconds_ago":0.12}
 
 --metrics ADDR, with --watch, serves /metrics on ADDR (HOST:PORT) with
 kvelect_election_has_leader{key} (1 while someone holds K) and
@@ -84,6 +115,7 @@ type statusConfig struct {
 	watch   bool
 	json    bool
 	metrics string // with watch: the address to serve metrics on, or ""
+	mirror  string // the mirror of bucket to read instead of it, or ""
 }
 
 // statusMain runs "election status".
@@ -96,6 +128,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.watch, "watch", false, "print each change of --key's leader until interrupted")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per line")
 	fs.StringVar(&cfg.metrics, "metrics", "", "with --watch, serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
+	fs.Var(bucketFlag{&cfg.mirror}, "mirror", "read the KV mirror `NAME` of the bucket instead of the bucket: for observers elsewhere; not authoritative, maybe stale")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -127,22 +160,25 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	defer nc.Close()
 	openCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
 	defer cancel()
-	kv, err := openBucket(openCtx, js, cfg.bucket)
+	src, err := openObserved(openCtx, js, cfg.bucket, cfg.mirror)
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
-	// Count the watchers before this process adds its own.
-	watchers, err := countWatchers(openCtx, js, cfg.bucket)
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
+	// Count the watchers before this process adds its own; a mirror's
+	// observer reads nothing of the bucket.
+	watchers := 0
+	if src.mirror == nil {
+		if watchers, err = countWatchers(openCtx, js, cfg.bucket); err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
 	}
-	b, err := election.OpenBucket(openCtx, kv)
+	b, err := election.OpenBucket(openCtx, src.kv)
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	defer b.Close()
 
-	out := leaderPrinter{w: stdout, json: cfg.json}
+	out := leaderPrinter{w: stdout, json: cfg.json, mirror: src.mirror, ctx: ctx}
 	if cfg.watch {
 		metrics, om, err := listenObserverMetrics(cfg.metrics)
 		if err != nil {
@@ -191,16 +227,32 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 		}
 		leaders = slices.DeleteFunc(leaders, func(l election.Leader) bool { return fleet.IsFleetKey(l.Key) })
 	}
-	tenures := readTenures(openCtx, &cfg.conn, js, cfg.bucket, leaders)
+	var tenures map[string]tenure
+	if src.mirror == nil { // the history lives with the bucket
+		tenures = readTenures(openCtx, &cfg.conn, js, cfg.bucket, leaders)
+	}
 	hasFleet := len(st.Members) > 0 || len(st.Daemons) > 0
 	printTable := len(leaders) > 0 || !hasFleet
+	if src.mirror != nil && !cfg.json {
+		out.mirrorLine()
+	}
+	topo := topologyOf(cfg.bucket, src.cluster, candidates)
 	if printTable {
-		out.table(leaders, tenures, candidates, now)
+		out.table(leaders, tenures, candidates, now, topo)
 	}
 	if hasFleet {
 		out.fleet(st, now, printTable)
+		if !cfg.json {
+			out.fleetWarnings(st, topo)
+		}
 	}
-	out.watchers(cfg.bucket, watchers)
+	if src.mirror != nil {
+		if cfg.json {
+			out.mirrorLine()
+		}
+		return exitOK
+	}
+	out.watchers(cfg.bucket, src.cluster, watchers)
 	return exitOK
 }
 
@@ -289,6 +341,10 @@ func watchLeader(ctx context.Context, b *election.Bucket, key string, out *leade
 type leaderPrinter struct {
 	w    io.Writer
 	json bool
+	// mirror is the mirror read instead of the bucket, whose label and lag
+	// go with what is printed; nil: the bucket itself.
+	mirror *mirrorSource
+	ctx    context.Context // bounds the reads of the mirror's lag
 }
 
 // leaderJSON is one leader as --json prints it.
@@ -301,6 +357,13 @@ type leaderJSON struct {
 	Written    *time.Time `json:"written,omitempty"`
 	AgeSeconds *float64   `json:"age_seconds,omitempty"`
 	Candidates []string   `json:"candidates,omitempty"` // without --watch: the live candidates' names
+	// Without --watch, when a cluster is known: the bucket's, the leader's,
+	// each candidate's by name, and the warnings for those outside the
+	// bucket's.
+	BucketCluster     string            `json:"bucket_cluster,omitempty"`
+	Cluster           string            `json:"cluster,omitempty"`
+	CandidateClusters map[string]string `json:"candidate_clusters,omitempty"`
+	Warnings          []string          `json:"warnings,omitempty"`
 }
 
 // withPriorities returns the candidates' names, each followed by ":N" when
@@ -348,7 +411,7 @@ func columns(l election.Leader, now time.Time) []string {
 	return []string{l.Key, l.Name, strconv.FormatUint(l.Revision, 10), age(l, now).Round(time.Millisecond).String()}
 }
 
-func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenure, candidates map[string][]election.Candidate, now time.Time) {
+func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenure, candidates map[string][]election.Candidate, now time.Time, topo topology) {
 	if p.json {
 		for _, l := range leaders {
 			j := toJSON(l, now)
@@ -357,15 +420,39 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenu
 				j.Token, j.Since = t.token, &since
 			}
 			j.Candidates = names(candidates[l.Key])
+			if topo.shown {
+				j.BucketCluster = topo.cluster
+				j.Cluster = clusterOfCandidate(candidates[l.Key], l.Name)
+				j.CandidateClusters = map[string]string{}
+				for _, c := range candidates[l.Key] {
+					if c.Metadata[clusterKey] != "" {
+						j.CandidateClusters[c.Name] = c.Metadata[clusterKey]
+					}
+				}
+				j.Warnings = topo.warnings(l.Key, l.Name, candidates[l.Key])
+			}
 			p.line(j)
 		}
 		return
 	}
+	if topo.cluster != "" {
+		fmt.Fprintf(p.w, "bucket %s lives in cluster %s\n", topo.bucket, topo.cluster)
+	}
 	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tLEADER\tTOKEN\tSINCE\tREVISION\tAGE\tCANDIDATES")
+	var warnings []string
 	for _, l := range leaders {
 		c := columns(l, now)
-		running := strings.Join(withPriorities(candidates[l.Key]), ",")
+		shown := withPriorities(candidates[l.Key])
+		if topo.shown {
+			for i, cand := range candidates[l.Key] {
+				if cluster := cand.Metadata[clusterKey]; cluster != "" {
+					shown[i] += "@" + cluster
+				}
+			}
+			warnings = append(warnings, topo.warnings(l.Key, l.Name, candidates[l.Key])...)
+		}
+		running := strings.Join(shown, ",")
 		if running == "" {
 			running = "-"
 		}
@@ -376,38 +463,163 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenu
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c[0], c[1], token, since, c[2], c[3], running)
 	}
 	tw.Flush()
+	for _, w := range warnings {
+		fmt.Fprintln(p.w, "warning: "+w)
+	}
 }
 
-func (p *leaderPrinter) watchers(bucket string, n int) {
+func (p *leaderPrinter) watchers(bucket, cluster string, n int) {
 	if p.json {
 		p.line(struct {
 			Bucket   string `json:"bucket"`
+			Cluster  string `json:"cluster,omitempty"`
 			Watchers int    `json:"watchers"`
-		}{bucket, n})
+		}{bucket, cluster, n})
 		return
 	}
 	fmt.Fprintf(p.w, "watchers (processes): %d\n", n)
 }
 
-// watchFormat aligns the lines of --watch: time, key, leader, revision.
-const watchFormat = "%-12s  %-20s  %-20s  %s\n"
+// watchFormat aligns the lines of --watch: time, key, leader, revision;
+// watchMirrorFormat adds the mirror's lag.
+const (
+	watchFormat       = "%-12s  %-20s  %-20s  %s\n"
+	watchMirrorFormat = "%-12s  %-20s  %-20s  %-8s  %s\n"
+)
 
 func (p *leaderPrinter) header() {
-	if !p.json {
-		fmt.Fprintf(p.w, watchFormat, "TIME", "KEY", "LEADER", "REVISION")
+	if p.json {
+		return
 	}
+	if p.mirror != nil {
+		fmt.Fprintln(p.w, p.mirror.label())
+		fmt.Fprintf(p.w, watchMirrorFormat, "TIME", "KEY", "LEADER", "REVISION", "MIRROR")
+		return
+	}
+	fmt.Fprintf(p.w, watchFormat, "TIME", "KEY", "LEADER", "REVISION")
 }
 
 func (p *leaderPrinter) change(l election.Leader, now time.Time) {
+	var lag mirrorLag
+	if p.mirror != nil {
+		lag = p.readLag()
+	}
 	if p.json {
-		p.line(toJSON(l, now))
+		if p.mirror == nil {
+			p.line(toJSON(l, now))
+			return
+		}
+		m := p.mirror.toJSON(lag)
+		p.line(struct {
+			leaderJSON
+			Lag          uint64   `json:"lag_messages"`
+			HeardSeconds *float64 `json:"heard_seconds_ago,omitempty"`
+			Error        string   `json:"mirror_error,omitempty"`
+		}{toJSON(l, now), m.Lag, m.HeardSeconds, m.Error})
 		return
 	}
 	c := columns(l, now)
+	if p.mirror != nil {
+		fmt.Fprintf(p.w, watchMirrorFormat, now.Format("15:04:05.000"), c[0], c[1], c[2], lag.describe(p.mirror.bucket))
+		return
+	}
 	fmt.Fprintf(p.w, watchFormat, now.Format("15:04:05.000"), c[0], c[1], c[2])
 }
 
-func (p *leaderPrinter) line(v any) { printJSONLine(p.w, v) }
+// readLag reads the mirror's lag, or says it could not in its Error.
+func (p *leaderPrinter) readLag() mirrorLag {
+	ctx, cancel := context.WithTimeout(p.ctx, bucketTimeout)
+	defer cancel()
+	lag, err := p.mirror.lag(ctx)
+	if err != nil {
+		return mirrorLag{Heard: -1, Error: err.Error()}
+	}
+	return lag
+}
+
+// mirrorLine prints where what status shows comes from, and the mirror's
+// lag: a line of text, or of JSON.
+func (p *leaderPrinter) mirrorLine() {
+	lag := p.readLag()
+	if p.json {
+		printJSONLine(p.w, p.mirror.toJSON(lag))
+		return
+	}
+	fmt.Fprintf(p.w, "%s; %s\n", p.mirror.label(), lag.describe(p.mirror.bucket))
+}
+
+// line prints v, a struct, as a JSON line; read from a mirror, with
+// "authoritative":false and the mirror's name added.
+func (p *leaderPrinter) line(v any) {
+	if p.mirror == nil {
+		printJSONLine(p.w, v)
+		return
+	}
+	data, _ := json.Marshal(v) // plain structs: cannot fail
+	tail, _ := json.Marshal(p.mirror.name)
+	data = append(data[:len(data)-1], `,"authoritative":false,"mirror":`...)
+	data = append(append(data, tail...), '}')
+	fmt.Fprintf(p.w, "%s\n", data)
+}
+
+// topology is where the bucket and the candidates of its keys are, as far
+// as status knows.
+type topology struct {
+	bucket  string
+	cluster string // the bucket's: "" on a lone server or unknown (a mirror)
+	shown   bool   // the bucket or a candidate is in a cluster: show them
+}
+
+// topologyOf is the topology of the bucket in cluster with candidates.
+func topologyOf(bucket, cluster string, candidates map[string][]election.Candidate) topology {
+	t := topology{bucket: bucket, cluster: cluster, shown: cluster != ""}
+	for _, cs := range candidates {
+		for _, c := range cs {
+			t.shown = t.shown || c.Metadata[clusterKey] != ""
+		}
+	}
+	return t
+}
+
+// warnings says, for each of key's candidates in a cluster other than the
+// bucket's, that it can lead only while the bucket's cluster is reachable:
+// its claims and renewals go there.
+func (t topology) warnings(key, leader string, candidates []election.Candidate) []string {
+	var out []string
+	for _, c := range candidates {
+		cluster := c.Metadata[clusterKey]
+		if t.cluster == "" || cluster == "" || cluster == t.cluster {
+			continue
+		}
+		verb := "can lead"
+		if c.Name == leader {
+			verb = "leads"
+		}
+		out = append(out, fmt.Sprintf("key %s: %s (cluster %s) %s only while cluster %s is reachable", key, c.Name, cluster, verb, t.cluster))
+	}
+	return out
+}
+
+// fleetWarnings says, for each node of the fleet labelled with a cluster
+// other than the bucket's, that it runs daemons only while the bucket's
+// cluster is reachable.
+func (p *leaderPrinter) fleetWarnings(st fleet.Status, t topology) {
+	for _, m := range st.Members {
+		if cluster := m.Labels[clusterKey]; t.cluster != "" && cluster != "" && cluster != t.cluster {
+			fmt.Fprintf(p.w, "warning: node %s (cluster %s) runs daemons only while cluster %s is reachable\n", m.Name, cluster, t.cluster)
+		}
+	}
+}
+
+// clusterOfCandidate is the cluster of the candidate called name, or "".
+func clusterOfCandidate(candidates []election.Candidate, name string) string {
+	for _, c := range candidates {
+		if c.Name == name {
+			return c.Metadata[clusterKey]
+		}
+	}
+	return ""
+}
 
 // nodeJSON is a fleet's node as --json prints it.
 type nodeJSON struct {

@@ -24,6 +24,7 @@ async function loadKeys(changedKey) {
   const page = await res.json();
   total = page.total;
   $("bucket").textContent = page.bucket;
+  showMirror(page.mirror);
   const body = document.createElement("tbody");
   for (const k of page.keys) {
     const tr = document.createElement("tr");
@@ -42,6 +43,17 @@ async function loadKeys(changedKey) {
   $("prev").disabled = offset === 0;
   $("next").disabled = last >= total;
   if (!$("changes").children.length) for (const c of page.changes) addChange(c);
+}
+
+// showMirror says, when the page reads a mirror of the bucket, that nothing
+// on it is authoritative, and how far behind the bucket the mirror is.
+function showMirror(m) {
+  $("mirror").hidden = !m;
+  if (!m) return;
+  const heard = m.heard_seconds_ago === undefined ? `never heard from bucket ${m.bucket}` :
+    `last heard from bucket ${m.bucket} ${ago(m.heard_seconds_ago)}`;
+  $("mirror").textContent = `${m.note}; lag ${m.lag_messages} messages, ${heard}` +
+    (m.mirror_error ? `; mirroring fails: ${m.mirror_error}` : "");
 }
 
 // tokenCell shows the fencing token, or what is known of it: a leader that led
