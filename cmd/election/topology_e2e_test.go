@@ -19,6 +19,7 @@ import (
 
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The tests here run the topologies of docs/topologies.md as a user runs
@@ -153,6 +154,17 @@ func (w *workloads) running() map[uint64]int {
 	return w.live
 }
 
+// awaitRunning waits until a workload of token runs: its start is recorded
+// before its sleep starts.
+func (w *workloads) awaitRunning(t *testing.T, token uint64) {
+	t.Helper()
+	testenv.Poll(t, fmt.Sprintf("the workload of token %d to run", token), waitTimeout, func() (map[uint64]int, bool) {
+		live := w.running()
+		_, runs := live[token]
+		return live, runs
+	})
+}
+
 // awaitGone waits until no workload of token runs.
 func (w *workloads) awaitGone(t *testing.T, token uint64) {
 	t.Helper()
@@ -188,11 +200,51 @@ func candidate(t *testing.T, bin, name, url, bucket string, command []string, ex
 	return startDaemon(t, bin, name, append(append(args, "--"), command...)...)
 }
 
-// awaitCampaigning waits until d logs that it campaigns: it is connected,
-// has the bucket and watches the key.
-func awaitCampaigning(t *testing.T, d *daemon, name string) {
+// awaitWatching waits until the election run named name, connected to
+// server p, watches the bucket: a consumer of the bucket's stream delivers
+// to one of its connection's subscriptions. "campaigning" is logged before
+// the watcher exists, and a watcher is a consumer, which only the JetStream
+// meta leader creates: were the meta leader's server paused first, the
+// candidate would wait for a new meta leader (two 5 s timeouts, seen) before
+// it could follow the key.
+func awaitWatching(t *testing.T, js jetstream.JetStream, p *natsProcess, name, bucket string) {
 	t.Helper()
-	testenv.Eventually(t, name+" campaigning", waitTimeout, func() bool { return strings.Contains(d.logged(t), `"campaigning"`) })
+	testenv.Poll(t, name+" watching bucket "+bucket, waitTimeout, func() (string, bool) {
+		var connz struct {
+			Conns []struct {
+				Name string `json:"name"`
+				Subs []struct {
+					Subject string `json:"subject"`
+				} `json:"subscriptions_list_detail"`
+			} `json:"connections"`
+		}
+		if err := p.monitor("/connz?subs=detail", &connz); err != nil {
+			return err.Error(), false
+		}
+		subscribed := map[string]bool{}
+		for _, c := range connz.Conns {
+			if c.Name == "election run "+name {
+				for _, sub := range c.Subs {
+					subscribed[sub.Subject] = true
+				}
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		stream, err := js.Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			return err.Error(), false
+		}
+		consumers := stream.ListConsumers(ctx)
+		var delivers []string
+		for info := range consumers.Info() {
+			if subscribed[info.Config.DeliverSubject] {
+				return "", true
+			}
+			delivers = append(delivers, info.Config.DeliverSubject)
+		}
+		return fmt.Sprintf("consumers deliver to %v, %s subscribes to %v (%v)", delivers, name, subscribed, consumers.Err()), false
+	})
 }
 
 // TestSuperclusterPlacementAndFailover runs three one-server clusters C1,
@@ -235,7 +287,11 @@ cluster { name: %[1]s, listen: 127.0.0.1:%[3]d, routes: ["nats-route://127.0.0.1
 gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 `, region, t.TempDir(), route(i), gateway(i), strings.Join(remotes, ", ")))
 	}
+	// Formed as nats-server's own tests wait for it: every gateway up,
+	// every server agreeing on one meta leader, which sees the other two
+	// current, and every server healthy (its JetStream current).
 	testenv.Poll(t, "the supercluster formed, with a JetStream meta leader", waitTimeout, func() (string, bool) {
+		leaders := map[string]bool{}
 		for _, region := range regions {
 			var gw struct {
 				Outbound map[string]any `json:"outbound_gateways"`
@@ -243,20 +299,40 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 			}
 			var jsz struct {
 				Meta *struct {
-					Leader string `json:"leader"`
+					Leader   string `json:"leader"`
+					Size     int    `json:"cluster_size"`
+					Replicas []struct {
+						Current bool `json:"current"`
+					} `json:"replicas"`
 				} `json:"meta_cluster"`
 			}
+			var health struct{}
 			if err := servers[region].monitor("/gatewayz", &gw); err != nil {
 				return err.Error(), false
 			}
 			if len(gw.Outbound) != 2 || len(gw.Inbound) != 2 {
 				return fmt.Sprintf("%s: gateways out %d, in %d", region, len(gw.Outbound), len(gw.Inbound)), false
 			}
-			if err := servers[region].monitor("/jsz", &jsz); err != nil || jsz.Meta == nil || jsz.Meta.Leader == "" {
-				return fmt.Sprintf("%s: no meta leader (%v)", region, err), false
+			if err := servers[region].monitor("/jsz", &jsz); err != nil || jsz.Meta == nil || jsz.Meta.Leader == "" || jsz.Meta.Size != 3 {
+				return fmt.Sprintf("%s: no meta group of 3 with a leader (%v)", region, err), false
+			}
+			leaders[jsz.Meta.Leader] = true
+			if jsz.Meta.Leader == region {
+				current := 0
+				for _, r := range jsz.Meta.Replicas {
+					if r.Current {
+						current++
+					}
+				}
+				if current != 2 {
+					return fmt.Sprintf("meta leader %s: %d of its followers current", region, current), false
+				}
+			}
+			if err := servers[region].monitor("/healthz", &health); err != nil {
+				return fmt.Sprintf("%s: %v", region, err), false
 			}
 		}
-		return "", true
+		return fmt.Sprintf("meta leaders %v", leaders), len(leaders) == 1
 	})
 
 	c3 := servers["C3"].client
@@ -316,6 +392,7 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 	if other == "" {
 		t.Fatalf("first start %+v: want C2's or C3's candidate", first)
 	}
+	work.awaitRunning(t, first.token)
 	daemons[first.name].cmd.Process.Kill()
 	daemons[first.name].wait(t)
 	work.awaitGone(t, first.token)
@@ -326,8 +403,9 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 			first.name, first.token, second.name, second.token, other)
 	}
 
+	work.awaitRunning(t, second.token)
 	daemons["C1"] = candidate(t, bin, "C1", servers["C1"].client, "HOME", command)
-	awaitCampaigning(t, daemons["C1"], "C1")
+	awaitWatching(t, js, servers["C1"], "C1", "HOME")
 	paused := servers[second.name]
 	paused.signal(t, syscall.SIGSTOP)
 	t.Cleanup(func() { paused.cmd.Process.Signal(syscall.SIGCONT) })
@@ -341,7 +419,6 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 	}
 	t.Logf("C1 led %v after %s's server was paused", time.Since(pausedAt).Round(time.Millisecond), second.name)
 	paused.signal(t, syscall.SIGCONT)
-	awaitCampaigning(t, daemons[second.name], second.name)
 	if all := parseStarts(mustRead(t, starts)); len(all) != 3 {
 		t.Errorf("the command started %d times, want 3: %+v", len(all), all)
 	}
@@ -414,8 +491,10 @@ leafnodes { remotes: [{url: "nats-leaf://127.0.0.1:%d"}] }
 	if first.name != "edge" {
 		t.Fatalf("first start %+v: want the leaf's candidate, edge", first)
 	}
-	central := candidate(t, bin, "central", hub.client, "GLOBAL", command)
-	awaitCampaigning(t, central, "central")
+	work.awaitRunning(t, first.token)
+	candidate(t, bin, "central", hub.client, "GLOBAL", command)
+	_, hubJS := testenv.Connect(t, hub.client)
+	awaitWatching(t, hubJS, hub, "central", "GLOBAL")
 
 	leaf.cmd.Process.Kill()
 	leaf.wait(t)
