@@ -42,7 +42,8 @@ history reads it. Without the permission to make the history (and without
 
 In a supercluster a bucket lives in one cluster, its home region: the one
 --cluster names, or else the cluster of the server create connects to.
---tags places it on servers with those server tags. Candidates connected
+--tags places it on servers with all of those server tags. Its history
+goes where it is. Candidates connected
 to other clusters (or reaching it through a leaf node's --js-domain) lead
 only while the home cluster is reachable; create and check print where the
 bucket lives in "location:" lines: its cluster, stream leader and

@@ -98,16 +98,16 @@ func cause(err error) string {
 		if domain != "" {
 			where += fmt.Sprintf(" or JetStream domain %q", domain)
 		}
-		return "no server of the bucket's stream answered: " + where + " is unreachable from this server (a cut gateway or leaf node link)"
+		return "no server of the bucket's stream answered: " + where + " is unreachable from this server, over a cut gateway or leaf node link"
 	case domain != "" && (errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)):
-		return fmt.Sprintf("JetStream domain %q cannot be reached from this server: no server of that domain answered "+
-			"(check --js-domain, and the leaf node link to that domain)", domain)
+		return fmt.Sprintf("JetStream domain %q cannot be reached from this server: no server of that domain answered; "+
+			"check --js-domain, and the leaf node link to that domain", domain)
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrJetStreamNotEnabled),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
 		return "no JetStream answered: enable JetStream for this account, or, through a leaf node, give the hub's --js-domain"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return "no reply in time: the server, or the link to the bucket's region, is slow or silently dead " +
-			"(a silent cut is noticed only by missed pings: within 15 s on a gateway, after the leaf server's ping_interval, 2 minutes by default, on a leaf node)"
+		return "no reply in time: the server, or the link to the bucket's region, is slow or silently dead; " +
+			"a silent cut is noticed only by missed pings, within 15 s on a gateway and after the leaf server's ping_interval (default 2 minutes) on a leaf node"
 	}
 	return ""
 }

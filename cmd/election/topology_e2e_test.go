@@ -237,13 +237,12 @@ func awaitWatching(t *testing.T, js jetstream.JetStream, p *natsProcess, name, b
 		}
 		consumers := stream.ListConsumers(ctx)
 		var delivers []string
-		for info := range consumers.Info() {
-			if subscribed[info.Config.DeliverSubject] {
-				return "", true
-			}
+		watching := false
+		for info := range consumers.Info() { // read to the end: the lister blocks until then
+			watching = watching || subscribed[info.Config.DeliverSubject]
 			delivers = append(delivers, info.Config.DeliverSubject)
 		}
-		return fmt.Sprintf("consumers deliver to %v, %s subscribes to %v (%v)", delivers, name, subscribed, consumers.Err()), false
+		return fmt.Sprintf("consumers deliver to %v, %s subscribes to %v (%v)", delivers, name, subscribed, consumers.Err()), watching
 	})
 }
 
