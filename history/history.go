@@ -101,7 +101,10 @@ func historySubject(bucket string) string { return "kvelect.history." + bucket }
 
 // Create makes the history stream of bucket, keeping records for
 // retention (0: DefaultRetention), stored as the bucket's stream is
-// (replicas and storage); if it exists, it is left as it is and opened.
+// (replicas and storage) and where it is (its cluster and placement tags,
+// so that in a supercluster the history lives in the bucket's home region,
+// not in the region of the client that creates it); if it exists, it is
+// left as it is and opened.
 func Create(ctx context.Context, js jetstream.JetStream, bucket string, retention time.Duration, opts ...Option) (*History, error) {
 	if err := election.CheckBucketName(bucket); err != nil {
 		return nil, err
@@ -124,7 +127,17 @@ func Create(ctx context.Context, js jetstream.JetStream, bucket string, retentio
 	if kv, err := js.KeyValue(ctx, bucket); err == nil {
 		if status, err := kv.Status(ctx); err == nil {
 			if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
-				cfg.Replicas, cfg.Storage = bs.StreamInfo().Config.Replicas, bs.StreamInfo().Config.Storage
+				info := bs.StreamInfo()
+				cfg.Replicas, cfg.Storage = info.Config.Replicas, info.Config.Storage
+				if p := info.Config.Placement; p != nil {
+					cfg.Placement = &jetstream.Placement{Cluster: p.Cluster, Tags: p.Tags}
+				}
+				if info.Cluster != nil && info.Cluster.Name != "" {
+					if cfg.Placement == nil {
+						cfg.Placement = &jetstream.Placement{}
+					}
+					cfg.Placement.Cluster = info.Cluster.Name
+				}
 			}
 		}
 	}

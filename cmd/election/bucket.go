@@ -28,6 +28,7 @@ func bucketContext() (context.Context, context.CancelFunc) {
 
 const bucketAbout = `Usage:
   election bucket create [--bucket B] [--ttl 10s] [--replicas 1] [--storage file|memory] [--history 7d|0]
+                         [--cluster C] [--tags T1,T2]
   election bucket check [--bucket B]
 
 create makes an election bucket with the given settings. If the bucket
@@ -38,6 +39,15 @@ leaves an existing one as it is; --history 0 makes none. election run,
 sidecar and agent record in it whenever the bucket has one; election
 history reads it. Without the permission to make the history (and without
 --history given), create warns and makes the bucket alone.
+
+In a supercluster a bucket lives in one cluster, its home region: the one
+--cluster names, or else the cluster of the server create connects to.
+--tags places it on servers with all of those server tags. Its history
+goes where it is. Candidates connected
+to other clusters (or reaching it through a leaf node's --js-domain) lead
+only while the home cluster is reachable; create and check print where the
+bucket lives in "location:" lines: its cluster, stream leader and
+replicas, the JetStream domain, and that condition.
 
 check says whether elections can run on an existing bucket. It prints the
 bucket's settings, a "warning:" line for each setting that is safe but costs
@@ -86,6 +96,8 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&storage, "storage", "file", "`TYPE` of storage: file or memory")
 	retention := history.DefaultRetention
 	fs.Var(retentionFlag{&retention}, "history", "also keep a leadership history for `DURATION`, such as 7d or 36h (see election history); 0 keeps none")
+	var place placementFlags
+	place.add(fs)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -106,6 +118,10 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 	if err := cfg.Validate(); err != nil {
 		return fs.usageError(stderr, "%v", err)
 	}
+	placement, err := place.placement(given(fs.FlagSet))
+	if err != nil {
+		return fs.usageError(stderr, "%v", err)
+	}
 
 	ctx, cancel := bucketContext()
 	defer cancel()
@@ -123,7 +139,13 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 
 	_, err = js.KeyValue(ctx, cfg.Name)
 	existed := err == nil
+	if !existed && placement != nil {
+		if err := createPlaced(ctx, js, cfg, placement); err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, inDomain(js, err)))
+		}
+	}
 	kv, err := election.CreateBucket(ctx, js, cfg)
+	err = inDomain(js, err)
 	var be *election.BucketError
 	switch {
 	case errors.As(err, &be):
@@ -136,8 +158,8 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	if existed {
-		if err := sameAsAsked(ctx, kv, cfg, given(fs.FlagSet)); err != nil {
-			return fail(stderr, fs.path, deniedOr(ctx, err))
+		if err := sameAsAsked(ctx, kv, cfg, placement, given(fs.FlagSet)); err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, inDomain(js, err)))
 		}
 		fmt.Fprintf(stdout, "bucket %s exists; left as it is\n", cfg.Name)
 	} else {
@@ -157,7 +179,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, h.Retention())
 		}
 	}
-	return report(ctx, stdout, stderr, fs.path, kv, false)
+	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), false)
 }
 
 // given returns the names of the flags set on the command line.
@@ -169,8 +191,9 @@ func given(fs *flag.FlagSet) map[string]bool {
 
 // sameAsAsked says how an existing bucket differs from the settings given
 // as flags: bucket create leaves a bucket as it is, and a TTL, replica
-// count or storage asked for and not had is an error, not a silent default.
-func sameAsAsked(ctx context.Context, kv jetstream.KeyValue, cfg election.BucketConfig, flags map[string]bool) error {
+// count, storage or placement asked for and not had is an error, not a
+// silent default.
+func sameAsAsked(ctx context.Context, kv jetstream.KeyValue, cfg election.BucketConfig, placement *jetstream.Placement, flags map[string]bool) error {
 	status, err := kv.Status(ctx)
 	if err != nil {
 		return fmt.Errorf("reading bucket %q: %w", kv.Bucket(), err)
@@ -187,6 +210,7 @@ func sameAsAsked(ctx context.Context, kv jetstream.KeyValue, cfg election.Bucket
 		if flags["storage"] && sc.Storage != cfg.Storage {
 			differ = append(differ, fmt.Sprintf("%s storage, not --storage %s", strings.ToLower(sc.Storage.String()), strings.ToLower(cfg.Storage.String())))
 		}
+		differ = append(differ, placementDiffers(bs.StreamInfo(), placement, flags)...)
 	}
 	if len(differ) == 0 {
 		return nil
@@ -220,18 +244,24 @@ func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
-	return report(ctx, stdout, stderr, fs.path, kv, true)
+	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), true)
 }
 
-// report prints the bucket's settings, with durability what can and cannot
-// be known of its durability, then its warnings and problems, and returns
-// the exit code: 1 if the bucket is unusable.
-func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetstream.KeyValue, durable bool) int {
+// report prints the bucket's settings, where it lives as seen from, with
+// durability what can and cannot be known of its durability, then its
+// warnings and problems, and returns the exit code: 1 if the bucket is
+// unusable.
+func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetstream.KeyValue, from site, durable bool) int {
 	status, err := kv.Status(ctx)
 	if err != nil {
-		return fail(stderr, path, deniedOr(ctx, fmt.Errorf("reading bucket %q: %w", kv.Bucket(), err)))
+		return fail(stderr, path, deniedOr(ctx, withDomain(from, fmt.Errorf("reading bucket %q: %w", kv.Bucket(), err))))
 	}
 	fmt.Fprintf(stdout, "bucket %s: %s\n", kv.Bucket(), describe(status))
+	if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		for _, line := range location(bs.StreamInfo(), from) {
+			fmt.Fprintln(stdout, line)
+		}
+	}
 	if durable {
 		for _, line := range durability(status) {
 			fmt.Fprintln(stdout, line)
@@ -248,7 +278,7 @@ func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetst
 		fmt.Fprintln(stdout, "unusable for elections")
 		return exitError
 	case err != nil:
-		return fail(stderr, path, deniedOr(ctx, err))
+		return fail(stderr, path, deniedOr(ctx, withDomain(from, err)))
 	}
 	fmt.Fprintln(stdout, "usable for elections")
 	return exitOK
@@ -287,7 +317,7 @@ func durability(status jetstream.KeyValueStatus) []string {
 			line += "s"
 		}
 		if sc.Placement != nil && (sc.Placement.Cluster != "" || len(sc.Placement.Tags) > 0) {
-			line += fmt.Sprintf(", placed in cluster %q tags %v", sc.Placement.Cluster, sc.Placement.Tags)
+			line += ", placed by " + describePlacement(sc.Placement)
 		}
 		if c := info.Cluster; c != nil && c.Name != "" {
 			current := 0

@@ -85,7 +85,10 @@ func (r *checkResult) warn(format string, args ...any) {
 func (r *checkResult) critical(format string, args ...any) {
 	r.Criticals = append(r.Criticals, fmt.Sprintf(format, args...))
 }
-func (r *checkResult) unknown(err error) { r.Unknowns = append(r.Unknowns, err.Error()) }
+
+// unknown records a check that could not run, with what its error means
+// when that is known (see cause).
+func (r *checkResult) unknown(err error) { r.Unknowns = append(r.Unknowns, err.Error()+hint(err)) }
 func (r *checkResult) perf(p perfDatum)  { r.PerfData = append(r.PerfData, p) }
 
 // finish sets the status: the worst of the checks.
@@ -178,7 +181,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	}
 	b, err := election.OpenBucket(ctx, kv)
 	if err != nil {
-		r.unknown(deniedOr(ctx, err))
+		r.unknown(deniedOr(ctx, inDomain(js, err)))
 		return
 	}
 	defer b.Close()
@@ -186,7 +189,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	for _, key := range keys {
 		l, err := b.Leader(ctx, key)
 		if err != nil {
-			r.unknown(deniedOr(ctx, err))
+			r.unknown(deniedOr(ctx, inDomain(js, onKeys(err))))
 			return
 		}
 		hasLeader := perfDatum{Name: "has_leader:" + key, Critical: 1, help: "1 if the key has a leader, else 0"}
@@ -212,7 +215,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	if checkFleet {
 		st, err := fleet.ReadStatus(ctx, b)
 		if err != nil {
-			r.unknown(deniedOr(ctx, err))
+			r.unknown(deniedOr(ctx, inDomain(js, onKeys(err))))
 			return
 		}
 		var running, assigning, stopped int

@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // fail writes err as one line, with what to do about it when the cause is
@@ -19,12 +16,11 @@ func fail(stderr io.Writer, path string, err error) int {
 	return exitError
 }
 
-// hint says what to do about an error whose cause is known, or nothing.
+// hint says what an error whose cause is known means and what to do about
+// it (see cause), in parentheses, or nothing.
 func hint(err error) string {
-	switch {
-	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrJetStreamNotEnabled),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		return " (no JetStream answered: enable JetStream for this account, or, through a leaf node, give the hub's --js-domain)"
+	if c := cause(err); c != "" {
+		return " (" + c + ")"
 	}
 	return ""
 }

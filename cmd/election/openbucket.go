@@ -16,14 +16,15 @@ const defaultBucket = "ELECTIONS"
 const bucketTimeout = 10 * time.Second
 
 // openBucket binds to an existing bucket (its name checked by bucketFlag),
-// with errors that say what to do.
+// with errors that say what to do; an error of a request made in a
+// JetStream domain names the domain for hint.
 func openBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		return nil, fmt.Errorf("bucket %q does not exist; create it with: election bucket create --bucket %s --ttl 10s", name, name)
 	case err != nil:
-		return nil, fmt.Errorf("opening bucket %q: %w", name, err)
+		return nil, inDomain(js, fmt.Errorf("opening bucket %q: %w", name, err))
 	}
 	return kv, nil
 }
