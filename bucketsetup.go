@@ -31,6 +31,12 @@ type BucketConfig struct {
 	// Storage is jetstream.FileStorage (the zero value) or
 	// jetstream.MemoryStorage.
 	Storage jetstream.StorageType
+	// Placement is where a new bucket lives: a cluster by name, servers by
+	// tags; nil places it in the creating client's cluster. In a
+	// supercluster it picks the home region, where candidates keep electing
+	// through any fault that leaves that region whole (docs/topologies.md).
+	// CreateBucket leaves an existing bucket where it is.
+	Placement *jetstream.Placement
 }
 
 // BucketError lists every setting of a bucket that makes it unusable for
@@ -85,6 +91,7 @@ func CreateBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 			TTL:         cfg.TTL,
 			Replicas:    max(cfg.Replicas, 1),
 			Storage:     cfg.Storage,
+			Placement:   cfg.Placement,
 		})
 		if err == nil {
 			return kv, nil

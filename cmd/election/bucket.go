@@ -139,11 +139,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 
 	_, err = js.KeyValue(ctx, cfg.Name)
 	existed := err == nil
-	if !existed && placement != nil {
-		if err := createPlaced(ctx, js, cfg, placement); err != nil {
-			return fail(stderr, fs.path, deniedOr(ctx, inDomain(js, err)))
-		}
-	}
+	cfg.Placement = placement
 	kv, err := election.CreateBucket(ctx, js, cfg)
 	err = inDomain(js, err)
 	var be *election.BucketError

@@ -52,7 +52,7 @@ func TestHintNamesTheTopologyFault(t *testing.T) {
 		{"context deadline", fmt.Errorf("opening bucket %q: %w", "B", context.DeadlineExceeded), timeout},
 		{"nats timeout", fmt.Errorf("reading: %w", nats.ErrTimeout), timeout},
 		{"interrupted", fmt.Errorf("opening bucket %q: %w", "B", context.Canceled), ""},
-		{"no suitable peers", fmt.Errorf("the server refused bucket %q in cluster %q: %w", "B", "C9",
+		{"no suitable peers", fmt.Errorf("%w: the server refused bucket %q: %w", election.ErrBucketConfig, "B",
 			&jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}), "no server matches the placement"},
 		{"another API error", &jetstream.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"}, ""},
 		{"bucket missing", errors.New(`bucket "B" does not exist`), ""},

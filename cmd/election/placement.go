@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/kvelect/election"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -57,29 +54,6 @@ func (p *placementFlags) placement(given map[string]bool) (*jetstream.Placement,
 		}
 	}
 	return placement, nil
-}
-
-// createPlaced creates the bucket cfg describes in the given placement,
-// with the settings election.CreateBucket gives a bucket (which then finds
-// it and checks it). A bucket that exists already is left to
-// election.CreateBucket.
-func createPlaced(ctx context.Context, js jetstream.JetStream, cfg election.BucketConfig, placement *jetstream.Placement) error {
-	_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      cfg.Name,
-		Description: "leader elections (github.com/kvelect/election)",
-		TTL:         cfg.TTL,
-		Replicas:    max(cfg.Replicas, 1),
-		Storage:     cfg.Storage,
-		Placement:   placement,
-	})
-	var apiErr *jetstream.APIError
-	switch {
-	case err == nil, errors.Is(err, jetstream.ErrBucketExists):
-		return nil
-	case errors.As(err, &apiErr) && apiErr.ErrorCode != jsErrClusterNotAvailable:
-		return fmt.Errorf("the server refused bucket %q in %s: %w", cfg.Name, describePlacement(placement), err)
-	}
-	return fmt.Errorf("creating bucket %q in %s: %w", cfg.Name, describePlacement(placement), err)
 }
 
 // describePlacement says what a placement asks for, such as `cluster "C1"

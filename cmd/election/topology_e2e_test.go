@@ -374,7 +374,7 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 	for _, placement := range [][]string{{"--cluster", "C9"}, {"--cluster", "C1", "--tags", "region:C2"}} {
 		code, stdout, stderr = runCLI(t, append([]string{"bucket", "create", "-s", c3, "--bucket", "NOWHERE", "--history", "0"}, placement...)...)
 		t.Logf("bucket create %v: %s", placement, stderr)
-		wantOneLineError(t, code, exitError, stdout, stderr, "the server refused bucket \"NOWHERE\" in ")
+		wantOneLineError(t, code, exitError, stdout, stderr, "the server refused bucket \"NOWHERE\": ", "no server matches the placement")
 	}
 
 	mark := testenv.NewMark()
