@@ -68,14 +68,7 @@ func place(in placeInput) map[string]string {
 		slots[i].placeNode = &in.nodes[i]
 		members[in.nodes[i].name] = &slots[i]
 	}
-	el := eligibility{top: map[string]int{}}
-	for i := range in.nodes {
-		for d := range in.nodes[i].canRun {
-			if p, ok := el.top[d]; !ok || in.nodes[i].priority > p {
-				el.top[d] = in.nodes[i].priority
-			}
-		}
-	}
+	el := newEligibility(in.nodes, in.daemons)
 	target := make(map[string]string, len(in.daemons))
 	var free []string
 	for _, d := range in.daemons {
@@ -126,13 +119,45 @@ func place(in placeInput) map[string]string {
 
 // eligibility tells which members may run a daemon by their priority.
 type eligibility struct {
-	top map[string]int // daemon → the highest priority of the members that can run it
+	// top maps each daemon to the highest priority of the members that can
+	// run it; nil when every member has the same priority, and every
+	// capable member is eligible.
+	top map[string]int
+}
+
+// newEligibility finds, for each daemon, the highest priority of the
+// members that can run it: the first capable member by descending
+// priority. With equal priorities (the default) it computes nothing, so a
+// fleet without priorities places as fast as before them.
+func newEligibility(nodes []placeNode, daemons []string) eligibility {
+	uniform := true
+	for i := range nodes {
+		uniform = uniform && nodes[i].priority == nodes[0].priority
+	}
+	if uniform {
+		return eligibility{}
+	}
+	byPriority := make([]*placeNode, len(nodes))
+	for i := range nodes {
+		byPriority[i] = &nodes[i]
+	}
+	slices.SortStableFunc(byPriority, func(a, b *placeNode) int { return b.priority - a.priority })
+	el := eligibility{top: make(map[string]int, len(daemons))}
+	for _, d := range daemons {
+		for _, n := range byPriority {
+			if n.canRun[d] {
+				el.top[d] = n.priority
+				break
+			}
+		}
+	}
+	return el
 }
 
 // of reports whether the member n may run daemon d: it can, and no member
 // of higher priority can.
 func (el eligibility) of(n *slot, d string) bool {
-	return n.canRun[d] && n.priority == el.top[d]
+	return n.canRun[d] && (el.top == nil || n.priority == el.top[d])
 }
 
 // slot is a member and the number of daemons placement gives it so far.
@@ -221,10 +246,12 @@ func heaviestMove(slots []slot, h *holdings, el eligibility) (from, to *slot, d 
 	receivers := make([]*slot, 0, len(slots))
 	for _, giver := range byLoad {
 		// The members that would stay below the giver's load, least loaded
-		// first: none, and no daemon of the giver can move.
+		// first: none, and no daemon of the giver can move. A daemon moves
+		// only between members it may run on, which share its top priority:
+		// the giver's.
 		receivers = receivers[:0]
 		for _, n := range slices.Backward(byLoad) {
-			if n != giver && n.ratio(1) < giver.ratio(0) {
+			if n != giver && n.priority == giver.priority && n.ratio(1) < giver.ratio(0) {
 				receivers = append(receivers, n)
 			}
 		}

@@ -155,7 +155,8 @@ func TestPlaceGivesAFreedDaemonToAnotherNodeFirst(t *testing.T) {
 
 // BenchmarkPlace computes the placement of 1,000 daemons over 20 nodes,
 // every node computing it after each change it sees: a balanced fleet, and
-// one whose daemons all run on one node (the most moves to compute).
+// one whose daemons all run on one node (the most moves to compute); and,
+// with half the nodes at priority 1, a fleet balanced over those.
 //
 //	go test -run '^$' -bench Place ./fleet
 func BenchmarkPlace(b *testing.B) {
@@ -173,6 +174,19 @@ func BenchmarkPlace(b *testing.B) {
 			}
 		})
 	}
+	tiered := nodesOf(daemons, slices.Repeat([]int{1}, 20)...)
+	onHigh := map[string]string{}
+	for i := range tiered {
+		tiered[i].priority = i % 2
+	}
+	for i, d := range daemons {
+		onHigh[d] = tiered[1+2*(i%10)].name
+	}
+	b.Run("tiered", func(b *testing.B) {
+		for b.Loop() {
+			place(placeInput{nodes: tiered, daemons: daemons, holders: onHigh})
+		}
+	})
 }
 
 // withPriorities sets the members' priorities, in order, and which of them

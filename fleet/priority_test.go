@@ -86,7 +86,8 @@ func TestAHigherNodeTakesTheDaemonsOfANodeThatPrefersHigher(t *testing.T) {
 // TestAHigherNodeLeavesRunningDaemonsWhereTheyAre runs every daemon on a
 // node of priority 0 without prefer-higher: a node of priority 1 joining
 // moves none (nor does a second node of priority 0), and takes them all
-// once the first leaves, the second node of priority 0 none.
+// once the first leaves, the second node of priority 0 none; when the node
+// of priority 1 is cut off, they fall back to the second node of priority 0.
 func TestAHigherNodeLeavesRunningDaemonsWhereTheyAre(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, "KEEP")
@@ -102,6 +103,12 @@ func TestAHigherNodeLeavesRunningDaemonsWhereTheyAre(t *testing.T) {
 	f.gone["standby"] = true
 	f.nodes["standby"].Leave()
 	f.awaitPlacement("every daemon on primary", on(placed("primary", daemons...)))
+
+	// The primary is cut off: its daemons fall back to standby2 once their
+	// keys age out.
+	f.gone["primary"] = true
+	f.conns["primary"].Close()
+	f.awaitPlacement("every daemon on standby2", on(placed("standby2", daemons...)))
 }
 
 // TestFleetKeysIgnoreTheBucketsPriorityDefaults joins nodes through buckets
