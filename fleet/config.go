@@ -77,11 +77,12 @@ type Config struct {
 	// 2 runs twice the daemons of a node of capacity 1.
 	Capacity int
 	// Priority ranks the node in placement: 0 (the default) or more, the
-	// higher preferred; negative is refused. Each daemon runs only on the
+	// higher preferred; negative is refused. A daemon starts only on the
 	// live nodes of the highest priority among those that can run it,
-	// spread over them by capacity; nodes of lower priority run it only
+	// spread over them by capacity; nodes of lower priority start it only
 	// when no node of higher priority that can run it is live (it left, or
-	// crashed and aged out of the members). With every node at the same
+	// crashed and aged out of the members), and keep it when one joins
+	// unless they set PreferHigher. With every node at the same
 	// priority, 0 or not, placement is as without priorities. Unlike
 	// election.WithPriority, 0 does not mean "never": a node that must not
 	// run a daemon does not list it. Every node of a fleet that uses

@@ -30,7 +30,7 @@
 // # Priorities
 //
 // A node's Config.Priority (0, the default, or more) ranks it: each daemon
-// runs only on the live nodes of the highest priority among those that can
+// starts only on the live nodes of the highest priority among those that can
 // run it, spread over them as above, and falls back to lower priorities
 // when none of those is live. A daemon that a node of lower priority runs
 // when a higher one joins stays there until that node leaves, unless the
