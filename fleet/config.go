@@ -76,6 +76,29 @@ type Config struct {
 	// Capacity is the node's weight in placement (0: 1): a node of capacity
 	// 2 runs twice the daemons of a node of capacity 1.
 	Capacity int
+	// Priority ranks the node in placement: 0 (the default) or more, the
+	// higher preferred; negative is refused. A daemon starts only on the
+	// live nodes of the highest priority among those that can run it,
+	// spread over them by capacity; nodes of lower priority start it only
+	// when no node of higher priority that can run it is live (it left, or
+	// crashed and aged out of the members), and keep it when one joins
+	// unless they set PreferHigher. With every node at the same
+	// priority, 0 or not, placement is as without priorities. Unlike
+	// election.WithPriority, 0 does not mean "never": a node that must not
+	// run a daemon does not list it. Every node of a fleet that uses
+	// priorities should run a version of this package that knows them: an
+	// older node places daemons as if every priority were equal.
+	Priority int
+	// PreferHigher makes the node hand its daemons over to a live node of
+	// higher priority that can run them as soon as it sees one, as a join
+	// moves a node's excess: each daemon's context is cancelled with
+	// ErrRevoked and the next node starts it once it has returned. Without
+	// it, a daemon the node started while no higher node was live keeps
+	// running here until this node leaves or loses it (no churn when a
+	// primary comes back), though new and freed daemons go to the higher
+	// node. Set it on the nodes that should give work back: the standby
+	// site's, or all.
+	PreferHigher bool
 	// Labels describe the node to readers (zone, host); placement ignores
 	// them.
 	Labels map[string]string
@@ -96,6 +119,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Capacity < 0 {
 		return fmt.Errorf("%w: capacity %d of node %q: want 1 or more (0 means 1)", ErrInvalidConfig, cfg.Capacity, cfg.Name)
+	}
+	if cfg.Priority < 0 {
+		return fmt.Errorf("%w: priority %d of node %q: want 0 (the default: every node equal) or more, the higher preferred", ErrInvalidConfig, cfg.Priority, cfg.Name)
 	}
 	for k := range cfg.Labels {
 		if k == "" || strings.ContainsAny(k, "=,") {
@@ -140,7 +166,9 @@ const (
 	metaCapacity = "capacity"
 	metaDaemons  = "daemons" // the names of the daemons it can run, comma-separated, sorted
 	metaVersion  = "version"
-	metaLabel    = "label." // followed by a label's name
+	metaPriority = "priority"      // absent: 0, as from nodes older than priorities
+	metaPrefer   = "prefer_higher" // "true", or absent
+	metaLabel    = "label."        // followed by a label's name
 )
 
 // metadata returns the node's record.
@@ -157,8 +185,26 @@ func (cfg *Config) metadata() map[string]string {
 	if cfg.Version != "" {
 		m[metaVersion] = cfg.Version
 	}
+	if cfg.Priority != 0 {
+		m[metaPriority] = fmt.Sprint(cfg.Priority)
+	}
+	if cfg.PreferHigher {
+		m[metaPrefer] = "true"
+	}
 	for k, v := range cfg.Labels {
 		m[metaLabel+k] = v
 	}
 	return m
 }
+
+// fleetPriority is the election priority of every fleet election, node
+// and daemon keys alike, given after the bucket's default options so that
+// it overrides them. A node's Config.Priority acts through placement (who
+// claims a free daemon, who hands one over), not through the elections:
+// a bucket opened with election.WithPriority(0) for other elections would
+// otherwise make the fleet's keys never claimable, and one opened with
+// election.WithPreferHigher would hand a daemon over, outside placement
+// and its drain, to a node of higher election priority that happened to
+// campaign for it. With every fleet candidate at the same priority, the
+// elections neither delay a claim nor hand a key over by preference.
+var fleetPriority = election.WithPriority(election.DefaultPriority)

@@ -27,6 +27,18 @@
 // the excess and a leave only the leaver's daemons. Placement never decides
 // who runs a daemon at an instant; the election does.
 //
+// # Priorities
+//
+// A node's Config.Priority (0, the default, or more) ranks it: each daemon
+// starts only on the live nodes of the highest priority among those that can
+// run it, spread over them as above, and falls back to lower priorities
+// when none of those is live. A daemon that a node of lower priority runs
+// when a higher one joins stays there until that node leaves, unless the
+// node set Config.PreferHigher: then it hands the daemon over as a join
+// moves a node's excess, drain first. Priorities act through placement
+// alone: every fleet election campaigns at the same election priority,
+// whatever the bucket's default options say.
+//
 // # Guarantees
 //
 // A daemon never runs on two nodes at once, under the election package's

@@ -93,3 +93,55 @@ func ExampleWatchMembers() {
 	// true replica-1 2
 	// false replica-1
 }
+
+// A primary site's nodes join with a higher priority than the standby
+// site's: the daemons run on the primary while one of its nodes that can
+// run them is live, and on the standby otherwise. With PreferHigher, a
+// standby node hands its daemons back when a primary node joins; without
+// it, they stay on the standby until its node leaves.
+func ExampleConfig_priority() {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "FLEET_PRIORITY", TTL: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := election.OpenBucket(ctx, kv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+
+	runs := make(chan string, 3)
+	relay := func(node string) []fleet.Daemon {
+		return []fleet.Daemon{{Name: "outbox-relay", Run: func(ctx context.Context) error {
+			runs <- node
+			<-ctx.Done()
+			return nil
+		}}}
+	}
+	standby, err := fleet.Join(ctx, b, fleet.Config{Name: "standby-1", PreferHigher: true, Daemons: relay("standby-1")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer standby.Leave()
+	fmt.Println("runs on", <-runs) // the only node
+
+	primary, err := fleet.Join(ctx, b, fleet.Config{Name: "primary-1", Priority: 1, Daemons: relay("primary-1")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("runs on", <-runs) // handed over once it returned on standby-1
+
+	primary.Leave()
+	fmt.Println("runs on", <-runs) // back on the standby
+	// Output:
+	// runs on standby-1
+	// runs on primary-1
+	// runs on standby-1
+}

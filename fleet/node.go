@@ -99,6 +99,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 	var once sync.Once
 	self, err := b.NewElection(cfg.Name, nodeKey(cfg.Name),
 		election.WithoutSplay(),
+		fleetPriority, // after the bucket's defaults, which it overrides
 		election.WithMetadata(cfg.metadata()),
 		election.WithLogger(n.log),
 		election.OnWon(func() { once.Do(func() { close(joined) }) }),
@@ -153,7 +154,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	go n.control(runCtx, changes)
-	n.log.Info("joined the fleet", "capacity", cfg.capacity(), "daemons", len(cfg.Daemons))
+	n.log.Info("joined the fleet", "capacity", cfg.capacity(), "priority", cfg.Priority, "prefer_higher", cfg.PreferHigher, "daemons", len(cfg.Daemons))
 	return n, nil
 }
 
@@ -528,7 +529,7 @@ func placeNodesOf(members map[string]Member) ([]placeNode, []string) {
 			can[d] = true
 			daemons[d] = true
 		}
-		nodes = append(nodes, placeNode{name: m.Name, capacity: m.Capacity, canRun: can})
+		nodes = append(nodes, placeNode{name: m.Name, capacity: m.Capacity, canRun: can, priority: m.Priority, preferHigher: m.PreferHigher})
 	}
 	sortPlaceNodes(nodes)
 	placeable := make([]string, 0, len(daemons))

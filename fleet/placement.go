@@ -16,6 +16,12 @@ type placeNode struct {
 	name     string
 	capacity int
 	canRun   map[string]bool
+	// priority ranks the member (Config.Priority): a daemon runs on the
+	// members of the highest priority that can run it.
+	priority int
+	// preferHigher: the member gives its daemons to members of higher
+	// priority (Config.PreferHigher); without it, it keeps them.
+	preferHigher bool
 }
 
 // placeInput is what placement starts from.
@@ -38,6 +44,16 @@ type placeInput struct {
 // member with the lowest load for its capacity. A daemon held by a node that
 // is not a member is left out: it is not free, and no member may take it.
 //
+// Priorities narrow the choice: a daemon's eligible members are those of
+// the highest priority among the members that can run it. A free daemon
+// goes only to an eligible member, and daemons move for balance only from
+// an eligible member to another. A daemon held by a member of lower
+// priority than its eligible ones (a higher one joined after it started)
+// stays there, and never moves for balance, unless its holder prefers
+// higher priorities: then it is placed as if it were free, on an eligible
+// member, and its holder hands it over. With every priority equal (the
+// default), every capable member is eligible.
+//
 // Loads compare as load/capacity. After the free daemons are placed, a
 // daemon moves from the most loaded member to a capable less loaded one as
 // long as the move leaves the receiver below the giver's load before it:
@@ -52,16 +68,20 @@ func place(in placeInput) map[string]string {
 		slots[i].placeNode = &in.nodes[i]
 		members[in.nodes[i].name] = &slots[i]
 	}
+	el := newEligibility(in.nodes, in.daemons)
 	target := make(map[string]string, len(in.daemons))
 	var free []string
 	for _, d := range in.daemons {
 		holder, held := in.holders[d]
+		h := members[holder]
 		switch {
 		case !held:
 			free = append(free, d)
-		case members[holder] != nil && members[holder].canRun[d]:
+		case h != nil && h.canRun[d] && h.preferHigher && !el.of(h, d):
+			free = append(free, d) // to a member of higher priority: its holder hands it over
+		case h != nil && h.canRun[d]:
 			target[d] = holder
-			members[holder].load++
+			h.load++
 		}
 	}
 
@@ -69,7 +89,7 @@ func place(in placeInput) map[string]string {
 		var best *slot
 		for i := range slots {
 			n := &slots[i]
-			if !n.canRun[d] {
+			if !el.of(n, d) {
 				continue
 			}
 			if best == nil || better(n, best, in.previous[d]) {
@@ -86,7 +106,7 @@ func place(in placeInput) map[string]string {
 	// less loaded member can take, while that improves the spread.
 	h := newHoldings(target, in.since)
 	for {
-		from, to, d := heaviestMove(slots, h)
+		from, to, d := heaviestMove(slots, h, el)
 		if d == "" {
 			return target
 		}
@@ -95,6 +115,49 @@ func place(in placeInput) map[string]string {
 		to.load++
 		h.move(d, from.name, to.name)
 	}
+}
+
+// eligibility tells which members may run a daemon by their priority.
+type eligibility struct {
+	// top maps each daemon to the highest priority of the members that can
+	// run it; nil when every member has the same priority, and every
+	// capable member is eligible.
+	top map[string]int
+}
+
+// newEligibility finds, for each daemon, the highest priority of the
+// members that can run it: the first capable member by descending
+// priority. With equal priorities (the default) it computes nothing, so a
+// fleet without priorities places as fast as before them.
+func newEligibility(nodes []placeNode, daemons []string) eligibility {
+	uniform := true
+	for i := range nodes {
+		uniform = uniform && nodes[i].priority == nodes[0].priority
+	}
+	if uniform {
+		return eligibility{}
+	}
+	byPriority := make([]*placeNode, len(nodes))
+	for i := range nodes {
+		byPriority[i] = &nodes[i]
+	}
+	slices.SortStableFunc(byPriority, func(a, b *placeNode) int { return b.priority - a.priority })
+	el := eligibility{top: make(map[string]int, len(daemons))}
+	for _, d := range daemons {
+		for _, n := range byPriority {
+			if n.canRun[d] {
+				el.top[d] = n.priority
+				break
+			}
+		}
+	}
+	return el
+}
+
+// of reports whether the member n may run daemon d: it can, and no member
+// of higher priority can.
+func (el eligibility) of(n *slot, d string) bool {
+	return n.canRun[d] && (el.top == nil || n.priority == el.top[d])
 }
 
 // slot is a member and the number of daemons placement gives it so far.
@@ -162,9 +225,11 @@ func better(n, best *slot, previous string) bool {
 
 // heaviestMove finds the move that relieves the most loaded member: one of
 // its daemons (the newest it started, then the last by name) to the least
-// loaded member that can run it, if that member would stay below the
-// giver's load. It returns d == "" if no move improves the spread.
-func heaviestMove(slots []slot, h *holdings) (from, to *slot, d string) {
+// loaded member that may run it, if that member would stay below the
+// giver's load. Only a daemon the giver may run by its priority moves: one
+// kept on a member of lower priority stays there. It returns d == "" if no
+// move improves the spread.
+func heaviestMove(slots []slot, h *holdings, el eligibility) (from, to *slot, d string) {
 	byLoad := make([]*slot, len(slots))
 	for i := range slots {
 		byLoad[i] = &slots[i]
@@ -181,10 +246,12 @@ func heaviestMove(slots []slot, h *holdings) (from, to *slot, d string) {
 	receivers := make([]*slot, 0, len(slots))
 	for _, giver := range byLoad {
 		// The members that would stay below the giver's load, least loaded
-		// first: none, and no daemon of the giver can move.
+		// first: none, and no daemon of the giver can move. A daemon moves
+		// only between members it may run on, which share its top priority:
+		// the giver's.
 		receivers = receivers[:0]
 		for _, n := range slices.Backward(byLoad) {
-			if n != giver && n.ratio(1) < giver.ratio(0) {
+			if n != giver && n.priority == giver.priority && n.ratio(1) < giver.ratio(0) {
 				receivers = append(receivers, n)
 			}
 		}
@@ -193,8 +260,11 @@ func heaviestMove(slots []slot, h *holdings) (from, to *slot, d string) {
 		}
 		daemons := h.of(giver.name)
 		for i := len(daemons) - 1; i >= 0; i-- {
+			if !el.of(giver, daemons[i]) {
+				continue
+			}
 			for _, n := range receivers {
-				if n.canRun[daemons[i]] {
+				if el.of(n, daemons[i]) {
 					return giver, n, daemons[i]
 				}
 			}

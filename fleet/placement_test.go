@@ -155,7 +155,8 @@ func TestPlaceGivesAFreedDaemonToAnotherNodeFirst(t *testing.T) {
 
 // BenchmarkPlace computes the placement of 1,000 daemons over 20 nodes,
 // every node computing it after each change it sees: a balanced fleet, and
-// one whose daemons all run on one node (the most moves to compute).
+// one whose daemons all run on one node (the most moves to compute); and,
+// with half the nodes at priority 1, a fleet balanced over those.
 //
 //	go test -run '^$' -bench Place ./fleet
 func BenchmarkPlace(b *testing.B) {
@@ -172,5 +173,114 @@ func BenchmarkPlace(b *testing.B) {
 				place(placeInput{nodes: nodes, daemons: daemons, holders: holders})
 			}
 		})
+	}
+	tiered := nodesOf(daemons, slices.Repeat([]int{1}, 20)...)
+	onHigh := map[string]string{}
+	for i := range tiered {
+		tiered[i].priority = i % 2
+	}
+	for i, d := range daemons {
+		onHigh[d] = tiered[1+2*(i%10)].name
+	}
+	b.Run("tiered", func(b *testing.B) {
+		for b.Loop() {
+			place(placeInput{nodes: tiered, daemons: daemons, holders: onHigh})
+		}
+	})
+}
+
+// withPriorities sets the members' priorities, in order, and which of them
+// prefer higher priorities.
+func withPriorities(nodes []placeNode, priorities []int, prefer ...string) []placeNode {
+	for i := range nodes {
+		nodes[i].priority = priorities[i]
+		nodes[i].preferHigher = slices.Contains(prefer, nodes[i].name)
+	}
+	return nodes
+}
+
+// allOn holds every daemon on node.
+func allOn(daemons []string, node string) map[string]string {
+	holders := map[string]string{}
+	for _, d := range daemons {
+		holders[d] = node
+	}
+	return holders
+}
+
+func TestPlacePutsDaemonsOnlyOnTheHighestPriority(t *testing.T) {
+	daemons := daemonNames(6)
+	nodes := withPriorities(nodesOf(daemons, 1, 1, 1), []int{0, 2, 2})
+	target := place(placeInput{nodes: nodes, daemons: daemons, holders: map[string]string{}})
+	if l := loads(target); l["n0"] != 0 || l["n1"] != 3 || l["n2"] != 3 {
+		t.Errorf("n0 at 0, n1 and n2 at 2: loads %v, want 0, 3, 3", l)
+	}
+	// A daemon that no node of the highest priority can run falls back to
+	// the highest that can.
+	nodes = withPriorities(nodesOf(daemons, 1, 1, 1), []int{0, 1, 2})
+	nodes[2].canRun = map[string]bool{"d00": true, "d01": true}
+	nodes[1].canRun = map[string]bool{"d02": true}
+	target = place(placeInput{nodes: nodes, daemons: daemons, holders: map[string]string{}})
+	want := map[string]string{"d00": "n2", "d01": "n2", "d02": "n1", "d03": "n0", "d04": "n0", "d05": "n0"}
+	if !maps.Equal(target, want) {
+		t.Errorf("placed %v, want %v", target, want)
+	}
+	// Equal priorities, whatever their value, place as no priorities do.
+	plain := place(placeInput{nodes: nodesOf(daemons, 1, 2, 3), daemons: daemons, holders: map[string]string{}})
+	equal := place(placeInput{nodes: withPriorities(nodesOf(daemons, 1, 2, 3), []int{7, 7, 7}), daemons: daemons, holders: map[string]string{}})
+	if !maps.Equal(plain, equal) {
+		t.Errorf("priorities all 7: placed %v, without priorities %v", equal, plain)
+	}
+}
+
+func TestPlaceKeepsDaemonsOnALowerNodeUnlessItPrefersHigher(t *testing.T) {
+	daemons := daemonNames(6)
+	holders := allOn(daemons, "n0")
+	// n0 (priority 0) runs everything, n1 (priority 1) joins: n0 keeps its
+	// daemons, and they do not move for balance either.
+	target := place(placeInput{nodes: withPriorities(nodesOf(daemons, 1, 1), []int{0, 1}), daemons: daemons, holders: holders})
+	if !maps.Equal(target, holders) {
+		t.Errorf("without prefer-higher: placed %v, want all kept on n0", target)
+	}
+	// Nor within n0's priority: another node of priority 0 joining takes
+	// none while a higher one is live.
+	target = place(placeInput{nodes: withPriorities(nodesOf(daemons, 1, 1, 1), []int{0, 1, 0}), daemons: daemons, holders: holders})
+	if !maps.Equal(target, holders) {
+		t.Errorf("without prefer-higher, n2 at 0 joining: placed %v, want all kept on n0", target)
+	}
+	// A daemon freed meanwhile goes to n1.
+	freed := maps.Clone(holders)
+	delete(freed, "d05")
+	target = place(placeInput{nodes: withPriorities(nodesOf(daemons, 1, 1), []int{0, 1}), daemons: daemons, holders: freed,
+		previous: map[string]string{"d05": "n0"}})
+	if target["d05"] != "n1" {
+		t.Errorf("d05 freed: placed on %q, want n1", target["d05"])
+	}
+	// With prefer-higher, every daemon goes to the nodes of priority 1,
+	// spread over them.
+	target = place(placeInput{nodes: withPriorities(nodesOf(daemons, 1, 1, 1), []int{0, 1, 1}, "n0"), daemons: daemons, holders: holders})
+	if l := loads(target); l["n0"] != 0 || l["n1"] != 3 || l["n2"] != 3 {
+		t.Errorf("n0 prefers higher: loads %v, want 0, 3, 3", l)
+	}
+	// Only the holder's preference counts: n1 preferring higher does not
+	// move n0's daemons.
+	target = place(placeInput{nodes: withPriorities(nodesOf(daemons, 1, 1), []int{0, 1}, "n1"), daemons: daemons, holders: holders})
+	if !maps.Equal(target, holders) {
+		t.Errorf("only n1 prefers higher: placed %v, want all kept on n0", target)
+	}
+}
+
+func TestPlaceFallsBackToLowerPrioritiesWhenTheHigherLeave(t *testing.T) {
+	daemons := daemonNames(6)
+	before := place(placeInput{nodes: withPriorities(nodesOf(daemons, 1, 1, 1), []int{0, 0, 1}), daemons: daemons, holders: map[string]string{}})
+	if l := loads(before); l["n2"] != 6 {
+		t.Fatalf("n2 the only node at 1: loads %v, want all 6 on n2", l)
+	}
+	// n2 leaves: its daemons are free, and spread over n0 and n1.
+	previous := maps.Clone(before)
+	after := place(placeInput{nodes: withPriorities(nodesOf(daemons, 1, 1), []int{0, 0}), daemons: daemons,
+		holders: map[string]string{}, previous: previous})
+	if l := loads(after); l["n0"] != 3 || l["n1"] != 3 {
+		t.Errorf("after n2 left: loads %v, want 3 each on n0 and n1", l)
 	}
 }

@@ -25,10 +25,15 @@ func DaemonKey(name string) string { return daemonKey(name) }
 type Member struct {
 	Name     string
 	Capacity int
-	Labels   map[string]string
-	Version  string
-	Daemons  []string  // the daemons it can run, sorted
-	Since    time.Time // when it began to join, by its own clock
+	// Priority and PreferHigher are the node's Config.Priority and
+	// Config.PreferHigher: 0 and false for a node that set neither, or one
+	// older than priorities.
+	Priority     int
+	PreferHigher bool
+	Labels       map[string]string
+	Version      string
+	Daemons      []string  // the daemons it can run, sorted
+	Since        time.Time // when it began to join, by its own clock
 }
 
 // memberOf reads a node's record; false if c is not one.
@@ -41,7 +46,14 @@ func memberOf(c election.Candidate) (Member, bool) {
 	if err != nil || capacity < 1 {
 		return Member{}, false
 	}
-	m := Member{Name: name, Capacity: capacity, Version: c.Metadata[metaVersion], Since: c.Since, Labels: map[string]string{}}
+	priority := 0
+	if p, ok := c.Metadata[metaPriority]; ok {
+		if priority, err = strconv.Atoi(p); err != nil || priority < 0 {
+			return Member{}, false
+		}
+	}
+	m := Member{Name: name, Capacity: capacity, Priority: priority, PreferHigher: c.Metadata[metaPrefer] == "true",
+		Version: c.Metadata[metaVersion], Since: c.Since, Labels: map[string]string{}}
 	if d := c.Metadata[metaDaemons]; d != "" {
 		m.Daemons = strings.Split(d, ",")
 	}

@@ -35,6 +35,7 @@ func (n *Node) claim(d string) (*tenure, error) {
 	t.st = DaemonStatus{Name: d, Node: n.cfg.Name, State: Assigning, Since: time.Now()}
 	e, err := n.bucket.NewElection(n.cfg.Name, daemonKey(d),
 		election.WithoutSplay(),
+		fleetPriority,
 		election.WithMetadata(t.st.metadata()),
 		election.WithLogger(t.log),
 		election.OnWon(t.run),

@@ -21,8 +21,8 @@ import (
 
 const agentAbout = `Usage:
   election agent [--bucket B] [--name N] [--capacity W] [--label K=V ...]
-                 [--grace 10s] [--metrics ADDR] --daemon NAME=COMMAND ...
-                 [--config FILE]
+                 [--priority N [--prefer-higher]] [--grace 10s]
+                 [--metrics ADDR] --daemon NAME=COMMAND ... [--config FILE]
 
 Joins this machine to the fleet of the bucket B as the node N (default: the
 host name; keep it stable across restarts) and runs its share of the
@@ -43,6 +43,19 @@ that margin later (0.6 s at a 10 s TTL). Nothing a daemon starts outlives
 it, or this agent's hold on it: a guard process (kvelect-guard) kills the
 whole tree, setsid and double forks included on Linux, if the agent dies or
 is paused past that deadline.
+
+--priority N (0, the default, or more) ranks this node, say 1 on a primary
+site's nodes and 0 on a standby's: each daemon runs only on the live nodes
+of the highest priority among those that list it, spread over them by
+capacity, and on lower ones only while none of those is live. With every
+node at the same priority, placement is as without --priority. A daemon
+that this node runs when a node of higher priority joins stays here until
+this node leaves, unless this node has --prefer-higher: then it hands the
+daemon over (SIGTERM, SIGKILL after its grace, and the higher node starts
+it once it has exited), as a join moves a node's excess. Unlike election
+run's, --priority 0 is not "never": a node that must not run a daemon does
+not list it. Give every agent of a fleet that uses priorities a version
+that knows them: an older one places daemons as if all were equal.
 
 --config FILE lists daemons in YAML:
   daemons:
@@ -69,8 +82,8 @@ node is a member of the fleet) on ADDR: per daemon (labels daemon, node)
 kvelect_fleet_daemon_runs_here, _starts_total (it moved here),
 _restarts_total and _run_nowhere_seconds (how long it has run on no node, as
 this node sees the fleet; a daemon seen once stays listed until the agent
-restarts); per node kvelect_fleet_members, _node_daemons, _node_capacity
-and _node_is_member; and kvelect_build_info.
+restarts); per node kvelect_fleet_members, _node_daemons, _node_capacity,
+_node_priority and _node_is_member; and kvelect_build_info.
 
 Exit status: 0 after a signal; 1 if the server, the bucket or joining
 failed (another live node has the name N); 2 for bad flags.
@@ -82,6 +95,8 @@ type agentConfig struct {
 	bucket    string
 	name      string
 	capacity  int
+	priority  int  // the node's rank in placement (fleet.Config.Priority)
+	prefer    bool // hand daemons to nodes of higher priority (fleet.Config.PreferHigher)
 	labels    map[string]string
 	grace     time.Duration
 	daemons   []agentDaemon
@@ -101,6 +116,8 @@ func agentMain(args []string, stdout, stderr io.Writer) int {
 	fs.bucketVar(&cfg.bucket, "the fleet's election bucket `NAME`")
 	fs.StringVar(&cfg.name, "name", host, "this node's `NAME`, stable across restarts: letters, digits, - _ = / and dots")
 	fs.IntVar(&cfg.capacity, "capacity", 1, "this node's weight `W`: a node of capacity 2 runs twice the daemons of one of capacity 1")
+	fs.IntVar(&cfg.priority, "priority", 0, "this node's priority `N`, 0 or more: daemons run on the live nodes of the highest priority that list them")
+	fs.BoolVar(&cfg.prefer, "prefer-higher", false, "hand this node's daemons to a node of higher --priority as soon as one that lists them is live")
 	fs.Var(labelFlags{cfg.labels}, "label", "a `KEY=VALUE` describing this node (zone=eu-1), shown by status; repeatable")
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` a daemon may take to exit after SIGTERM before it gets SIGKILL")
 	fs.Var(daemonFlags{&cfg.daemons}, "daemon", "a daemon this node can run, `NAME=COMMAND`; repeatable")
@@ -136,6 +153,9 @@ func (cfg *agentConfig) check() (*logrus.Logger, fleet.Config, error) {
 	if cfg.capacity < 1 {
 		return nil, fleet.Config{}, fmt.Errorf("--capacity %d: want 1 or more", cfg.capacity)
 	}
+	if cfg.priority < 0 {
+		return nil, fleet.Config{}, fmt.Errorf("--priority %d: want 0 (the default: every node equal) or more, the higher preferred", cfg.priority)
+	}
 	if err := checkMetricsAddr(cfg.metrics); err != nil {
 		return nil, fleet.Config{}, err
 	}
@@ -151,7 +171,8 @@ func (cfg *agentConfig) check() (*logrus.Logger, fleet.Config, error) {
 		return nil, fleet.Config{}, err
 	}
 	cfg.daemons = daemons
-	nodeCfg := fleet.Config{Name: cfg.name, Capacity: cfg.capacity, Labels: cfg.labels, Version: version()}
+	nodeCfg := fleet.Config{Name: cfg.name, Capacity: cfg.capacity, Priority: cfg.priority, PreferHigher: cfg.prefer,
+		Labels: cfg.labels, Version: version()}
 	for _, d := range daemons {
 		nodeCfg.Daemons = append(nodeCfg.Daemons, fleet.Daemon{Name: d.Name, Run: func(context.Context) error { return nil }})
 	}
@@ -233,7 +254,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 		for i, d := range cfg.daemons {
 			names[i] = d.Name
 		}
-		fm = newFleetMetrics(cfg.name, cfg.capacity, names, b, joinedNode.Load)
+		fm = newFleetMetrics(cfg.name, cfg.capacity, cfg.priority, names, b, joinedNode.Load)
 		if err := metrics.registry.Register(fm); err != nil {
 			return err
 		}

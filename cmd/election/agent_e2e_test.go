@@ -246,6 +246,7 @@ func TestAgentRefusesBadDaemons(t *testing.T) {
 		{[]string{"--daemon", "x*=a"}, "daemon 1 of node"},
 		{[]string{"--daemon", "x=a", "--capacity", "0"}, "--capacity 0: want 1 or more"},
 		{[]string{"--daemon", "x=a", "--grace", "-1s"}, "--grace -1s"},
+		{[]string{"--daemon", "x=a", "--priority", "-1"}, "--priority -1: want 0 (the default: every node equal) or more"},
 		{[]string{"--daemon", "x=a", "--name", "a b"}, `node name: election: invalid argument: candidate name "a b": allowed: letters, digits`},
 		{[]string{"--daemon", "x=a", "--label", "zone"}, "want KEY=VALUE"},
 		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, "no such file"},
@@ -329,7 +330,8 @@ func TestAgentServesFleetMetrics(t *testing.T) {
 			is(body, `kvelect_fleet_daemon_run_nowhere_seconds{daemon="a",node="node0"}`, 0) &&
 			is(body, `kvelect_fleet_members{node="node0"}`, 2) &&
 			is(body, `kvelect_fleet_node_is_member{node="node0"}`, 1) &&
-			is(body, `kvelect_fleet_node_capacity{node="node0"}`, 1)
+			is(body, `kvelect_fleet_node_capacity{node="node0"}`, 1) &&
+			is(body, `kvelect_fleet_node_priority{node="node0"}`, 0)
 	})
 	if !is(body, `kvelect_fleet_daemon_restarts_total{daemon="a",node="node0"}`, 0) {
 		t.Errorf("no restarts_total of a at 0:\n%s", body)
@@ -406,4 +408,41 @@ func TestAgentLogsAGracefulLeaveAsOne(t *testing.T) {
 		t.Errorf("a graceful leave logged a warning or an error:\n%s", log)
 	}
 	wantLogged(t, log, "stopping the daemon to hand it over", "let the daemon go", "no longer a member of the fleet: leaving", "left the fleet")
+}
+
+// TestAgentHandsDaemonsToAHigherPriority runs two daemons on a standby
+// agent of priority 0 with --prefer-higher, then starts a primary of
+// priority 1: both daemons move to it, each started there only once it
+// stopped on the standby; when the primary leaves, they come back.
+func TestAgentHandsDaemonsToAHigherPriority(t *testing.T) {
+	bin := buildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "AGENTPRIO", TTL: 2 * time.Second})
+	events := filepath.Join(t.TempDir(), "events")
+	t.Cleanup(func() {
+		for _, e := range readDaemonEvents(events) {
+			if testenv.Alive(e.pid) {
+				syscall.Kill(e.pid, syscall.SIGKILL)
+			}
+		}
+	})
+	agent := func(name string, flags ...string) *daemon {
+		args := []string{"agent", "--name", name, "--log-format", "json", "--server", s.ClientURL(), "--bucket", "AGENTPRIO",
+			"--daemon", "d0=" + recordingDaemon(events), "--daemon", "d1=" + recordingDaemon(events)}
+		return startProcess(t, bin, name, append(args, flags...)...)
+	}
+	standby := agent("standby", "--prefer-higher")
+	awaitDaemons(t, events, "both daemons on standby", func(loads map[string]int) bool { return loads["standby"] == 2 })
+	primary := agent("primary", "--priority", "1")
+	awaitDaemons(t, events, "both daemons on primary", func(loads map[string]int) bool { return loads["primary"] == 2 })
+	wantLogged(t, standby.logged(t), "stopping the daemon to hand it over")
+
+	primary.cmd.Process.Signal(syscall.SIGTERM)
+	if code := primary.wait(t); code != exitOK {
+		t.Errorf("agent primary exited %d after SIGTERM, want 0", code)
+	}
+	awaitDaemons(t, events, "both daemons back on standby", func(loads map[string]int) bool { return loads["standby"] == 2 })
+	// runningDaemons fails the test if a daemon started on one node while
+	// its run on the other was alive.
 }

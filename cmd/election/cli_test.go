@@ -126,3 +126,17 @@ func TestConnectUsesTheNATSContext(t *testing.T) {
 	code := dispatch([]string{"bucket", "check", "--context", "nope"}, &out, &errOut)
 	wantOneLineError(t, code, exitError, out.String(), errOut.String(), `nats context "nope"`, `unknown context "nope"`)
 }
+
+func TestAgentHelpListsPriorities(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "agent", "--help")
+	if code != 0 || stderr != "" {
+		t.Fatalf("agent --help: exit %d, stderr %q; want 0 and nothing", code, stderr)
+	}
+	for _, s := range []string{"--priority N", "--prefer-higher", "the highest priority", "_node_priority"} {
+		if !strings.Contains(stdout, s) {
+			t.Errorf("agent --help does not say %q:\n%s", s, stdout)
+		}
+	}
+	code, stdout, stderr = runCLI(t, "agent", "--daemon", "x=a", "--priority", "-2")
+	wantOneLineError(t, code, exitUsage, stdout, stderr, "--priority -2: want 0 (the default: every node equal) or more")
+}

@@ -18,6 +18,7 @@ import (
 type fleetMetrics struct {
 	nodeName string
 	capacity int
+	priority int
 	bucket   *election.Bucket
 	node     func() *fleet.Node // nil until the node has joined
 
@@ -28,6 +29,7 @@ type fleetMetrics struct {
 	members  *prometheus.Desc
 	running  *prometheus.Desc
 	capDesc  *prometheus.Desc
+	prioDesc *prometheus.Desc
 	isMember *prometheus.Desc
 
 	mu      sync.Mutex
@@ -38,15 +40,17 @@ type fleetMetrics struct {
 
 var _ prometheus.Collector = (*fleetMetrics)(nil)
 
-// newFleetMetrics makes the agent's series for the node named nodeName,
-// which can run daemons: their counters exist at 0 from the start.
-func newFleetMetrics(nodeName string, capacity int, daemons []string, b *election.Bucket, node func() *fleet.Node) *fleetMetrics {
+// newFleetMetrics makes the agent's series for the node named nodeName, of
+// the capacity and priority given, which can run daemons: their counters
+// exist at 0 from the start.
+func newFleetMetrics(nodeName string, capacity, priority int, daemons []string, b *election.Bucket, node func() *fleet.Node) *fleetMetrics {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName("kvelect", "fleet", name), help, labels, nil)
 	}
 	m := &fleetMetrics{
 		nodeName: nodeName,
 		capacity: capacity,
+		priority: priority,
 		bucket:   b,
 		node:     node,
 		starts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kvelect", Subsystem: "fleet", Name: "daemon_starts_total",
@@ -58,6 +62,7 @@ func newFleetMetrics(nodeName string, capacity int, daemons []string, b *electio
 		members:  desc("members", "The live members of the fleet as this node sees it.", "node"),
 		running:  desc("node_daemons", "The daemons this node runs (or drains to move).", "node"),
 		capDesc:  desc("node_capacity", "This node's capacity: its weight in placement.", "node"),
+		prioDesc: desc("node_priority", "This node's priority (--priority): daemons run on the live nodes of the highest priority that list them.", "node"),
 		isMember: desc("node_is_member", "1 while this node is a member of the fleet (it leads its node key), else 0.", "node"),
 		tokens:   map[string]uint64{},
 		nowhere:  map[string]time.Time{},
@@ -133,7 +138,7 @@ func (m *fleetMetrics) watch(ctx context.Context, interval time.Duration) {
 func (m *fleetMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.starts.Describe(ch)
 	m.restarts.Describe(ch)
-	for _, d := range []*prometheus.Desc{m.runsHere, m.nowhereD, m.members, m.running, m.capDesc, m.isMember} {
+	for _, d := range []*prometheus.Desc{m.runsHere, m.nowhereD, m.members, m.running, m.capDesc, m.prioDesc, m.isMember} {
 		ch <- d
 	}
 }
@@ -183,6 +188,7 @@ func (m *fleetMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(members), m.nodeName)
 	ch <- prometheus.MustNewConstMetric(m.running, prometheus.GaugeValue, float64(running), m.nodeName)
 	ch <- prometheus.MustNewConstMetric(m.capDesc, prometheus.GaugeValue, float64(m.capacity), m.nodeName)
+	ch <- prometheus.MustNewConstMetric(m.prioDesc, prometheus.GaugeValue, float64(m.priority), m.nodeName)
 	ch <- prometheus.MustNewConstMetric(m.isMember, prometheus.GaugeValue, member, m.nodeName)
 }
 

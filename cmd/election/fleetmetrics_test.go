@@ -16,7 +16,7 @@ import (
 // anything ran.
 func TestDeployedRulesAndDashboardUseFleetSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newFleetMetrics("n", 1, []string{"d"}, nil, nil))
+	reg.MustRegister(newFleetMetrics("n", 1, 0, []string{"d"}, nil, nil))
 	om := newObserverMetrics()
 	om.seen(election.Leader{Key: "k", Name: "a"})
 	reg.MustRegister(om)
