@@ -437,6 +437,11 @@ func TestAgentHandsDaemonsToAHigherPriority(t *testing.T) {
 	primary := agent("primary", "--priority", "1")
 	awaitDaemons(t, events, "both daemons on primary", func(loads map[string]int) bool { return loads["primary"] == 2 })
 	wantLogged(t, standby.logged(t), "stopping the daemon to hand it over")
+	code, stdout, stderr := runCLI(t, "status", "--server", s.ClientURL(), "--bucket", "AGENTPRIO")
+	priorities := regexp.MustCompile(`(?m)^NODE +AGE +CAPACITY +PRIORITY +RUNNING[\s\S]*^primary +\S+ +1 +1 +2/2 [\s\S]*^standby +\S+ +1 +0 prefer-higher +0/2 `)
+	if code != exitOK || !priorities.MatchString(stdout) {
+		t.Errorf("election status: exit %d, stderr %q, stdout:\n%s\nwant a PRIORITY column: primary 1, standby 0 prefer-higher", code, stderr, stdout)
+	}
 
 	primary.cmd.Process.Signal(syscall.SIGTERM)
 	if code := primary.wait(t); code != exitOK {

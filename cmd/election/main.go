@@ -22,11 +22,11 @@
 //
 //	election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR] -- COMMAND [ARGS...]
 //	election sidecar --key K [--listen 127.0.0.1:4040] [--leader-file FILE] [--bucket B] [--name N]
-//	election agent [--bucket B] [--name N] [--capacity W] --daemon NAME=COMMAND ... [--config FILE]
-//	election status [--bucket B] [--key K] [--watch] [--json]
+//	election agent [--bucket B] [--name N] [--capacity W] [--priority N [--prefer-higher]] --daemon NAME=COMMAND ... [--config FILE]
+//	election status [--bucket B] [--key K] [--watch] [--json] [--mirror M]
 //	election resign --key K [--bucket B] [--timeout 30s]
 //	election transfer --key K --to NAME [--bucket B] [--timeout 30s]
-//	election bucket create|check --bucket B [--ttl 10s] [--replicas 1] [--storage file] [--history 7d|0]
+//	election bucket create|check --bucket B [--ttl 10s] [--replicas 1] [--storage file] [--history 7d|0] [--cluster C] [--tags T,...]
 //	election check --key K [--fleet] [--bucket B] [--format nagios|json|prometheus|text]
 //
 // run starts COMMAND only while this process leads the election for K, and

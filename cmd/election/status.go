@@ -627,6 +627,8 @@ type nodeJSON struct {
 	Since      time.Time         `json:"since"`
 	AgeSeconds float64           `json:"age_seconds"`
 	Capacity   int               `json:"capacity"`
+	Priority   int               `json:"priority,omitempty"`
+	Prefer     bool              `json:"prefer_higher,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
 	Version    string            `json:"version,omitempty"`
 	CanRun     []string          `json:"can_run"`
@@ -657,7 +659,7 @@ func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
 	if p.json {
 		for _, m := range st.Members {
 			p.line(nodeJSON{Node: m.Name, Since: m.Since.UTC(), AgeSeconds: max(now.Sub(m.Since), 0).Seconds(), Capacity: m.Capacity,
-				Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name])})
+				Priority: m.Priority, Prefer: m.PreferHigher, Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name])})
 		}
 		for _, d := range st.Daemons {
 			j := daemonJSON{Daemon: d.Name, Node: d.Node, State: daemonState(d, now), Token: d.Token, Restarts: d.Restarts, LastError: d.LastError}
@@ -677,14 +679,29 @@ func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
 	if after {
 		fmt.Fprintln(tw)
 	}
-	fmt.Fprintln(tw, "NODE\tAGE\tCAPACITY\tRUNNING\tLABELS\tVERSION")
+	// Priorities get a column only where a node has one.
+	prioritized := slices.ContainsFunc(st.Members, func(m fleet.Member) bool { return m.Priority != 0 || m.PreferHigher })
+	priority := func(m fleet.Member) string {
+		switch {
+		case !prioritized:
+			return ""
+		case m.PreferHigher:
+			return fmt.Sprintf("%d prefer-higher\t", m.Priority)
+		}
+		return fmt.Sprintf("%d\t", m.Priority)
+	}
+	header := "NODE\tAGE\tCAPACITY\t"
+	if prioritized {
+		header += "PRIORITY\t"
+	}
+	fmt.Fprintln(tw, header+"RUNNING\tLABELS\tVERSION")
 	for _, m := range st.Members {
 		var labels []string
 		for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
 			labels = append(labels, k+"="+m.Labels[k])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\n", m.Name, max(now.Sub(m.Since), 0).Round(time.Second), m.Capacity,
-			len(running[m.Name]), len(m.Daemons), orDash(strings.Join(labels, ",")), orDash(m.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s%d/%d\t%s\t%s\n", m.Name, max(now.Sub(m.Since), 0).Round(time.Second), m.Capacity,
+			priority(m), len(running[m.Name]), len(m.Daemons), orDash(strings.Join(labels, ",")), orDash(m.Version))
 	}
 	fmt.Fprintln(tw, "\nDAEMON\tNODE\tSTATE\tTOKEN\tFOR\tRESTARTS")
 	for _, d := range st.Daemons {
