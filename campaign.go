@@ -329,7 +329,7 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 		if isCASConflict(err) {
 			c.log.Debug("campaign lost: another candidate holds the key", "error", err)
 		} else {
-			c.log.Warn("campaign failed", "error", err)
+			c.log.Warn("campaign failed", errAttrs(err)...)
 		}
 		return nil
 	}
@@ -443,7 +443,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 			return
 		default:
 			c.log.Warn("renewal failed; retrying until the validity deadline",
-				"revision", t.revision, "error", err, "deadline_in", time.Until(deadline))
+				append(errAttrs(err), "revision", t.revision, "deadline_in", time.Until(deadline))...)
 			renewAt = earliest(time.Now().Add(c.timing.renewRetry), deadline)
 		}
 	}

@@ -3,6 +3,7 @@ package election
 import (
 	"errors"
 
+	"github.com/kvelect/election/internal/natscause"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -102,4 +103,14 @@ func isCASConflict(err error) bool {
 func isMultiFilterUnsupported(err error) bool {
 	var apiErr *nats.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10094
+}
+
+// errAttrs is err as attributes of a log record: the error, and what it
+// means about the link to the bucket when natscause knows (a region or a
+// leaf node cut off, a meta group without quorum).
+func errAttrs(err error) []any {
+	if cause := natscause.Explain(err); cause != "" {
+		return []any{"error", err, "cause", cause}
+	}
+	return []any{"error", err}
 }

@@ -2,12 +2,15 @@ package election
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/faultproxy"
+	"github.com/kvelect/election/internal/natscause"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -99,5 +102,19 @@ func TestCASConflictsOnR3RacesOverDeleteMarkers(t *testing.T) {
 		if wins != 1 {
 			t.Fatalf("round %d: %d Creates won over a delete marker, want exactly 1", round, wins)
 		}
+	}
+}
+
+// TestLogRecordsNameTheTopologyFault: a failure that means a cut region or
+// a meta group without quorum is logged with what it means; another error
+// is logged as it is.
+func TestLogRecordsNameTheTopologyFault(t *testing.T) {
+	noQuorum := fmt.Errorf("watching: %w", &jetstream.APIError{Code: 503, ErrorCode: natscause.ClusterNotAvailable, Description: "JetStream system temporarily unavailable"})
+	if got := errAttrs(noQuorum); len(got) != 4 || got[2] != "cause" || got[3] != natscause.NoMetaQuorum {
+		t.Errorf("errAttrs(10008) = %v, want the error and the cause %q", got, natscause.NoMetaQuorum)
+	}
+	other := errors.New("boom")
+	if got := errAttrs(other); len(got) != 2 || got[1] != other {
+		t.Errorf("errAttrs(boom) = %v, want the error alone", got)
 	}
 }

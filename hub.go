@@ -265,7 +265,7 @@ func (h *hub) watch(ctx context.Context) (jetstream.KeyWatcher, context.CancelFu
 			h.keys = h.keys[:1]
 			continue
 		}
-		h.log.Warn("cannot watch the bucket; retrying", "error", err)
+		h.log.Warn("cannot watch the bucket; retrying", append(errAttrs(err), "retry_in", wait)...)
 		if !sleep(ctx, wait) {
 			return nil, nil
 		}

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
+	"github.com/kvelect/election/internal/natscause"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -12,15 +12,8 @@ import (
 // The errors a command meets when a supercluster or a leaf node is cut
 // apart are nats.go's generic ones ("no responders", "timeout", "jetstream
 // not enabled", an API error code): cause turns each into the topology fault
-// it means here, measured on nats-server 2.15.2 (docs/topologies.md).
-
-// jsErrClusterNotAvailable is the server's error code 10008, "JetStream
-// system temporarily unavailable": the server reached no leader of the
-// JetStream meta group, which every stream and consumer creation (a bucket,
-// a KV watcher) needs. In a supercluster it means that this server's region
-// is cut off from the majority of JetStream servers, or that two regions
-// split and neither has it.
-const jsErrClusterNotAvailable jetstream.ErrorCode = 10008
+// it means here, measured on nats-server 2.15.2 (docs/topologies.md). The
+// meanings the library's logs share come from internal/natscause.
 
 // jsErrNoSuitablePeers is the server's error code 10005, "no suitable peers
 // for placement": no server of the cluster asked for (or of the client's
@@ -87,27 +80,22 @@ func cause(err error) string {
 	}
 	var apiErr *jetstream.APIError
 	switch {
-	case errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrClusterNotAvailable:
-		return "no JetStream meta quorum reachable from this server's region (a region cut off from the majority, " +
-			"or two regions split): watchers and buckets cannot be created until it heals"
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrNoSuitablePeers:
 		return "no server matches the placement: --cluster takes the name in the servers' cluster { name }, " +
 			"--tags the tags in their server_tags, and the cluster needs as many such servers as --replicas"
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders) && errors.As(err, new(*keyOpError)):
-		where := "the bucket's cluster"
 		if domain != "" {
-			where += fmt.Sprintf(" or JetStream domain %q", domain)
+			return fmt.Sprintf("no server of the bucket's stream answered: the bucket's cluster or JetStream domain %q "+
+				"is unreachable from this server, over a cut gateway or leaf node link", domain)
 		}
-		return "no server of the bucket's stream answered: " + where + " is unreachable from this server, over a cut gateway or leaf node link"
+		return natscause.StreamUnreachable
 	case domain != "" && (errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)):
 		return fmt.Sprintf("JetStream domain %q cannot be reached from this server: no server of that domain answered; "+
 			"check --js-domain, and the leaf node link to that domain", domain)
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrJetStreamNotEnabled),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
 		return "no JetStream answered: enable JetStream for this account, or, through a leaf node, give the hub's --js-domain"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return "no reply in time: the server, or the link to the bucket's region, is slow or silently dead; " +
-			"a silent cut is noticed only by missed pings, within 15 s on a gateway and after the leaf server's ping_interval (default 2 minutes) on a leaf node"
 	}
+	return natscause.Explain(err)
 	return ""
 }
