@@ -544,17 +544,23 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64, ttl ti
 }
 
 // checkScenarios measures, for each fault, the time to the next announced
-// leader, and counts announcements during quorum loss (not during the
+// leader before the next fault or the next scenario's preparation (a
+// leadership moved on purpose, leadFrom, is no failover of the fault
+// before), and counts announcements during quorum loss (not during the
 // outage of a minority of the servers).
 func checkScenarios(rep *report, harness []Event, terms []*term) {
 	byName := map[string]*scenarioReport{}
 	var faults []Event
+	var bounds []int64 // when each fault's window ends at the latest: faults and preparations
 	var outage int64
 	quorumLost := false
 	for _, ev := range harness {
 		switch ev.Kind {
 		case "fault":
 			faults = append(faults, ev)
+			bounds = append(bounds, ev.T)
+		case "prepare":
+			bounds = append(bounds, ev.T)
 		case "outage-start":
 			// The target is how many of the cluster's three servers are
 			// down: one leaves a quorum, under which new leaders are due.
@@ -572,7 +578,7 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 		}
 	}
 	rep.Faults = len(faults)
-	for i, f := range faults {
+	for _, f := range faults {
 		sr := byName[f.Scenario]
 		if sr == nil {
 			sr = &scenarioReport{Name: f.Scenario}
@@ -582,8 +588,8 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 		sr.Faults++
 		rep.marks = append(rep.marks, mark{at: f.T, label: f.Scenario})
 		until := int64(1<<63 - 1)
-		if i+1 < len(faults) {
-			until = faults[i+1].T
+		if j, _ := slices.BinarySearch(bounds, f.T+1); j < len(bounds) {
+			until = bounds[j]
 		}
 		for _, t := range terms {
 			if t.start > f.T && t.start < until {

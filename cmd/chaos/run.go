@@ -104,6 +104,7 @@ func (h *harness) inject(ctx context.Context, round int, sc scenario) error {
 		return err
 	}
 	if sc.prepare != nil {
+		h.rec.record(Event{Kind: "prepare", Scenario: sc.name, Target: leader.name})
 		if err := sc.prepare(ctx, h, leader); err != nil {
 			return fmt.Errorf("preparing: %w", err)
 		}

@@ -245,7 +245,8 @@ func topologyScenarios(ttl time.Duration) []scenario {
 
 // leadFrom makes a worker of sp's region lead, if l is not one: it pauses
 // (SIGSTOP) every worker of the other regions until one of sp's wins, or 4
-// TTLs pass, then resumes them. A fleet run is left as it is.
+// TTLs pass, then resumes them. A fleet run, and a region without workers
+// (-workers below the regions), are left as they are.
 func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *serverProc, ttl time.Duration) error {
 	if h.cfg.fleet || l.region == sp.region {
 		return nil
@@ -257,7 +258,12 @@ func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *serverProc, t
 			others = append(others, w)
 		}
 	}
+	none := len(others) == len(h.workers)
 	h.mu.Unlock()
+	if none { // fewer workers than regions: the fault goes ahead as it is
+		h.rec.record(Event{Kind: "skipped", Target: sp.region, Cause: "no worker in the region to lead from"})
+		return nil
+	}
 	h.drainWins()
 	for _, w := range others {
 		h.rec.record(Event{Kind: "pause", Target: w.name, PID: w.cmd.Process.Pid})

@@ -183,3 +183,26 @@ func TestParseFlagsRefusesTopologiesTogether(t *testing.T) {
 		t.Errorf("-short -leaf -fleet: %+v, %v", cfg, err)
 	}
 }
+
+// TestCheckScenariosEndsAFaultsWindowAtTheNextPreparation checks that a
+// leadership moved on purpose before a fault (leadFrom) does not count as
+// the failover of the fault before it, which had none.
+func TestCheckScenariosEndsAFaultsWindowAtTheNextPreparation(t *testing.T) {
+	dir := writeRun(t, superclusterRun(map[string][]Event{
+		"w1": leaderTerm(1, 0, 100e6, []int64{sec, 2 * sec, 3 * sec}, 3500e6),
+		"w2": leaderTerm(3, 4*sec, 4100e6, nil, 4500e6),
+	},
+		Event{T: 2 * sec, Kind: "fault", Scenario: "gateway-delay"},
+		Event{T: 2500e6, Kind: "heal", Scenario: "gateway-delay"},
+		Event{T: 3 * sec, Kind: "prepare", Scenario: "remote-cut"},
+		Event{T: 4200e6, Kind: "fault", Scenario: "remote-cut"}))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sr := range rep.Scenarios {
+		if sr.Name == "gateway-delay" && sr.Failovers != 0 {
+			t.Errorf("gateway-delay: %d failovers (%v ms), want none: w2's win came after the next scenario's preparation", sr.Failovers, sr.samples)
+		}
+	}
+}
