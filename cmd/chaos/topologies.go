@@ -19,7 +19,8 @@ import (
 
 // gatewayDelay is the one-way delay the gateway-delay scenario puts on
 // every gateway link, about that between two regions of one continent, and
-// gatewayDelayFor how long it lasts.
+// gatewayDelayFor how long it lasts. The proxies hold each chunk for the
+// delay in turn (faultproxy.Delay), so a burst waits longer.
 const (
 	gatewayDelay    = 25 * time.Millisecond
 	gatewayDelayFor = 5 * time.Second
@@ -29,9 +30,10 @@ const (
 // proxies in front of the links between them (h.routes, by the pair of
 // server indexes dialler → listener).
 //
-// -supercluster: regions C1, C2, C3 of one server each (the machine the
-// harness was written on has two cores; one server a region keeps the
-// processes few), each a cluster of its own (a cluster of one server routes
+// -supercluster: regions C1, C2, C3 of one server each (three servers a
+// region would make nine server processes, too many for a machine of two
+// cores to keep to the timings the checker holds the workers to), each a
+// cluster of its own (a cluster of one server routes
 // to itself, which JetStream clustering requires), joined by gateways.
 // Server i reaches region j's gateway through a proxy of its own (i → j), so
 // that the harness can cut any region off; each server advertises a dead
