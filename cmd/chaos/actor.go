@@ -52,7 +52,7 @@ func runActor(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	for ctx.Err() == nil {
-		c, err := connectWorker(ctx, node, urls, bucketName)
+		c, err := connectWorker(ctx, node, urls, bucketName, "")
 		if err != nil {
 			rec.record(Event{Kind: "connect-error", Daemon: daemon, Token: token, Err: err.Error()})
 			retry := time.NewTimer(actInterval) // binding fails at once while no server answers

@@ -19,6 +19,7 @@ type term struct {
 	daemon   string // in a fleet run; "" for the one key of a single-key run
 	token    uint64
 	start    int64  // won
+	backed   int64  // send time of the acknowledged write the win rests on
 	end      int64  // IsLeader turned false: the earlier of stand-down and the validity deadline
 	observed int64  // when the worker recorded its stand-down, or died
 	lastSent int64  // send time of its last acknowledged write
@@ -95,7 +96,7 @@ func check(cfg config, dir string) (*report, error) {
 	// A stand-down may come late by scheduling delay: up to half the margin
 	// between the validity and the TTL, within which it is still safe.
 	bound := validity + (int64(cfg.ttl)-validity)/2
-	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, SyncAlways: cfg.syncAlways, Seed: cfg.seed, Workers: cfg.workers, Rounds: cfg.rounds}
+	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, Topology: cfg.topology(), SyncAlways: cfg.syncAlways, Seed: cfg.seed, Workers: cfg.workers, Rounds: cfg.rounds}
 	if cfg.fleet {
 		rep.Fleet, rep.Daemons = true, cfg.daemons
 	}
@@ -150,7 +151,8 @@ func check(cfg config, dir string) (*report, error) {
 	checkFence(rep, hist)
 	checkLeadership(rep, hist, deaths, cfg.ttl)
 	checkScenarios(rep, hist.harness, terms)
-	checkRoundTrips(rep, hist)
+	checkCuts(rep, hist.harness, terms, runEnd)
+	checkRoundTrips(rep, hist, pauses)
 	checkKV(rep, hist, cfg.ttl, cfg.html, dir)
 	checkReplicaEvents(rep, hist.harness)
 
@@ -246,7 +248,7 @@ func workerTerms(name, daemon string, events []Event, validity int64, deaths map
 		case ev.Kind == "op" && ev.Outcome == "ok" && (ev.Op == "create" || ev.Op == "update"):
 			lastSent, deadline = ev.Sent, ev.Sent+validity
 		case ev.Kind == "won":
-			cur = &term{worker: name, daemon: daemon, token: ev.Token, start: ev.T}
+			cur = &term{worker: name, daemon: daemon, token: ev.Token, start: ev.T, backed: lastSent}
 		case ev.Kind == "lost" && cur != nil:
 			closeTerm(ev.T, true)
 		}
@@ -542,17 +544,23 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64, ttl ti
 }
 
 // checkScenarios measures, for each fault, the time to the next announced
-// leader, and counts announcements during quorum loss (not during the
+// leader before the next fault or the next scenario's preparation (a
+// leadership moved on purpose, leadFrom, is no failover of the fault
+// before), and counts announcements during quorum loss (not during the
 // outage of a minority of the servers).
 func checkScenarios(rep *report, harness []Event, terms []*term) {
 	byName := map[string]*scenarioReport{}
 	var faults []Event
+	var bounds []int64 // when each fault's window ends at the latest: faults and preparations
 	var outage int64
 	quorumLost := false
 	for _, ev := range harness {
 		switch ev.Kind {
 		case "fault":
 			faults = append(faults, ev)
+			bounds = append(bounds, ev.T)
+		case "prepare":
+			bounds = append(bounds, ev.T)
 		case "outage-start":
 			// The target is how many of the cluster's three servers are
 			// down: one leaves a quorum, under which new leaders are due.
@@ -570,7 +578,7 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 		}
 	}
 	rep.Faults = len(faults)
-	for i, f := range faults {
+	for _, f := range faults {
 		sr := byName[f.Scenario]
 		if sr == nil {
 			sr = &scenarioReport{Name: f.Scenario}
@@ -580,8 +588,8 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 		sr.Faults++
 		rep.marks = append(rep.marks, mark{at: f.T, label: f.Scenario})
 		until := int64(1<<63 - 1)
-		if i+1 < len(faults) {
-			until = faults[i+1].T
+		if j, _ := slices.BinarySearch(bounds, f.T+1); j < len(bounds) {
+			until = bounds[j]
 		}
 		for _, t := range terms {
 			if t.start > f.T && t.start < until {
@@ -603,7 +611,9 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 // can outlast its heal (a reconnection, a cluster's stream-leader election),
 // so in a run of every scenario a few calls right after a heal take hundreds
 // of milliseconds; in a run of leader-stop alone there is no such aftermath.
-func checkRoundTrips(rep *report, hist *history) {
+// A call that spans a pause of its own worker (SIGSTOP, by a fault or to
+// move the leadership before one, leadFrom) does not count either.
+func checkRoundTrips(rep *report, hist *history, pauses map[string][]span) {
 	var faults []span
 	var from int64
 	for _, ev := range hist.harness {
@@ -615,9 +625,9 @@ func checkRoundTrips(rep *report, hist *history) {
 		}
 	}
 	var samples []float64
-	for _, events := range hist.workers {
+	for name, events := range hist.workers {
 		for _, ev := range events {
-			if ev.Kind != "op" || ev.Outcome == "error" || coveredWithin(faults, ev.Sent, ev.T) > 0 {
+			if ev.Kind != "op" || ev.Outcome == "error" || coveredWithin(faults, ev.Sent, ev.T) > 0 || coveredWithin(pauses[name], ev.Sent, ev.T) > 0 {
 				continue
 			}
 			samples = append(samples, ms(ev.T-ev.Sent))
@@ -718,4 +728,59 @@ func coveredBy(terms []*term, from, to int64) int64 {
 		}
 	}
 	return unionSpans(covered)
+}
+
+// cut is a region cut off from the others (or its server down) in
+// -supercluster or -leaf, from the fault in place to the heal.
+type cut struct {
+	region, how string
+	from, to    int64
+}
+
+// checkCuts counts the wins that no write could have backed: in
+// -supercluster and -leaf, a worker reaches the bucket only through its own
+// region's server and the links from there to the bucket's home region. So
+// while a region is cut off, a worker on the side of the cut without the
+// home region cannot win (a remote region's workers when it is cut off,
+// every other region's when the home region is), and while the home server
+// is down nobody can. A win counts when it came within the cut and the
+// write it rests on was sent after the cut was in place.
+func checkCuts(rep *report, harness []Event, terms []*term, runEnd int64) {
+	home, regions, cuts := "", map[string]string{}, []cut(nil)
+	open := map[string]int{} // index in cuts, by region
+	for _, ev := range harness {
+		switch ev.Kind {
+		case "topology":
+			home = ev.Target
+		case "spawn":
+			regions[ev.Target] = ev.Region
+		case "region-cut":
+			open[ev.Target] = len(cuts)
+			cuts = append(cuts, cut{region: ev.Target, how: ev.Cause, from: ev.T, to: runEnd})
+		case "region-heal":
+			if i, ok := open[ev.Target]; ok {
+				cuts[i].to = ev.T
+				delete(open, ev.Target)
+			}
+		}
+	}
+	for _, t := range terms {
+		for _, c := range cuts {
+			if t.start <= c.from || t.start >= c.to || t.backed <= c.from || reachable(regions[t.worker], home, c) {
+				continue
+			}
+			rep.CutLeaders++
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s (region %s) announced token %d%s, its write sent %.0f ms into a cut of %s (%s), out of the reach of the bucket in %s",
+				t.worker, regions[t.worker], t.token, about(t.daemon), ms(t.backed-c.from), c.region, c.how, home))
+		}
+	}
+}
+
+// reachable reports whether a worker of region can reach the bucket in
+// home during c.
+func reachable(region, home string, c cut) bool {
+	if c.how == "down" && c.region == home {
+		return false
+	}
+	return (region == c.region) == (home == c.region)
 }

@@ -83,6 +83,7 @@ type harness struct {
 // serverProc is a nats-server process of the run.
 type serverProc struct {
 	name    string
+	region  string // -supercluster: C1, C2 or C3; -leaf: hub or leaf; else ""
 	args    []string
 	port    int
 	monitor int // HTTP monitoring port
@@ -93,6 +94,7 @@ type serverProc struct {
 // workerProc is a worker, a fleet's node or an agent, and its proxies.
 type workerProc struct {
 	name     string
+	region   string // -supercluster, -leaf: the region of the one server it connects to
 	joined   bool   // a fleet run's node or agent has joined the fleet
 	server   string // the server its connection is on, as it last said (workers)
 	cmd      *exec.Cmd
@@ -126,8 +128,12 @@ func newHarness(cfg config, dir string) (*harness, error) {
 // there, so a server can reach its peers only through the route proxies.
 const deadAddress = "127.0.0.1:1"
 
-// startServers starts one server process, or three clustered.
+// startServers starts one server process, three clustered, or the
+// servers of -supercluster or -leaf (startTopology).
 func (h *harness) startServers() error {
+	if h.cfg.supercluster || h.cfg.leaf {
+		return h.startTopology()
+	}
 	n := 1
 	if h.cfg.cluster {
 		n = 3
@@ -167,11 +173,17 @@ func (h *harness) startServers() error {
 		}
 		h.servers = append(h.servers, sp)
 	}
-	errs := make(chan error, n)
+	return h.startAll()
+}
+
+// startAll starts every server of h.servers at once and waits until each
+// accepts clients.
+func (h *harness) startAll() error {
+	errs := make(chan error, len(h.servers))
 	for _, sp := range h.servers {
 		go func() { errs <- h.startServer(sp) }()
 	}
-	for range n {
+	for range h.servers {
 		if err := <-errs; err != nil {
 			return err
 		}
@@ -223,18 +235,27 @@ func (h *harness) killServer(sp *serverProc) {
 }
 
 // serverURLs returns the servers' own URLs, comma separated.
-func (h *harness) serverURLs() string {
+func (h *harness) serverURLs() string { return urlsOf(h.servers) }
+
+// urlsOf returns the servers' own URLs, comma separated.
+func urlsOf(servers []*serverProc) string {
 	var urls []string
-	for _, sp := range h.servers {
+	for _, sp := range servers {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", sp.port))
 	}
 	return strings.Join(urls, ",")
 }
 
 // setup connects the harness's own client straight to the servers (never
-// through a proxy) and creates the election bucket and the fenced resource.
+// through a proxy; in -supercluster and -leaf to the bucket's home server
+// only, which no cut separates from the bucket) and creates the election
+// bucket and the fenced resource.
 func (h *harness) setup(ctx context.Context) error {
-	nc, err := nats.Connect(h.serverURLs(), nats.Name("chaos-harness"), nats.MaxReconnects(-1),
+	admin := h.serverURLs()
+	if h.home() != nil {
+		admin = urlsOf([]*serverProc{h.home()})
+	}
+	nc, err := nats.Connect(admin, nats.Name("chaos-harness"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
@@ -244,9 +265,15 @@ func (h *harness) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	replicas := len(h.servers)
+	replicas, placement := len(h.servers), (*jetstream.Placement)(nil)
+	if home := h.home(); home != nil {
+		replicas = 1
+		if h.cfg.supercluster {
+			placement = &jetstream.Placement{Cluster: home.region}
+		}
+	}
 	err = retry(ctx, 5*time.Second, func(ctx context.Context) error {
-		cfg := jetstream.KeyValueConfig{Bucket: bucketName, TTL: h.cfg.ttl, Replicas: replicas,
+		cfg := jetstream.KeyValueConfig{Bucket: bucketName, TTL: h.cfg.ttl, Replicas: replicas, Placement: placement,
 			RePublish: &jetstream.RePublish{Source: ">", Destination: recordPrefix + ">"}}
 		if h.cfg.markers {
 			cfg.LimitMarkerTTL = time.Second
@@ -258,11 +285,13 @@ func (h *harness) setup(ctx context.Context) error {
 		// The key faults' writes are recorded with the workers' for the
 		// linearizability check.
 		h.kv = &recordingKV{KeyValue: kv, rec: h.rec}
+		// Created from the home server, without a placement of its own,
+		// the history stream goes where its request came from.
 		if _, err := lhistory.Create(ctx, h.js, bucketName, time.Hour); err != nil {
 			return err
 		}
 		_, err = h.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name: fenceStream, Subjects: []string{fenceSubject, fenceSubject + ".>"}, Replicas: replicas,
+			Name: fenceStream, Subjects: []string{fenceSubject, fenceSubject + ".>"}, Replicas: replicas, Placement: placement,
 		})
 		return err
 	})
@@ -385,8 +414,13 @@ func (h *harness) spawnWorker() error {
 	name := fmt.Sprintf("w%d", id)
 
 	w := &workerProc{name: name, done: make(chan struct{})}
+	servers := h.servers
+	if h.home() != nil {
+		sp := h.regionForWorker()
+		servers, w.region = []*serverProc{sp}, sp.region
+	}
 	var urls []string
-	for _, sp := range h.servers {
+	for _, sp := range servers {
 		p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", sp.port))
 		if err != nil {
 			return err
@@ -405,6 +439,9 @@ func (h *harness) spawnWorker() error {
 	}
 	if h.cfg.ttl < election.MinTTL {
 		args = append(args, "-unsafe-short-ttl")
+	}
+	if h.cfg.leaf && w.region != h.home().region { // the bucket is in the hub's domain
+		args = append(args, "-domain", h.home().region)
 	}
 	if h.cfg.priorities { // 1, 2, … by start order, a replacement taking the next
 		args = append(args, "-priority", strconv.Itoa(id+1), "-prefer-higher", h.cfg.ttl.String())
@@ -429,7 +466,7 @@ func (h *harness) spawnWorker() error {
 	h.mu.Lock()
 	h.workers[name] = w
 	h.mu.Unlock()
-	h.rec.record(Event{Kind: "spawn", Target: name, PID: cmd.Process.Pid})
+	h.rec.record(Event{Kind: "spawn", Target: name, PID: cmd.Process.Pid, Region: w.region})
 
 	go func() {
 		h.follow(out, history)

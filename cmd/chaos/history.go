@@ -49,6 +49,9 @@ type Event struct {
 	Scenario string `json:"scenario,omitempty"`
 	Target   string `json:"target,omitempty"`
 	PID      int    `json:"pid,omitempty"`
+	// ev=spawn in -supercluster and -leaf: the region of the worker's
+	// server.
+	Region string `json:"region,omitempty"`
 }
 
 // monotonicNow reads CLOCK_MONOTONIC. Go's own monotonic readings count from

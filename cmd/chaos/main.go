@@ -24,12 +24,22 @@
 //	go run ./cmd/chaos -agents          # 3 agents, 8 daemons, TTL 2s
 //	go run ./cmd/chaos -short -agents -election /tmp/election-old
 //
+// With -supercluster the servers are three regions joined by gateways, the
+// bucket in the first, the workers spread over the regions; with -leaf a
+// hub and a leaf node with JetStream domains of their own, the bucket in the
+// hub's. The harness cuts and delays the links between them (see
+// docs/topologies.md).
+//
+//	go run ./cmd/chaos -short -supercluster
+//	go run ./cmd/chaos -short -leaf
+//
 // It exits 1 when an invariant is broken and keeps the histories of that run.
 // It re-executes itself as "chaos worker …", "chaos node …", "chaos actor"
 // and "chaos server …".
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -61,6 +71,13 @@ type config struct {
 	// election (built for the run if empty).
 	agents   bool
 	election string
+	// supercluster: three regions of one server each, joined by gateways;
+	// leaf: a hub and a leaf node server (topologies.go).
+	supercluster bool
+	leaf         bool
+	// shortTopology: -short with -supercluster or -leaf, which runs the
+	// topology's own scenarios and some of the workers' (shortWorkerFaults).
+	shortTopology bool
 }
 
 // agentDaemons is the default number of daemons of an -agents run: two of
@@ -115,6 +132,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "bucket TTL (below 2s uses election.WithUnsafeShortTTL; with -agents at least 2s, the agent's minimum, and -short's 1s becomes 2s)")
 	fs.IntVar(&cfg.workers, "workers", 3, "campaigner processes")
 	fs.BoolVar(&cfg.cluster, "cluster", false, "run a 3-node cluster with an R3 bucket instead of one server")
+	fs.BoolVar(&cfg.supercluster, "supercluster", false, "run three regions (C1, C2, C3) of one server each, joined by gateways through proxies the harness cuts and delays, an R1 bucket placed in C1, and the workers spread over the regions")
+	fs.BoolVar(&cfg.leaf, "leaf", false, "run a hub (JetStream domain hub) and a leaf node server (domain leaf) linked through a proxy the harness cuts, the bucket in the hub's domain, and the workers alternately on the hub and on the leaf")
 	fs.DurationVar(&cfg.budget, "budget", 0, "stop starting scenarios after this long (0: no limit)")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON summary object as the last line")
 	fs.StringVar(&cfg.html, "html", "", "write a timeline of the run to this HTML file")
@@ -127,7 +146,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.daemons, "daemons", 12, fmt.Sprintf("with -fleet or -agents: daemons, each able to run on every node (-agents: default %d)", agentDaemons))
 	fs.BoolVar(&cfg.agents, "agents", false, "run a fleet whose nodes are election agent processes (-workers of them) and whose daemons are shell commands that fork; the TTL is at least 2s")
 	fs.StringVar(&cfg.election, "election", "", "with -agents: the election binary to run as the agent (default: built from ./cmd/election for the run)")
-	short := fs.Bool("short", false, fmt.Sprintf("CI mode: one round at TTL 1s, within about 2 minutes, 3 with -cluster (with -agents: TTL 2s, no scenario started after %v, within about 90 s)", agentsShortBudget))
+	short := fs.Bool("short", false, fmt.Sprintf("CI mode: one round at TTL 1s, within about 2 minutes, 3 with -cluster (with -agents: TTL 2s, no scenario started after %v, within about 90 s; with -supercluster or -leaf: the topology's scenarios and %s, within about 90 s)", agentsShortBudget, strings.Join(shortWorkerFaults, ", ")))
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -140,8 +159,12 @@ func parseFlags(args []string) (config, error) {
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if err := cfg.checkTopology(); err != nil {
+		return cfg, err
+	}
 	if *short {
 		cfg.rounds, cfg.ttl, cfg.budget = 1, time.Second, 2*time.Minute
+		cfg.shortTopology = cfg.supercluster || cfg.leaf
 		switch {
 		case cfg.agents:
 			cfg.budget = agentsShortBudget
@@ -214,16 +237,70 @@ func allScenarioNames() []string {
 	return names
 }
 
-// chosen returns the scenarios this run injects: those named, or all that
-// apply to its mode.
-func (cfg config) chosen() []scenario {
-	mode := "single"
-	if cfg.cluster {
-		mode = "cluster"
+// checkTopology refuses flags that do not go together with -supercluster
+// or -leaf.
+func (cfg config) checkTopology() error {
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"supercluster", cfg.supercluster}, {"leaf", cfg.leaf}} {
+		if !f.on {
+			continue
+		}
+		switch {
+		case cfg.cluster:
+			return fmt.Errorf("-%s and -cluster: choose one topology (-cluster, -supercluster, -leaf, or none for a single server)", f.name)
+		case f.name == "supercluster" && cfg.leaf:
+			return errors.New("-supercluster and -leaf: choose one topology (-cluster, -supercluster, -leaf, or none for a single server)")
+		case cfg.agents:
+			return fmt.Errorf("-%s and -agents: -%s runs campaigners (the default) or -fleet nodes; -agents runs on a single server or -cluster", f.name, f.name)
+		}
 	}
+	return nil
+}
+
+// mode names the run's topology: single, cluster, supercluster or leaf.
+func (cfg config) mode() string {
+	switch {
+	case cfg.cluster:
+		return "cluster"
+	case cfg.supercluster:
+		return "supercluster"
+	case cfg.leaf:
+		return "leaf"
+	}
+	return "single"
+}
+
+// topology returns "supercluster" or "leaf" for those modes, else "".
+func (cfg config) topology() string {
+	if m := cfg.mode(); m == "supercluster" || m == "leaf" {
+		return m
+	}
+	return ""
+}
+
+// shortWorkerFaults are the faults of the workers that a -short run of
+// -supercluster or -leaf injects besides the topology's own: a leader
+// killed and stopped, a candidate killed, the leader paused past its
+// validity, resumed stale, cut off from its server silently, one way and
+// loudly, and its key deleted (also while it is cut off), purged and
+// overwritten. The shorter pauses, the latency and the combinations are
+// left to full runs.
+var shortWorkerFaults = []string{"leader-kill", "leader-stop", "candidate-kill", "pause-1.5", "pause-3", "stale-resume",
+	"blackhole", "half-open", "reset", "key-delete", "cut-off-delete", "key-purge", "key-overwrite"}
+
+// chosen returns the scenarios this run injects: those named, or all that
+// apply to its mode (in a -short run of -supercluster or -leaf, the
+// topology's own, the fleet's and shortWorkerFaults).
+func (cfg config) chosen() []scenario {
+	mode := cfg.mode()
 	var out []scenario
 	for _, s := range scenarios(cfg.ttl) {
 		if s.mode != "" && s.mode != mode || s.fleetOnly && !cfg.fleet {
+			continue
+		}
+		if len(cfg.scenarios) == 0 && cfg.shortTopology && s.mode == "" && !s.fleetOnly && !contains(shortWorkerFaults, s.name) {
 			continue
 		}
 		if len(cfg.scenarios) == 0 || contains(cfg.scenarios, s.name) {

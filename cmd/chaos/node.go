@@ -31,6 +31,7 @@ func runNode(args []string) error {
 	name := fs.String("name", "", "node name")
 	urls := fs.String("urls", "", "NATS URLs, comma separated")
 	bucket := fs.String("bucket", "", "election bucket")
+	domain := fs.String("domain", "", "the bucket's JetStream domain (empty: the server's own)")
 	daemons := fs.String("daemons", "", "daemon names, comma separated")
 	unsafeTTL := fs.Bool("unsafe-short-ttl", false, "allow TTLs below election.MinTTL")
 	if err := fs.Parse(args); err != nil {
@@ -40,7 +41,7 @@ func runNode(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	c, err := connectWorker(ctx, *name, *urls, *bucket, func(server string) {
+	c, err := connectWorker(ctx, *name, *urls, *bucket, *domain, func(server string) {
 		rec.record(Event{Kind: "connected", Target: server})
 	})
 	if err != nil {

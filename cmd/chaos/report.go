@@ -18,6 +18,8 @@ type report struct {
 	TTL     time.Duration `json:"-"`
 	TTLMS   float64       `json:"ttl_ms"`
 	Cluster bool          `json:"cluster"`
+	// Topology is "supercluster" or "leaf" in those modes.
+	Topology string `json:"topology,omitempty"`
 	// SyncAlways: the servers fsync each write before acknowledging it
 	// (sync_interval: always), as docs/design.md asks of production.
 	SyncAlways bool `json:"sync_always"`
@@ -53,6 +55,10 @@ type report struct {
 	FenceUnread         bool `json:"fence_unread"`
 
 	QuorumLossLeaders int `json:"leaders_during_quorum_loss"`
+	// CutLeaders counts, in -supercluster and -leaf, wins resting on a
+	// write sent while the worker's region was cut off from the bucket's
+	// home region, or while the bucket's server was down (checkCuts).
+	CutLeaders int `json:"leaders_across_cut"`
 
 	HistoryWins       int  `json:"history_wins_recorded"`
 	HistoryMissing    int  `json:"history_wins_missing"`
@@ -132,8 +138,13 @@ type report struct {
 // mode describes the run: servers, TTL, processes and rounds.
 func (r *report) mode() string {
 	servers := "single server"
-	if r.Cluster {
+	switch {
+	case r.Cluster:
 		servers = "3-node cluster, R3 bucket"
+	case r.Topology == "supercluster":
+		servers = "supercluster of 3 regions (one server each) joined by gateways, R1 bucket in C1, workers spread over the regions"
+	case r.Topology == "leaf":
+		servers = "hub (domain hub) and leaf node (domain leaf), R1 bucket in the hub's domain, workers alternately on the hub and the leaf"
 	}
 	if r.SyncAlways {
 		servers += ", fsync before each ack"
@@ -240,7 +251,7 @@ func loadsText(loads map[string]int) string {
 func (r *report) ok() bool {
 	return r.SplitBrainMS == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
 		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0 &&
-		r.QuorumLossLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread && r.historyOK() &&
+		r.QuorumLossLeaders == 0 && r.CutLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread && r.historyOK() &&
 		(!r.Fleet || r.FinalSpread <= 1) && r.agentsOK() && r.kvOK() && (r.ReplicasAgree == nil || *r.ReplicasAgree)
 }
 
@@ -353,6 +364,9 @@ func (r *report) print(w io.Writer, cfg config) {
 		r.ActsAccepted, r.StaleTokensAccepted, verdict(r.StaleTokensAccepted == 0 && !r.FenceUnread), r.UnfencedOverlaps)
 	if r.Cluster {
 		fmt.Fprintf(w, "leaders announced during quorum loss: %d  %s\n", r.QuorumLossLeaders, verdict(r.QuorumLossLeaders == 0))
+	}
+	if r.Topology != "" {
+		fmt.Fprintf(w, "leaders announced out of the bucket's reach (a win's write sent across a region cut, or while the bucket's server was down): %d  %s\n", r.CutLeaders, verdict(r.CutLeaders == 0))
 	}
 	if r.hist != nil && r.hist.leadership != nil {
 		fmt.Fprintf(w, "leadership history: %d wins recorded, %d missing (%d more killed, or refused by JetStream, within 1 s of winning), %d duplicated, %d unknown  %s\n",

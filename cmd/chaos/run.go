@@ -62,6 +62,9 @@ func (h *harness) run(ctx context.Context) error {
 	if err := h.startServers(); err != nil {
 		return err
 	}
+	if home := h.home(); home != nil {
+		h.rec.record(Event{Kind: "topology", Target: home.region})
+	}
 	if err := h.setup(ctx); err != nil {
 		return fmt.Errorf("creating the bucket: %w", err)
 	}
@@ -99,6 +102,16 @@ func (h *harness) inject(ctx context.Context, round int, sc scenario) error {
 	leader, err := h.currentLeader(wait)
 	if err != nil {
 		return err
+	}
+	if sc.prepare != nil {
+		h.rec.record(Event{Kind: "prepare", Scenario: sc.name, Target: leader.name})
+		if err := sc.prepare(ctx, h, leader); err != nil {
+			return fmt.Errorf("preparing: %w", err)
+		}
+		h.unsettle()
+		if leader, err = h.currentLeader(wait); err != nil {
+			return err
+		}
 	}
 	h.drainWins()
 	h.unsettle()

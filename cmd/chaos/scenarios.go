@@ -18,11 +18,15 @@ import (
 // running the most daemons, and the key one of its daemons' keys.
 type scenario struct {
 	name string
-	// where it applies: "" for both modes, "single" or "cluster".
+	// where it applies: "" for every mode, else one of config.mode's
+	// names (single, cluster, supercluster, leaf).
 	mode string
 	// fleetOnly: membership changes of a fleet run.
 	fleetOnly bool
-	inject    func(ctx context.Context, h *harness, leader *workerProc) error
+	// prepare, if set, runs before the fault (and before it is recorded),
+	// against the leader; the fault aims at the leader settled after it.
+	prepare func(ctx context.Context, h *harness, leader *workerProc) error
+	inject  func(ctx context.Context, h *harness, leader *workerProc) error
 }
 
 // burst is how many nodes join, or leave, at once in a fleet run.
@@ -31,7 +35,7 @@ const burst = 3
 // scenarios lists every fault the harness knows, in the order of a round.
 func scenarios(ttl time.Duration) []scenario {
 	times := func(k float64) time.Duration { return time.Duration(k * float64(ttl)) }
-	return []scenario{
+	return append([]scenario{
 		{name: "join-burst", fleetOnly: true, inject: func(_ context.Context, h *harness, _ *workerProc) error {
 			for range burst {
 				if err := h.spawnWorker(); err != nil {
@@ -148,7 +152,7 @@ func scenarios(ttl time.Duration) []scenario {
 			h.pauseServers(times(1), c, a)
 			return nil
 		}},
-	}
+	}, topologyScenarios(ttl)...)
 }
 
 // serverPause pauses the server pick returns for d.

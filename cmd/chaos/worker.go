@@ -36,6 +36,7 @@ func runWorker(args []string) error {
 	name := fs.String("name", "", "candidate name")
 	urls := fs.String("urls", "", "NATS URLs, comma separated")
 	bucket := fs.String("bucket", "", "election bucket")
+	domain := fs.String("domain", "", "the bucket's JetStream domain (empty: the server's own)")
 	key := fs.String("key", "", "election key")
 	unsafeTTL := fs.Bool("unsafe-short-ttl", false, "allow TTLs below election.MinTTL")
 	priority := fs.Int("priority", election.DefaultPriority, "the candidate's priority")
@@ -47,7 +48,7 @@ func runWorker(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	c, err := connectWorker(ctx, *name, *urls, *bucket, func(server string) {
+	c, err := connectWorker(ctx, *name, *urls, *bucket, *domain, func(server string) {
 		rec.record(Event{Kind: "connected", Target: server}) // which server client faults of a cluster aim at
 	})
 	if err != nil {
@@ -102,10 +103,10 @@ type workerConn struct {
 
 // connectWorker connects a worker or node process to urls, only ever
 // through them (the proxies: a cluster gossips its servers' own addresses,
-// which would bypass the faults), and binds the bucket and the fence. Each
-// of onConnect learns the server's name on the connection and on every
-// reconnection.
-func connectWorker(ctx context.Context, name, urls, bucket string, onConnect ...func(server string)) (*workerConn, error) {
+// which would bypass the faults), and binds the bucket and the fence in
+// JetStream domain (empty: the server's own). Each of onConnect learns the
+// server's name on the connection and on every reconnection.
+func connectWorker(ctx context.Context, name, urls, bucket, domain string, onConnect ...func(server string)) (*workerConn, error) {
 	connected := func(nc *nats.Conn) {
 		for _, f := range onConnect {
 			f(nc.ConnectedServerName())
@@ -121,7 +122,12 @@ func connectWorker(ctx context.Context, name, urls, bucket string, onConnect ...
 		connected(nc)
 	}
 	c := &workerConn{nc: nc}
-	if c.js, err = jetstream.New(nc); err == nil {
+	if domain == "" {
+		c.js, err = jetstream.New(nc)
+	} else {
+		c.js, err = jetstream.NewWithDomain(nc, domain)
+	}
+	if err == nil {
 		// Right after a fault the cluster may not answer yet (a stream
 		// leader being elected): retry, as the servers' users would.
 		err = retry(ctx, 5*time.Second, func(ctx context.Context) error {

@@ -19,6 +19,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	changed *sync.Cond
 	hold    [2]bool // by direction: toServer, toClient
+	refuse  bool    // every connection is reset, open or new (Refuse)
 	delay   time.Duration
 	healed  chan struct{} // closed, and replaced, by every Heal and by Close
 	closed  bool
@@ -57,11 +58,20 @@ func (p *Proxy) HalfOpen() { p.set(func() { p.hold = [2]bool{false, true} }) }
 // Delay holds every chunk for d before forwarding it, until Heal.
 func (p *Proxy) Delay(d time.Duration) { p.set(func() { p.delay = d }) }
 
+// Refuse resets every open connection and every new one at once, until
+// Heal: a loud cut, which both ends notice at once (a host that is down,
+// or a firewall that rejects).
+func (p *Proxy) Refuse() {
+	p.set(func() { p.refuse = true })
+	p.Reset()
+}
+
 // Heal ends every fault: forwarding resumes without delay, and a chunk
 // being held for a Delay goes at once.
 func (p *Proxy) Heal() {
 	p.set(func() {
 		p.hold = [2]bool{}
+		p.refuse = false
 		p.delay = 0
 		p.releaseHeldLocked()
 	})
@@ -73,12 +83,17 @@ func (p *Proxy) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.conns {
-		if tc, ok := c.(*net.TCPConn); ok {
-			tc.SetLinger(0)
-		}
-		c.Close()
+		resetConn(c)
 		delete(p.conns, c)
 	}
+}
+
+// resetConn closes c with a TCP reset.
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
 }
 
 // Close closes the listener and every connection, and waits for the proxy's
@@ -116,9 +131,18 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.refusing() {
+			resetConn(client)
+			continue
+		}
 		server, err := net.Dial("tcp", p.target)
 		if err != nil {
 			client.Close()
+			continue
+		}
+		if p.refusing() { // Refuse came while it dialled the target
+			resetConn(client)
+			resetConn(server)
 			continue
 		}
 		if !p.track(client, server) {
@@ -128,6 +152,13 @@ func (p *Proxy) accept() {
 		go p.pipe(server, client, toServer)
 		go p.pipe(client, server, toClient)
 	}
+}
+
+// refusing reports whether the proxy refuses connections (Refuse).
+func (p *Proxy) refusing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refuse
 }
 
 func (p *Proxy) track(conns ...net.Conn) bool {

@@ -60,3 +60,69 @@ func TestHealSendsAChunkHeldForADelayAtOnce(t *testing.T) {
 		t.Fatal("the chunk held for a one-minute delay did not arrive within 30 s of Heal")
 	}
 }
+
+// TestRefuseResetsOpenAndNewConnectionsUntilHeal checks the loud cut: an
+// open connection is reset, a new one is accepted and reset at once, and
+// after Heal a new one is forwarded again.
+func TestRefuseResetsOpenAndNewConnectionsUntilHeal(t *testing.T) {
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	go func() {
+		for {
+			c, err := target.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // echo
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	p, err := New(target.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	addr := strings.TrimPrefix(p.URL(), "nats://")
+	echoes := func(c net.Conn) bool {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return false
+		}
+		buf := make([]byte, 4)
+		_, err := io.ReadFull(c, buf)
+		return err == nil && string(buf) == "ping"
+	}
+	open, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if !echoes(open) {
+		t.Fatal("no echo through the proxy before the fault")
+	}
+	p.Refuse()
+	if echoes(open) {
+		t.Error("a connection open before Refuse still carried bytes")
+	}
+	refused, err := net.Dial("tcp", addr)
+	if err == nil {
+		defer refused.Close()
+		if echoes(refused) {
+			t.Error("a connection made during Refuse carried bytes")
+		}
+	}
+	p.Heal()
+	healed, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer healed.Close()
+	if !echoes(healed) {
+		t.Error("no echo through a connection made after Heal")
+	}
+}

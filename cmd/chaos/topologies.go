@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election/internal/embedded"
+	"github.com/kvelect/election/internal/faultproxy"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// gatewayDelay is the one-way delay the gateway-delay scenario puts on
+// every gateway link, about that between two regions of one continent, and
+// gatewayDelayFor how long it lasts. The proxies hold each chunk for the
+// delay in turn (faultproxy.Delay), so a burst waits longer.
+const (
+	gatewayDelay    = 25 * time.Millisecond
+	gatewayDelayFor = 5 * time.Second
+)
+
+// startTopology starts the servers of -supercluster or -leaf, and the
+// proxies in front of the links between them (h.routes, by the pair of
+// server indexes dialler → listener).
+//
+// -supercluster: regions C1, C2, C3 of one server each (three servers a
+// region would make nine server processes, too many for a machine of two
+// cores to keep to the timings the checker holds the workers to), each a
+// cluster of its own (a cluster of one server routes
+// to itself, which JetStream clustering requires), joined by gateways.
+// Server i reaches region j's gateway through a proxy of its own (i → j), so
+// that the harness can cut any region off; each server advertises a dead
+// gateway address, so that the gossip never gives a server a way around a
+// proxy (an attempt at it fails at once, and the next goes through the
+// proxy).
+//
+// -leaf: a hub with JetStream domain hub and a leaf node server with domain
+// leaf, the leaf dialling the hub through a proxy (leaf → hub).
+func (h *harness) startTopology() error {
+	h.routes = map[[2]int]*faultproxy.Proxy{}
+	if h.cfg.leaf {
+		return h.startLeaf()
+	}
+	const n = 3
+	ports, err := embedded.FreePorts(4 * n) // client, route, gateway and monitoring ports
+	if err != nil {
+		return err
+	}
+	client, route, gateway, monitor := ports[:n], ports[n:2*n], ports[2*n:3*n], ports[3*n:]
+	gateways := make([][]string, n)
+	for i := range n {
+		for j := range n {
+			if i == j {
+				continue
+			}
+			p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", gateway[j]))
+			if err != nil {
+				return err
+			}
+			h.routes[[2]int{i, j}] = p
+			gateways[i] = append(gateways[i], fmt.Sprintf("C%d=%s", j+1, p.URL()))
+		}
+	}
+	for i := range n {
+		region := fmt.Sprintf("C%d", i+1)
+		sp := h.newServer(region+"-S1", region, client[i], monitor[i])
+		sp.args = append(sp.args, "-cluster", region, "-cluster-port", strconv.Itoa(route[i]),
+			"-routes", fmt.Sprintf("nats-route://127.0.0.1:%d", route[i]), "-cluster-advertise", deadAddress,
+			"-gateway", region, "-gateway-port", strconv.Itoa(gateway[i]), "-gateway-advertise", deadAddress,
+			"-gateways", strings.Join(gateways[i], ","))
+	}
+	if err := h.startAll(); err != nil {
+		return err
+	}
+	return h.awaitFormed()
+}
+
+// awaitFormed waits until every server of a supercluster has its outbound
+// gateways and knows the same JetStream meta leader of every server, as
+// their monitoring endpoints say: until then, creating the bucket would
+// only time out.
+func (h *harness) awaitFormed() error {
+	deadline := time.Now().Add(startTimeout)
+	for !h.formed() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the supercluster did not form within %v", startTimeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// formed reports whether the supercluster has formed (see awaitFormed).
+func (h *harness) formed() bool {
+	client := http.Client{Timeout: 2 * time.Second}
+	get := func(sp *serverProc, path string, into any) bool {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", sp.monitor, path))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(into) == nil
+	}
+	leader := ""
+	for _, sp := range h.servers {
+		var gw server.Gatewayz
+		var js server.JSInfo
+		if !get(sp, "/gatewayz", &gw) || len(gw.OutboundGateways) != len(h.servers)-1 ||
+			!get(sp, "/jsz", &js) || js.Meta == nil || js.Meta.Leader == "" || js.Meta.Size != len(h.servers) ||
+			leader != "" && js.Meta.Leader != leader {
+			return false
+		}
+		leader = js.Meta.Leader
+	}
+	return true
+}
+
+// startLeaf starts the hub and the leaf of -leaf (see startTopology).
+func (h *harness) startLeaf() error {
+	ports, err := embedded.FreePorts(5) // two client ports, the hub's leaf port, two monitoring ports
+	if err != nil {
+		return err
+	}
+	p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", ports[2]))
+	if err != nil {
+		return err
+	}
+	h.routes[[2]int{1, 0}] = p
+	hub := h.newServer("hub", "hub", ports[0], ports[3])
+	hub.args = append(hub.args, "-domain", "hub", "-leaf-port", strconv.Itoa(ports[2]))
+	leaf := h.newServer("leaf", "leaf", ports[1], ports[4])
+	// A leaf link notices a silent cut only by missed pings, at the leaf
+	// server's ping interval (2 minutes by default): until then every
+	// request to the hub times out rather than failing at once, and the
+	// link comes back only after the leaf has dropped it. A ping a TTL
+	// keeps that within a few TTLs, as docs/topologies.md advises.
+	leaf.args = append(leaf.args, "-domain", "leaf", "-ping-interval", h.cfg.ttl.String(),
+		"-leaf-remote", strings.Replace(p.URL(), "nats://", "nats-leaf://", 1))
+	return h.startAll()
+}
+
+// newServer adds a server process of the run to h.servers, with the
+// arguments every server takes.
+func (h *harness) newServer(name, region string, port, monitor int) *serverProc {
+	sp := &serverProc{name: name, region: region, port: port, monitor: monitor}
+	sp.args = []string{"server", "-name", sp.name, "-port", strconv.Itoa(sp.port),
+		"-store", filepath.Join(h.dir, "store-"+sp.name), "-monitor-port", strconv.Itoa(sp.monitor)}
+	if h.cfg.syncAlways {
+		sp.args = append(sp.args, "-sync-always")
+	}
+	h.servers = append(h.servers, sp)
+	return sp
+}
+
+// home returns the server that holds the bucket in -supercluster (C1's)
+// and -leaf (the hub), nil in other modes.
+func (h *harness) home() *serverProc {
+	if !h.cfg.supercluster && !h.cfg.leaf {
+		return nil
+	}
+	return h.servers[0]
+}
+
+// regionForWorker returns the server a new worker connects to: that of
+// the region with the fewest workers, the first of them on a tie. The
+// first workers go to regions 1, 2, 3, 1, …, and a replacement to the
+// region of the worker it replaces.
+func (h *harness) regionForWorker() *serverProc {
+	h.mu.Lock()
+	load := map[string]int{}
+	for _, w := range h.workers {
+		load[w.region]++
+	}
+	h.mu.Unlock()
+	var regions []string
+	for _, sp := range h.servers {
+		regions = append(regions, sp.region)
+	}
+	return h.servers[leastLoaded(regions, load)]
+}
+
+// leastLoaded returns the index of the region with the lowest load, the
+// first of them on a tie.
+func leastLoaded(regions []string, load map[string]int) int {
+	best := 0
+	for i, r := range regions {
+		if load[r] < load[regions[best]] {
+			best = i
+		}
+	}
+	return best
+}
+
+// topologyScenarios are the faults of the links and servers of
+// -supercluster and -leaf. A cut aims at a leader in the region it cuts off
+// (remote-cut, leaf-cut) or on the far side of it (home-cut): it first
+// moves the leadership there (leadFrom), unless the run is a fleet's, whose
+// daemons run in every region anyway.
+func topologyScenarios(ttl time.Duration) []scenario {
+	least, most := 2*ttl, 4*ttl
+	region := func(i int) func(*harness) *serverProc { return func(h *harness) *serverProc { return h.servers[i] } }
+	cut := func(name, mode string, leader, cut func(*harness) *serverProc, how string, fault func(*faultproxy.Proxy)) scenario {
+		return scenario{name: name, mode: mode,
+			prepare: func(ctx context.Context, h *harness, l *workerProc) error { return h.leadFrom(ctx, l, leader(h), ttl) },
+			inject: func(ctx context.Context, h *harness, _ *workerProc) error {
+				return h.isolate(ctx, cut(h), how, fault, least, most)
+			}}
+	}
+	return []scenario{
+		cut("remote-cut", "supercluster", region(1), region(1), "blackhole", (*faultproxy.Proxy).Blackhole),
+		cut("remote-cut-loud", "supercluster", region(2), region(2), "loud", (*faultproxy.Proxy).Refuse),
+		cut("home-cut", "supercluster", region(1), region(0), "blackhole", (*faultproxy.Proxy).Blackhole),
+		cut("home-cut-loud", "supercluster", region(2), region(0), "loud", (*faultproxy.Proxy).Refuse),
+		{name: "gateway-delay", mode: "supercluster", inject: func(_ context.Context, h *harness, _ *workerProc) error {
+			h.rec.record(Event{Kind: "link-delay", Cause: gatewayDelay.String()})
+			for _, p := range h.routes {
+				p.Delay(gatewayDelay)
+			}
+			time.Sleep(gatewayDelayFor)
+			for _, p := range h.routes {
+				p.Heal()
+			}
+			h.rec.record(Event{Kind: "link-heal"})
+			return nil
+		}},
+		{name: "home-server-restart", mode: "supercluster", inject: func(_ context.Context, h *harness, _ *workerProc) error {
+			return h.down(h.home(), ttl)
+		}},
+		cut("leaf-cut", "leaf", region(1), region(1), "blackhole", (*faultproxy.Proxy).Blackhole),
+		cut("leaf-cut-loud", "leaf", region(1), region(1), "loud", (*faultproxy.Proxy).Refuse),
+		{name: "leaf-server-kill", mode: "leaf",
+			prepare: func(ctx context.Context, h *harness, l *workerProc) error {
+				return h.leadFrom(ctx, l, h.servers[1], ttl)
+			},
+			inject: func(_ context.Context, h *harness, _ *workerProc) error {
+				return h.down(h.servers[1], least)
+			}},
+	}
+}
+
+// leadFrom makes a worker of sp's region lead, if l is not one: it pauses
+// (SIGSTOP) every worker of the other regions until one of sp's wins, or 4
+// TTLs pass, then resumes them. A fleet run, and a region without workers
+// (-workers below the regions), are left as they are.
+func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *serverProc, ttl time.Duration) error {
+	if h.cfg.fleet || l.region == sp.region {
+		return nil
+	}
+	h.mu.Lock()
+	var others []*workerProc
+	for _, w := range h.workers {
+		if w.region != sp.region {
+			others = append(others, w)
+		}
+	}
+	none := len(others) == len(h.workers)
+	h.mu.Unlock()
+	if none { // fewer workers than regions: the fault goes ahead as it is
+		h.rec.record(Event{Kind: "skipped", Target: sp.region, Cause: "no worker in the region to lead from"})
+		return nil
+	}
+	h.drainWins()
+	for _, w := range others {
+		h.rec.record(Event{Kind: "pause", Target: w.name, PID: w.cmd.Process.Pid})
+		w.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+	wait, cancel := context.WithTimeout(ctx, 4*ttl)
+	defer cancel()
+	won := false
+	for !won {
+		ev, ok := h.nextWin(wait)
+		if !ok {
+			break
+		}
+		h.mu.Lock()
+		w := h.workers[ev.Worker]
+		won = w != nil && w.region == sp.region
+		h.mu.Unlock()
+	}
+	for _, w := range others {
+		w.cmd.Process.Signal(syscall.SIGCONT)
+		h.rec.record(Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
+	}
+	if !won {
+		return fmt.Errorf("no worker of %s won within %v while the others were paused", sp.region, 4*ttl)
+	}
+	return nil
+}
+
+// isolate applies fault to every link to and from sp's region, and heals
+// them once a leader has been announced since and least has passed, or
+// once most has passed (as cutOff does for a worker's connections). The
+// cut is recorded once the fault is in place and its end before the heal,
+// so that every write sent within the record crossed a cut link (the
+// checker's "leaders across a cut", checkCuts).
+func (h *harness) isolate(ctx context.Context, sp *serverProc, how string, fault func(*faultproxy.Proxy), least, most time.Duration) error {
+	start := time.Now()
+	i := slices.Index(h.servers, sp)
+	for pair, p := range h.routes {
+		if pair[0] == i || pair[1] == i {
+			fault(p)
+		}
+	}
+	h.rec.record(Event{Kind: "region-cut", Target: sp.region, Cause: how})
+	wait, cancel := context.WithTimeout(ctx, most)
+	defer cancel()
+	if _, won := h.nextWin(wait); won {
+		time.Sleep(time.Until(start.Add(least)))
+	}
+	h.rec.record(Event{Kind: "region-heal", Target: sp.region})
+	for _, p := range h.routes {
+		p.Heal()
+	}
+	return nil
+}
+
+// down SIGKILLs sp, keeps it down for d, and restarts it; the checker
+// counts its region as cut off ("down") until the restart, and nobody as
+// able to lead if sp is the bucket's home.
+func (h *harness) down(sp *serverProc, d time.Duration) error {
+	h.killServer(sp)
+	h.rec.record(Event{Kind: "region-cut", Target: sp.region, Cause: "down"})
+	time.Sleep(d)
+	h.rec.record(Event{Kind: "region-heal", Target: sp.region})
+	return h.startServer(sp)
+}
