@@ -97,5 +97,4 @@ func cause(err error) string {
 		return "no JetStream answered: enable JetStream for this account, or, through a leaf node, give the hub's --js-domain"
 	}
 	return natscause.Explain(err)
-	return ""
 }
