@@ -54,9 +54,10 @@ candidate shows as NAME@CLUSTER, the cluster its connection was on when it
 started (run, sidecar and the demo publish it in their metadata under
 "cluster"), and a warning line follows the table for each candidate outside
 the bucket's cluster, such as
-  warning: key job: w3 (cluster C3) leads only while cluster C1 is reachable
-since a bucket lives in one cluster and a leader must renew there. On a
-lone server none of this shows.
+  warning: key job: w3 (cluster C3, round trip 52.4ms) leads only while cluster C1 is reachable
+since a bucket lives in one cluster and a leader must renew there; the
+round trip is the slowest of the candidate's recent ones to the bucket, as
+its record says. On a lone server none of this shows.
 
 If the bucket holds a fleet (election agent), its nodes and daemons are
 listed instead of their keys: each node's age, capacity, daemons running
@@ -93,7 +94,8 @@ and, without --watch, a last line
   {"bucket":"B","watchers":3}
 with "cluster":"C1" when the bucket lives in a cluster, in which case the
 leader lines also give "bucket_cluster", the leader's "cluster",
-"candidate_clusters" (name to cluster) and the "warnings". With --mirror,
+"candidate_clusters" (name to cluster) and the "warnings"; they give
+"candidate_round_trips_ms" (name to milliseconds) always. With --mirror,
 every line has "authoritative":false and "mirror":"M", each --watch line
 also the mirror's "lag_messages" and "heard_seconds_ago", and the last line
 is instead
@@ -364,6 +366,9 @@ type leaderJSON struct {
 	Cluster           string            `json:"cluster,omitempty"`
 	CandidateClusters map[string]string `json:"candidate_clusters,omitempty"`
 	Warnings          []string          `json:"warnings,omitempty"`
+	// Without --watch: each candidate's slowest recent round trip to the
+	// bucket, by name, as its record says (election.Candidate.RoundTrip).
+	RoundTripsMS map[string]float64 `json:"candidate_round_trips_ms,omitempty"`
 }
 
 // withPriorities returns the candidates' names, each followed by ":N" when
@@ -420,6 +425,14 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenu
 				j.Token, j.Since = t.token, &since
 			}
 			j.Candidates = names(candidates[l.Key])
+			for _, c := range candidates[l.Key] {
+				if c.RoundTrip > 0 {
+					if j.RoundTripsMS == nil {
+						j.RoundTripsMS = map[string]float64{}
+					}
+					j.RoundTripsMS[c.Name] = float64(c.RoundTrip.Microseconds()) / 1000
+				}
+			}
 			if topo.shown {
 				j.BucketCluster = topo.cluster
 				j.Cluster = clusterOfCandidate(candidates[l.Key], l.Name)
@@ -595,7 +608,11 @@ func (t topology) warnings(key, leader string, candidates []election.Candidate) 
 		if c.Name == leader {
 			verb = "leads"
 		}
-		out = append(out, fmt.Sprintf("key %s: %s (cluster %s) %s only while cluster %s is reachable", key, c.Name, cluster, verb, t.cluster))
+		where := "cluster " + cluster
+		if c.RoundTrip > 0 {
+			where += ", round trip " + c.RoundTrip.Round(time.Millisecond/10).String()
+		}
+		out = append(out, fmt.Sprintf("key %s: %s (%s) %s only while cluster %s is reachable", key, c.Name, where, verb, t.cluster))
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"maps"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +16,8 @@ import (
 // of three servers named kvelect, a candidate that says it is in cluster C3
 // (as one connected to another cluster of a supercluster would) and an
 // election run process, which publishes the cluster its connection is on:
-// status names the bucket's cluster and each candidate's, and warns that
-// the leader in C3 leads only while kvelect is reachable.
+// status names the bucket's cluster, each candidate's and its round trip,
+// and warns that the leader in C3 leads only while kvelect is reachable.
 func TestStatusShowsTheClustersAndWarnsOfCandidatesOutside(t *testing.T) {
 	bin := buildElection(t)
 	nodes := testenv.Cluster(t)
@@ -38,12 +39,13 @@ func TestStatusShowsTheClustersAndWarnsOfCandidatesOutside(t *testing.T) {
 		if err := json.Unmarshal([]byte(first), &l); err != nil {
 			t.Fatalf("status --json line %q: %v", first, err)
 		}
-		return stdout, l.CandidateClusters["r1"] != ""
+		return stdout, l.CandidateClusters["r1"] != "" && l.RoundTripsMS["r1"] > 0 && l.RoundTripsMS["w3"] > 0
 	})
+	outside := regexp.MustCompile(`^key job: w3 \(cluster C3, round trip [0-9.]+[µm]?s\) leads only while cluster kvelect is reachable$`)
 	want := map[string]string{"r1": "kvelect", "w3": "C3"}
 	if l.Leader != "w3" || l.BucketCluster != "kvelect" || l.Cluster != "C3" || !maps.Equal(l.CandidateClusters, want) ||
-		len(l.Warnings) != 1 || l.Warnings[0] != "key job: w3 (cluster C3) leads only while cluster kvelect is reachable" {
-		t.Errorf("status --json: %+v; want leader w3 in C3, bucket in kvelect, candidates %v, and one warning for w3", l, want)
+		len(l.Warnings) != 1 || !outside.MatchString(l.Warnings[0]) {
+		t.Errorf("status --json: %+v; want leader w3 in C3, bucket in kvelect, candidates %v, and one warning for w3 with its round trip", l, want)
 	}
 
 	code, stdout, stderr := runCLI(t, "status", "-s", url, "--bucket", "E")
@@ -54,7 +56,7 @@ func TestStatusShowsTheClustersAndWarnsOfCandidatesOutside(t *testing.T) {
 		`^bucket E lives in cluster kvelect$`,
 		`^KEY +LEADER +TOKEN +SINCE +REVISION +AGE +CANDIDATES$`,
 		`^job +w3 +- +- +\d+ +\d+(\.\d+)?m?s +(w3@C3,r1@kvelect|r1@kvelect,w3@C3)$`,
-		`^warning: key job: w3 \(cluster C3\) leads only while cluster kvelect is reachable$`,
+		`^warning: key job: w3 \(cluster C3, round trip [0-9.]+[µm]?s\) leads only while cluster kvelect is reachable$`,
 		`^watchers \(processes\): \d+$`)
 
 	code, stdout, stderr = runCLI(t, "status", "-s", url, "--bucket", "E", "--json")
