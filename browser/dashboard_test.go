@@ -83,19 +83,24 @@ func awaitLeader(t *testing.T, elections ...*election.Election) *election.Electi
 	})
 }
 
-// TestDashboardInAHeadlessBrowser loads the dashboard in Chromium: it lists
-// the keys with their leaders and the tokens the history recorded, shows a
-// transfer without a reload, draws a key's holders on its timeline, and
-// shows the fleet's nodes and daemons (not as keys), a daemon that runs
-// nowhere standing out.
-func TestDashboardInAHeadlessBrowser(t *testing.T) {
-	browserPath := chromium(t)
+// electionBinary builds the election command, in the library's module with
+// its dependencies, and returns the binary's path.
+func electionBinary(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "election")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/election")
-	build.Dir = ".." // in the library's module, with its dependencies
+	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// serveBucket starts a NATS server for the test with the election bucket
+// DASH (keys expiring after 2s) and its history, and returns the server's
+// URL, a JetStream connection to it and the bucket.
+func serveBucket(t *testing.T) (string, jetstream.JetStream, jetstream.KeyValue) {
+	t.Helper()
 	s, err := embedded.Server(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +120,67 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 	if _, err := history.Create(ctx, js, "DASH", 0); err != nil {
 		t.Fatal(err)
 	}
-	a, b := candidate(t, s.ClientURL(), "DASH", "scheduler", "node-a"), candidate(t, s.ClientURL(), "DASH", "scheduler", "node-b")
-	c := candidate(t, s.ClientURL(), "DASH", "compactor", "node-c")
+	return s.ClientURL(), js, kv
+}
+
+// openDashboard runs bin's dashboard with flags (which name the server and
+// the bucket) on a free port until the test ends, waits until it serves,
+// and loads its page in a headless browserPath. It returns the page's
+// context, each wait on it bounded by timeout, and what the dashboard has
+// logged, for failures.
+func openDashboard(t *testing.T, browserPath, bin string, flags ...string) (context.Context, *strings.Builder) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dash := exec.Command(bin, append([]string{"dashboard", "--listen", addr}, flags...)...)
+	dash.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
+	logged := new(strings.Builder)
+	dash.Stderr = logged
+	if err := dash.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dash.Process.Signal(os.Interrupt)
+		dash.Wait()
+	})
+	page := "http://" + addr + "/"
+	testenv.Eventually(t, "the dashboard serving "+page, timeout, func() bool {
+		res, err := http.Get(page)
+		if err == nil {
+			res.Body.Close()
+		}
+		return err == nil
+	})
+
+	allocCtx, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browserPath), chromedp.NoSandbox, chromedp.WindowSize(1280, 800))...)
+	t.Cleanup(cancel)
+	browserCtx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(browserCtx, chromedp.Navigate(page)); err != nil { // the first call starts the browser: no timeout on it
+		t.Fatalf("loading the page: %v", err)
+	}
+	waitCtx, cancel := context.WithTimeout(browserCtx, timeout)
+	t.Cleanup(cancel)
+	return waitCtx, logged
+}
+
+// TestDashboardInAHeadlessBrowser loads the dashboard in Chromium: it lists
+// the keys with their leaders and the tokens the history recorded, shows a
+// transfer without a reload, draws a key's holders on its timeline, and
+// shows the fleet's nodes and daemons (not as keys), a daemon that runs
+// nowhere standing out.
+func TestDashboardInAHeadlessBrowser(t *testing.T) {
+	browserPath := chromium(t)
+	bin := electionBinary(t)
+	url, _, kv := serveBucket(t)
+	ctx := context.Background()
+	a, b := candidate(t, url, "DASH", "scheduler", "node-a"), candidate(t, url, "DASH", "scheduler", "node-b")
+	c := candidate(t, url, "DASH", "compactor", "node-c")
 	first := awaitLeader(t, a, b)
 	other := a
 	if first == a {
@@ -147,42 +211,7 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 	t.Cleanup(func() { ghost.Stop(); <-ghostDone })
 	awaitLeader(t, ghost)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dash := exec.Command(bin, "dashboard", "--listen", addr, "-s", s.ClientURL(), "--bucket", "DASH")
-	dash.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
-	var logged strings.Builder
-	dash.Stderr = &logged
-	if err := dash.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		dash.Process.Signal(os.Interrupt)
-		dash.Wait()
-	})
-	page := "http://" + addr + "/"
-	testenv.Eventually(t, "the dashboard serving "+page, timeout, func() bool {
-		res, err := http.Get(page)
-		if err == nil {
-			res.Body.Close()
-		}
-		return err == nil
-	})
-
-	allocCtx, cancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browserPath), chromedp.NoSandbox, chromedp.WindowSize(1280, 800))...)
-	defer cancel()
-	browserCtx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	if err := chromedp.Do(browserCtx, chromedp.Navigate(page)); err != nil { // the first call starts the browser: no timeout on it
-		t.Fatalf("loading the page: %v", err)
-	}
-	waitCtx, cancel := context.WithTimeout(browserCtx, timeout)
-	defer cancel()
+	waitCtx, logged := openDashboard(t, browserPath, bin, "-s", url, "--bucket", "DASH")
 
 	row := func(key string) string { return fmt.Sprintf(`#keys tbody tr[data-key=%q]`, key) }
 	leaderCell := func(key string) string { return row(key) + " td:nth-child(2)" }

@@ -12,6 +12,30 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// exampleBucket connects to the examples' server and creates and opens the
+// election bucket name there, as ExampleJoin does step by step, for the
+// examples whose point is elsewhere. closeBucket closes the bucket, then the
+// connection.
+func exampleBucket(ctx context.Context, name string) (b *election.Bucket, closeBucket func()) {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: name, TTL: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err = election.OpenBucket(ctx, kv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return b, func() {
+		b.Close()
+		nc.Close()
+	}
+}
+
 // Each replica of a service joins the fleet under its own name with the
 // daemons it can run; the fleet runs each daemon on exactly one live
 // replica, spread over them, and moves it when its replica leaves or dies.
@@ -59,23 +83,10 @@ func ExampleJoin() {
 // WatchMembers reports the fleet's nodes as they join and leave, to any
 // process.
 func ExampleWatchMembers() {
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "FLEET_MEMBERS", TTL: 10 * time.Second})
-	if err != nil {
-		log.Fatal(err)
-	}
-	b, err := election.OpenBucket(ctx, kv)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer b.Close()
+	b, closeBucket := exampleBucket(ctx, "FLEET_MEMBERS") // as in ExampleJoin
+	defer closeBucket()
 	events, err := fleet.WatchMembers(ctx, b)
 	if err != nil {
 		log.Fatal(err)
@@ -100,22 +111,9 @@ func ExampleWatchMembers() {
 // standby node hands its daemons back when a primary node joins; without
 // it, they stay on the standby until its node leaves.
 func ExampleConfig_priority() {
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	kv, err := election.CreateBucket(ctx, js, election.BucketConfig{Name: "FLEET_PRIORITY", TTL: 10 * time.Second})
-	if err != nil {
-		log.Fatal(err)
-	}
-	b, err := election.OpenBucket(ctx, kv)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer b.Close()
+	b, closeBucket := exampleBucket(ctx, "FLEET_PRIORITY") // as in ExampleJoin
+	defer closeBucket()
 
 	runs := make(chan string, 3)
 	relay := func(node string) []fleet.Daemon {

@@ -37,7 +37,13 @@ func serveDashboard(t testing.TB, url, bucket string) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDashboard(b, js, bucket)
+	return serveFollowing(t, newDashboard(b, js, bucket))
+}
+
+// serveFollowing serves d, following the bucket's changes, until the test
+// ends; then it stops both and closes d's bucket.
+func serveFollowing(t testing.TB, d *dashboard) *httptest.Server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	followed := make(chan struct{})
 	go func() { defer close(followed); d.follow(ctx) }()
@@ -47,7 +53,7 @@ func serveDashboard(t testing.TB, url, bucket string) *httptest.Server {
 		srv.Close()
 		cancel()
 		<-followed
-		b.Close()
+		d.bucket.Close()
 	})
 	return srv
 }

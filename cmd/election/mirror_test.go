@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"net/http/httptest"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,15 +21,24 @@ func mirrorOf(t *testing.T, js jetstream.JetStream, name, bucket string, ttl tim
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: name, TTL: ttl, Mirror: &jetstream.StreamSource{Name: bucket}})
 }
 
-// mirrorLabel matches the first line of status --mirror M of bucket B.
-const mirrorLabel = `^from mirror EM of bucket E: not authoritative, may be stale; lag \d+ messages, last heard from bucket E \d+(\.\d+)?[mµn]?s ago$`
-
-func TestStatusReadsAMirrorAndSaysItIsNotAuthoritative(t *testing.T) {
+// bucketAndMirror starts a server with bucket E (keys expiring after 2s)
+// and EM, a mirror of E with the same TTL, and returns the server's URL and
+// a JetStream connection to it.
+func bucketAndMirror(t *testing.T) (string, jetstream.JetStream) {
+	t.Helper()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
 	mirrorOf(t, js, "EM", "E", 2*time.Second)
+	return url, js
+}
+
+// mirrorLabel matches the first line of status --mirror M of bucket B.
+const mirrorLabel = `^from mirror EM of bucket E: not authoritative, may be stale; lag \d+ messages, last heard from bucket E \d+(\.\d+)?[mµn]?s ago$`
+
+func TestStatusReadsAMirrorAndSaysItIsNotAuthoritative(t *testing.T) {
+	url, js := bucketAndMirror(t)
 	mirrorOf(t, js, "EF", "E", 0) // keeps keys forever: status takes E's TTL
 	job := candidates(t, url, "E", "job", "node0", "node1")
 	leader := waitLeader(t, job)
@@ -125,10 +129,7 @@ func TestStatusMirrorErrorsNameBothBuckets(t *testing.T) {
 // TestMirrorIsReadOnly: what reads a mirror cannot write through it, nor
 // take a Get of it for the truth.
 func TestMirrorIsReadOnly(t *testing.T) {
-	s := testenv.Server(t)
-	_, js := testenv.Connect(t, s.ClientURL())
-	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
-	mirrorOf(t, js, "EM", "E", 2*time.Second)
+	_, js := bucketAndMirror(t)
 	ctx := context.Background()
 	src, err := openObserved(ctx, js, "E", "EM")
 	if err != nil {
@@ -160,60 +161,21 @@ func TestMirrorIsReadOnly(t *testing.T) {
 
 func TestStatusWatchOverAMirrorShowsItsLag(t *testing.T) {
 	bin := buildElection(t)
-	s := testenv.Server(t)
-	url := s.ClientURL()
-	_, js := testenv.Connect(t, url)
-	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
-	mirrorOf(t, js, "EM", "E", 2*time.Second)
+	url, _ := bucketAndMirror(t)
 	elections := candidates(t, url, "E", "job", "node0", "node1")
 	first := waitLeader(t, elections)
 
-	cmd := exec.Command(bin, "status", "-s", url, "--bucket", "E", "--mirror", "EM", "--key", "job", "--watch")
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	next := func() string {
-		t.Helper()
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("status --watch --mirror ended its output; stderr %q", stderr.String())
-			}
-			return line
-		case <-time.After(pollTimeout):
-			t.Fatalf("no line from status --watch --mirror after %v", pollTimeout)
-		}
-		return ""
-	}
-	if line := next(); line != "from mirror EM of bucket E: not authoritative, may be stale" {
+	watch := startWatched(t, "status --watch --mirror", bin, "status", "-s", url, "--bucket", "E", "--mirror", "EM", "--key", "job", "--watch")
+	if line := watch.next(t); line != "from mirror EM of bucket E: not authoritative, may be stale" {
 		t.Fatalf("first line %q, want the mirror's label", line)
 	}
-	if header := strings.Join(strings.Fields(next()), " "); header != "TIME KEY LEADER REVISION MIRROR" {
+	if header := strings.Join(strings.Fields(watch.next(t)), " "); header != "TIME KEY LEADER REVISION MIRROR" {
 		t.Fatalf("header %q, want TIME KEY LEADER REVISION MIRROR", header)
 	}
 	change := regexp.MustCompile(`^\S+ +job +(\S+) +\S+ +lag \d+ messages, (last heard from bucket E \S+ ago|never heard from bucket E)$`)
 	// The mirror may not have the leader yet: none first, then the leader.
 	for {
-		line := next()
+		line := watch.next(t)
 		m := change.FindStringSubmatch(line)
 		if m == nil {
 			t.Fatalf("line %q does not match %s", line, change)
@@ -225,20 +187,13 @@ func TestStatusWatchOverAMirrorShowsItsLag(t *testing.T) {
 			t.Fatalf("line %q: want none or %s", line, first)
 		}
 	}
-	cmd.Process.Signal(syscall.SIGINT)
-	for range lines {
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("status --watch --mirror after SIGINT: %v, want exit 0; stderr %q", err, stderr.String())
+	if err := watch.interrupt(); err != nil {
+		t.Errorf("status --watch --mirror after SIGINT: %v, want exit 0; stderr %q", err, watch.stderr.String())
 	}
 }
 
 func TestDashboardOverAMirrorSaysItIsNotAuthoritative(t *testing.T) {
-	s := testenv.Server(t)
-	url := s.ClientURL()
-	_, js := testenv.Connect(t, url)
-	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 2 * time.Second})
-	mirrorOf(t, js, "EM", "E", 2*time.Second)
+	url, js := bucketAndMirror(t)
 	leader := waitLeader(t, candidates(t, url, "E", "job", "node0"))
 
 	ctx := context.Background()
@@ -252,17 +207,7 @@ func TestDashboardOverAMirrorSaysItIsNotAuthoritative(t *testing.T) {
 	}
 	d := newDashboard(b, js, "E")
 	d.mirror = src.mirror
-	followCtx, cancel := context.WithCancel(ctx)
-	followed := make(chan struct{})
-	go func() { defer close(followed); d.follow(followCtx) }()
-	srv := httptest.NewServer(d.handler())
-	t.Cleanup(func() {
-		d.close()
-		srv.Close()
-		cancel()
-		<-followed
-		b.Close()
-	})
+	srv := serveFollowing(t, d)
 
 	page := testenv.Poll(t, "the dashboard over the mirror to show job's leader", pollTimeout, func() (keysPage, bool) {
 		var page keysPage

@@ -21,6 +21,70 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// watchedCommand is a run of the election binary whose output a test reads
+// line by line, as it comes.
+type watchedCommand struct {
+	what   string // the command, as failures name it
+	cmd    *exec.Cmd
+	lines  chan string // closed at the end of the output
+	stderr strings.Builder
+}
+
+// startWatched starts bin with args in an environment of its own (no NATS
+// context or configuration of the user's) and reads its output line by
+// line; what names the command in failures. The command is killed at the
+// end of the test if it still runs.
+func startWatched(t *testing.T, what, bin string, args ...string) *watchedCommand {
+	t.Helper()
+	w := &watchedCommand{what: what, cmd: exec.Command(bin, args...), lines: make(chan string, 100)}
+	w.cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
+	stdout, err := w.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cmd.Stderr = &w.stderr
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+	})
+	go func() {
+		defer close(w.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			w.lines <- sc.Text()
+		}
+	}()
+	return w
+}
+
+// next returns the command's next line, failing the test if its output
+// ended or no line came within pollTimeout.
+func (w *watchedCommand) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case line, ok := <-w.lines:
+		if !ok {
+			t.Fatalf("%s ended its output; stderr %q", w.what, w.stderr.String())
+		}
+		return line
+	case <-time.After(pollTimeout):
+		t.Fatalf("no line from %s after %v", w.what, pollTimeout)
+	}
+	return ""
+}
+
+// interrupt sends the command SIGINT, reads its output to the end and
+// returns how it exited: nil for status 0.
+func (w *watchedCommand) interrupt() error {
+	w.cmd.Process.Signal(syscall.SIGINT)
+	for range w.lines {
+	}
+	return w.cmd.Wait()
+}
+
 // TestStatusWatchPrintsChangesUntilSIGINT watches a key while its leader
 // resigns, then interrupts the watch, which must exit 0.
 func TestStatusWatchPrintsChangesUntilSIGINT(t *testing.T) {
@@ -37,41 +101,10 @@ func TestStatusWatchPrintsChangesUntilSIGINT(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	cmd := exec.Command(bin, "status", "-s", url, "--bucket", "E", "--key", "job", "--watch", "--metrics", fmt.Sprintf("127.0.0.1:%d", ports[0]))
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	watch := startWatched(t, "status --watch", bin, "status", "-s", url, "--bucket", "E", "--key", "job", "--watch", "--metrics", fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	next := func() []string {
 		t.Helper()
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("status --watch ended its output; stderr %q", stderr.String())
-			}
-			return strings.Fields(line)
-		case <-time.After(pollTimeout):
-			t.Fatalf("no line from status --watch after %v", pollTimeout)
-			return nil
-		}
+		return strings.Fields(watch.next(t))
 	}
 
 	if header := strings.Join(next(), " "); header != "TIME KEY LEADER REVISION" {
@@ -98,11 +131,8 @@ func TestStatusWatchPrintsChangesUntilSIGINT(t *testing.T) {
 	wantSeries(t, base, `kvelect_election_leader_changes_seen_total{key="job"}`, 1)
 	wantSeries(t, base, `kvelect_election_has_leader{key="job"}`, 1)
 
-	cmd.Process.Signal(syscall.SIGINT)
-	for range lines { // to the end of the output
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("status --watch after SIGINT: %v, want exit 0; stderr %q", err, stderr.String())
+	if err := watch.interrupt(); err != nil {
+		t.Errorf("status --watch after SIGINT: %v, want exit 0; stderr %q", err, watch.stderr.String())
 	}
 }
 
