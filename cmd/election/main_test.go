@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +25,41 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == guard.Command {
 		os.Exit(guard.Main(os.Args[2:], os.Stderr))
 	}
-	testenv.VerifyNoLeaks(m)
+	dir, err := os.MkdirTemp("", "kvelect-cmd-test-")
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	built.dir = dir
+	testenv.VerifyNoLeaks(m, func() { os.RemoveAll(dir) })
+}
+
+// built holds the binaries the tests build, each once for the whole run
+// (building and linking one takes seconds).
+var built struct {
+	dir  string
+	mu   sync.Mutex
+	bins map[string]string // by package
+}
+
+// buildOnce returns the path of pkg's binary, named name, built on the
+// first call for the package.
+func buildOnce(t *testing.T, name, pkg string) string {
+	t.Helper()
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if bin, ok := built.bins[pkg]; ok {
+		return bin
+	}
+	bin := filepath.Join(built.dir, name)
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	if built.bins == nil {
+		built.bins = map[string]string{}
+	}
+	built.bins[pkg] = bin
+	return bin
 }
 
 // TestDemoElectsAndFailsOverOnKeyDelete runs the demo on its embedded server,

@@ -144,13 +144,11 @@ func killStartedCommands(t *testing.T, file string) {
 	})
 }
 
+// buildElection builds this command once for the run, for the tests that
+// run it as a process.
 func buildElection(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "election")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return buildOnce(t, "election", ".")
 }
 
 // TestRunMovesTheCommandBetweenProcesses runs election run in three

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,15 +30,11 @@ import (
 // processes, each carrying its fencing token in its environment, and the
 // tests fail if two tokens ever run at once.
 
-// buildNATSServer builds nats-server, at the version go.mod requires, into
-// the test's temporary directory.
+// buildNATSServer builds nats-server, at the version go.mod requires, once
+// for the run.
 func buildNATSServer(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "nats-server")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput(); err != nil {
-		t.Fatalf("go build nats-server: %v\n%s", err, out)
-	}
-	return bin
+	return buildOnce(t, "nats-server", "github.com/nats-io/nats-server/v2")
 }
 
 // natsProcess is a nats-server process of a test.
