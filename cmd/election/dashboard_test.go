@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -360,10 +359,7 @@ func TestDashboardLogsAsTheOtherCommands(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})
-	bin := filepath.Join(t.TempDir(), "election")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildOnce(t, "election", ".")
 	for format, want := range map[string]*regexp.Regexp{
 		"text": regexp.MustCompile(`^time="\d\d:\d\d:\d\d\.\d{3}" level=info msg="serving the dashboard of bucket ELECTIONS" url="http://127\.0\.0\.1:\d+/"$`),
 		"json": regexp.MustCompile(`^\{"level":"info","msg":"serving the dashboard of bucket ELECTIONS","time":"[^"]+","url":"http://127\.0\.0\.1:\d+/"\}$`),
