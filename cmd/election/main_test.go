@@ -34,6 +34,17 @@ func TestMain(m *testing.M) {
 	testenv.VerifyNoLeaks(m, func() { os.RemoveAll(dir) })
 }
 
+// waitTimeout bounds every wait of the end-to-end tests: for a leader, a
+// failover, a process to exit.
+const waitTimeout = 30 * time.Second
+
+// buildElection builds this command once for the run, for the tests that
+// run it as a process.
+func buildElection(t *testing.T) string {
+	t.Helper()
+	return buildOnce(t, "election", ".")
+}
+
 // built holds the binaries the tests build, each once for the whole run
 // (building and linking one takes seconds).
 var built struct {

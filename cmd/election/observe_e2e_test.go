@@ -3,12 +3,8 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,70 +16,6 @@ import (
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// watchedCommand is a run of the election binary whose output a test reads
-// line by line, as it comes.
-type watchedCommand struct {
-	what   string // the command, as failures name it
-	cmd    *exec.Cmd
-	lines  chan string // closed at the end of the output
-	stderr strings.Builder
-}
-
-// startWatched starts bin with args in an environment of its own (no NATS
-// context or configuration of the user's) and reads its output line by
-// line; what names the command in failures. The command is killed at the
-// end of the test if it still runs.
-func startWatched(t *testing.T, what, bin string, args ...string) *watchedCommand {
-	t.Helper()
-	w := &watchedCommand{what: what, cmd: exec.Command(bin, args...), lines: make(chan string, 100)}
-	w.cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
-	stdout, err := w.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.cmd.Stderr = &w.stderr
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		w.cmd.Process.Kill()
-		w.cmd.Wait()
-	})
-	go func() {
-		defer close(w.lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			w.lines <- sc.Text()
-		}
-	}()
-	return w
-}
-
-// next returns the command's next line, failing the test if its output
-// ended or no line came within pollTimeout.
-func (w *watchedCommand) next(t *testing.T) string {
-	t.Helper()
-	select {
-	case line, ok := <-w.lines:
-		if !ok {
-			t.Fatalf("%s ended its output; stderr %q", w.what, w.stderr.String())
-		}
-		return line
-	case <-time.After(pollTimeout):
-		t.Fatalf("no line from %s after %v", w.what, pollTimeout)
-	}
-	return ""
-}
-
-// interrupt sends the command SIGINT, reads its output to the end and
-// returns how it exited: nil for status 0.
-func (w *watchedCommand) interrupt() error {
-	w.cmd.Process.Signal(syscall.SIGINT)
-	for range w.lines {
-	}
-	return w.cmd.Wait()
-}
 
 // TestStatusWatchPrintsChangesUntilSIGINT watches a key while its leader
 // resigns, then interrupts the watch, which must exit 0.
@@ -177,19 +109,6 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 		t.Errorf("/healthz still answers after election run exited")
 	}
 	wantLogged(t, d.logged(t), "serving /metrics and /healthz")
-}
-
-// get returns the status and body of a GET of url, on a connection of its
-// own: none is left open for the leak check.
-func get(url string) (int, string, error) {
-	client := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
 }
 
 // wantBuildInfo fails the test unless the /metrics of base has

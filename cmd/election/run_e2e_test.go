@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,10 +16,6 @@ import (
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// waitTimeout bounds every wait of the end-to-end tests: for a leader, a
-// failover, a process to exit.
-const waitTimeout = 30 * time.Second
 
 // start is one start of the command, as the command itself recorded it.
 type start struct {
@@ -65,70 +60,6 @@ func waitDead(t *testing.T, pid int) {
 	testenv.Eventually(t, fmt.Sprintf("process %d to exit", pid), waitTimeout, func() bool { return !testenv.Alive(pid) })
 }
 
-// daemon is an election run process.
-type daemon struct {
-	cmd  *exec.Cmd
-	log  string        // its stderr and its command's output
-	done chan struct{} // closed when it has exited
-	code int           // its exit code, once done
-}
-
-// startDaemon starts bin run with args, and kills it when the test ends if
-// it still runs.
-func startDaemon(t *testing.T, bin, name string, args ...string) *daemon {
-	t.Helper()
-	return startProcess(t, bin, name, append([]string{"run", "--name", name, "--log-format", "json"}, args...)...)
-}
-
-// startProcess starts bin with args, its output logged to a file named
-// after name, and kills it when the test ends if it still runs.
-func startProcess(t *testing.T, bin, name string, args ...string) *daemon {
-	t.Helper()
-	dir := t.TempDir()
-	logFile, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	d := &daemon{cmd: exec.Command(bin, args...), log: logFile.Name(), done: make(chan struct{})}
-	d.cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir, "NATS_URL=", "NATS_CONTEXT=")
-	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		d.cmd.Wait()
-		d.code = d.cmd.ProcessState.ExitCode()
-		close(d.done)
-	}()
-	t.Cleanup(func() {
-		d.cmd.Process.Kill()
-		<-d.done
-	})
-	return d
-}
-
-// wait waits for the daemon to exit and returns its exit code.
-func (d *daemon) wait(t *testing.T) int {
-	t.Helper()
-	select {
-	case <-d.done:
-		return d.code
-	case <-time.After(waitTimeout):
-		t.Fatalf("election run still runs after %v", waitTimeout)
-		return 0
-	}
-}
-
-func (d *daemon) logged(t *testing.T) string {
-	t.Helper()
-	data, err := os.ReadFile(d.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
-}
-
 // killStartedCommands kills, when the test ends, every command recorded in
 // file that still runs, so that no test leaves processes behind even if
 // election run failed to stop them (the test then fails on waitDead first).
@@ -142,13 +73,6 @@ func killStartedCommands(t *testing.T, file string) {
 			}
 		}
 	})
-}
-
-// buildElection builds this command once for the run, for the tests that
-// run it as a process.
-func buildElection(t *testing.T) string {
-	t.Helper()
-	return buildOnce(t, "election", ".")
 }
 
 // TestRunMovesTheCommandBetweenProcesses runs election run in three
