@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command chaos is a fault-injection harness for the election library. It
 // runs campaigners as separate processes against nats-server processes (one,
 // or three clustered), injects faults, records every process's history on
