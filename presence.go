@@ -36,7 +36,7 @@ type Candidate struct {
 	Since time.Time
 	// Metadata is what the candidate published with WithMetadata.
 	Metadata map[string]string
-	// RoundTrip is the slowest of the candidate's recent round trips to the
+	// RoundTrip is the median of the candidate's recent round trips to the
 	// bucket's stream leader (its last 16 KV calls), as of its latest
 	// record: a candidate in another region than the bucket shows it. 0
 	// before it measured any.
@@ -49,7 +49,7 @@ type candidateRecord struct {
 	Priority int               `json:"priority"`
 	Since    time.Time         `json:"since"`
 	Metadata map[string]string `json:"metadata,omitempty"`
-	// RoundTripMS is the slowest of the candidate's recent round trips to
+	// RoundTripMS is the median of the candidate's recent round trips to
 	// the bucket, in milliseconds.
 	RoundTripMS float64 `json:"round_trip_ms,omitempty"`
 }
@@ -181,7 +181,7 @@ func (c *campaigner) present(ctx context.Context) {
 		c.mu.Lock()
 		metadata := c.metadata
 		c.mu.Unlock()
-		rtt := float64(c.rtt.worst()) / float64(time.Millisecond)
+		rtt := float64(c.rtt.median()) / float64(time.Millisecond)
 		value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt})
 		if err != nil {
 			c.log.Error("encoding the candidate record", "error", err)

@@ -2,6 +2,7 @@ package election
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -9,22 +10,25 @@ import (
 // Every KV call the election makes that reaches the server (a claim, a
 // renewal, a vouch, a candidate record) is also a measure of the round trip
 // to the bucket's stream leader, which across regions or over a leaf link is
-// tens to hundreds of milliseconds instead of one. Two timings follow it:
+// tens to hundreds of milliseconds instead of one. The election keeps the
+// median of its last 16: a steady distance shows in it, a fault's spike
+// does not. Two timings follow it:
 //
 //   - the vouch window: after a removal, candidates wait for the old
 //     leader's vouch (one watch event and one compare-and-set from its side,
 //     about 1.5 of its round trips) before claiming; claiming sooner
 //     pre-empts the vouch and costs a TTL of waiting. The window is three of
-//     the slowest recent round trips among the key's live candidates (each
+//     the longest round trip among the key's live candidates (each
 //     publishes its own in its record), at least the TTL-derived floor, at
 //     most a quarter of the TTL, where waiting would cost about as much as
-//     the vouch saves;
-//   - a warning when a round trip exceeds a quarter of the renewal window
+//     the vouch saves; a removal with no vouch to come (the leader cut off)
+//     costs the window on top of the TTL;
+//   - a warning when the round trip exceeds a quarter of the renewal window
 //     ((TTL − interval)/2, an eighth of the TTL at the default interval):
 //     then fewer than four tries of a renewal fit before the validity
 //     deadline, and one late acknowledgement ends leadership for nothing.
-//     The rule of docs/topologies.md follows: TTL ≥ 32 × the p99 round trip
-//     at the default interval.
+//     The rule of docs/topologies.md follows: TTL ≥ 32 × the round trip at
+//     the default interval.
 //
 // Round trips never bear on safety: validity counts from when a write was
 // sent, and the key's TTL from when the server stored it, later.
@@ -38,49 +42,54 @@ const roundTripWarnEvery = 10 * time.Minute
 // roundTrips holds an election's recent round trips to the bucket.
 type roundTrips struct {
 	mu       sync.Mutex
-	samples  [roundTripSamples]time.Duration
-	next     int
+	samples  []time.Duration // the latest, oldest first
 	warnedAt time.Time
 }
 
-// observe records d and reports whether it calls for a warning: it exceeds
-// budget and none was given within roundTripWarnEvery.
+// observe records d and reports whether the round trip now calls for a
+// warning: it exceeds budget and none was given within roundTripWarnEvery.
 func (r *roundTrips) observe(d, budget time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.samples[r.next%roundTripSamples] = d
-	r.next++
-	if d <= budget || (!r.warnedAt.IsZero() && time.Since(r.warnedAt) < roundTripWarnEvery) {
+	if len(r.samples) == roundTripSamples {
+		r.samples = r.samples[1:]
+	}
+	r.samples = append(r.samples, d)
+	if r.medianLocked() <= budget || (!r.warnedAt.IsZero() && time.Since(r.warnedAt) < roundTripWarnEvery) {
 		return false
 	}
 	r.warnedAt = time.Now()
 	return true
 }
 
-// worst returns the slowest of the recent round trips, 0 before any.
-func (r *roundTrips) worst() time.Duration {
+// median returns the median of the recent round trips, 0 before any.
+func (r *roundTrips) median() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var w time.Duration
-	for _, d := range r.samples {
-		w = max(w, d)
+	return r.medianLocked()
+}
+
+func (r *roundTrips) medianLocked() time.Duration {
+	if len(r.samples) == 0 {
+		return 0
 	}
-	return w
+	sorted := slices.Sorted(slices.Values(r.samples))
+	return sorted[len(sorted)/2]
 }
 
 // roundTrip records the round trip of a KV call sent at sent that returned
 // err, if it reached the server (it succeeded or was refused), and warns
-// when it is too long for the TTL.
+// when the round trip is too long for the TTL.
 func (c *campaigner) roundTrip(sent time.Time, err error) {
 	if err != nil && !isCASConflict(err) {
 		return // a timeout or a broken connection measures nothing
 	}
 	d := time.Since(sent)
-	budget := c.timing.renewRetry
-	if c.rtt.observe(d, budget) {
+	if c.rtt.observe(d, c.timing.renewRetry) {
+		rtt := c.rtt.median()
 		c.log.Warn("the round trip to the bucket is long for its TTL: fewer than four tries of a renewal fit in the renewal window, so one late acknowledgement can end leadership; use a longer TTL (see docs/topologies.md)",
-			"round_trip", d.Round(time.Millisecond), "ttl", c.timing.ttl, "renewal_window", c.timing.validity-c.timing.interval,
-			"smallest_ttl", suggestedTTL(d, c.timing))
+			"round_trip", rtt.Round(time.Millisecond), "ttl", c.timing.ttl, "renewal_window", c.timing.validity-c.timing.interval,
+			"smallest_ttl", suggestedTTL(rtt, c.timing))
 	}
 }
 
@@ -97,9 +106,9 @@ func suggestedTTL(d time.Duration, t timing) time.Duration {
 // vouchWait is how long after a removal candidates wait for the old
 // leader's vouch before claiming: see the top of this file.
 func (c *campaigner) vouchWait() time.Duration {
-	slowest := c.rtt.worst()
+	longest := c.rtt.median()
 	for _, cand := range c.hub.candidates(c.key, c.timing.ttl) {
-		slowest = max(slowest, cand.RoundTrip)
+		longest = max(longest, cand.RoundTrip)
 	}
-	return min(max(c.timing.vouchFloor, 3*slowest), c.timing.ttl/4)
+	return min(max(c.timing.vouchFloor, 3*longest), c.timing.ttl/4)
 }

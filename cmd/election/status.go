@@ -56,7 +56,7 @@ started (run, sidecar and the demo publish it in their metadata under
 the bucket's cluster, such as
   warning: key job: w3 (cluster C3, round trip 52.4ms) leads only while cluster C1 is reachable
 since a bucket lives in one cluster and a leader must renew there; the
-round trip is the slowest of the candidate's recent ones to the bucket, as
+round trip is the median of the candidate's recent ones to the bucket, as
 its record says. On a lone server none of this shows.
 
 If the bucket holds a fleet (election agent), its nodes and daemons are
@@ -366,7 +366,7 @@ type leaderJSON struct {
 	Cluster           string            `json:"cluster,omitempty"`
 	CandidateClusters map[string]string `json:"candidate_clusters,omitempty"`
 	Warnings          []string          `json:"warnings,omitempty"`
-	// Without --watch: each candidate's slowest recent round trip to the
+	// Without --watch: each candidate's median recent round trip to the
 	// bucket, by name, as its record says (election.Candidate.RoundTrip).
 	RoundTripsMS map[string]float64 `json:"candidate_round_trips_ms,omitempty"`
 }
