@@ -225,13 +225,16 @@ func (c *campaigner) fallbackAt(view *keyView, lost int) time.Time {
 		return now.Add(c.timing.interval)
 	case view.held() && view.seenAt.Add(c.timing.ttl+c.priorityDelay()).After(now):
 		return view.seenAt.Add(c.timing.ttl + c.priorityDelay()) // higher priorities claim first
-	case view.free() && c.claimableAt(view).After(now):
-		return c.claimableAt(view) // a handoff or resignation keeps this node away until then
-	case lost == 0:
-		return now
-	default:
-		return now.Add(c.retryWait(lost))
 	}
+	if view.free() {
+		if at := c.claimableAt(view); at.After(now) {
+			return at // a handoff or resignation keeps this node away until then
+		}
+	}
+	if lost == 0 {
+		return now
+	}
+	return now.Add(c.retryWait(lost))
 }
 
 // canClaim reports whether this node should claim over the key's latest

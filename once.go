@@ -65,8 +65,9 @@ func (o OnceOutcome) String() string {
 // Otherwise it returns without running work: OnceOtherLeader, OnceDone,
 // OnceConflict or OnceAlreadyLeader. A key free only after a removal (a
 // delete or purge) is claimed after the vouch window (see the package
-// documentation), even with a wait of 0, and the winner may have to wait
-// out a TTL before it leads.
+// documentation; at most a quarter of the TTL), even with a wait of 0 or
+// one that ends sooner, and the winner may have to wait out a TTL before it
+// leads.
 //
 // Once campaigns as Start does: it lets higher priorities among the live
 // candidates claim a free key first, within its wait, and claims over a

@@ -37,7 +37,8 @@ type Candidate struct {
 	// Metadata is what the candidate published with WithMetadata.
 	Metadata map[string]string
 	// RoundTrip is the median of the candidate's recent round trips to the
-	// bucket's stream leader (its last 16 KV calls), as of its latest
+	// bucket's stream leader (its last 16 KV calls that the server
+	// answered; timeouts measure nothing), as of its latest
 	// record: a candidate in another region than the bucket shows it. 0
 	// before it measured any.
 	RoundTrip time.Duration
@@ -192,7 +193,7 @@ func (c *campaigner) present(ctx context.Context) {
 		_, err = c.kv.Put(opCtx, key, value)
 		c.roundTrip(sent, err)
 		if err != nil && ctx.Err() == nil {
-			c.log.Warn("writing the candidate record", "error", err)
+			c.log.Warn("writing the candidate record", errAttrs(err)...)
 		}
 		cancel()
 		select {

@@ -127,8 +127,8 @@ type eligibility struct {
 
 // newEligibility finds, for each daemon, the highest priority of the
 // members that can run it: the first capable member by descending
-// priority. With equal priorities (the default) it computes nothing, so a
-// fleet without priorities places as fast as before them.
+// priority. With equal priorities (the default) it computes nothing: a
+// fleet without priorities pays nothing for them.
 func newEligibility(nodes []placeNode, daemons []string) eligibility {
 	uniform := true
 	for i := range nodes {

@@ -45,7 +45,7 @@ whole tree, setsid and double forks included on Linux, if the agent dies or
 is paused past that deadline.
 
 --priority N (0, the default, or more) ranks this node, say 1 on a primary
-site's nodes and 0 on a standby's: each daemon runs only on the live nodes
+site's nodes and 0 on a standby's: each daemon starts only on the live nodes
 of the highest priority among those that list it, spread over them by
 capacity, and on lower ones only while none of those is live. With every
 node at the same priority, placement is as without --priority. A daemon
@@ -116,7 +116,7 @@ func agentMain(args []string, stdout, stderr io.Writer) int {
 	fs.bucketVar(&cfg.bucket, "the fleet's election bucket `NAME`")
 	fs.StringVar(&cfg.name, "name", host, "this node's `NAME`, stable across restarts: letters, digits, - _ = / and dots")
 	fs.IntVar(&cfg.capacity, "capacity", 1, "this node's weight `W`: a node of capacity 2 runs twice the daemons of one of capacity 1")
-	fs.IntVar(&cfg.priority, "priority", 0, "this node's priority `N`, 0 or more: daemons run on the live nodes of the highest priority that list them")
+	fs.IntVar(&cfg.priority, "priority", 0, "this node's priority `N`, 0 or more: daemons start on the live nodes of the highest priority that list them")
 	fs.BoolVar(&cfg.prefer, "prefer-higher", false, "hand this node's daemons to a node of higher --priority as soon as one that lists them is live")
 	fs.Var(labelFlags{cfg.labels}, "label", "a `KEY=VALUE` describing this node (zone=eu-1), shown by status; repeatable")
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` a daemon may take to exit after SIGTERM before it gets SIGKILL")

@@ -27,48 +27,31 @@ type domainError struct {
 	err    error
 }
 
+// Error is the marked error's own text: the domain shows in cause's hint.
 func (e *domainError) Error() string { return e.err.Error() }
+
+// Unwrap returns the marked error.
 func (e *domainError) Unwrap() error { return e.err }
 
 // inDomain returns err, marked with the JetStream domain js sends its
 // requests to when it has one, so that cause can name the domain.
 func inDomain(js jetstream.JetStream, err error) error {
-	if err == nil || js == nil {
+	if js == nil {
 		return err
 	}
-	var already *domainError
-	if errors.As(err, &already) {
-		return err
-	}
-	if domain := js.Options().Domain; domain != "" {
-		return &domainError{domain: domain, err: err}
-	}
-	return err
+	return markDomain(js.Options().Domain, err)
 }
 
 // withDomain returns err marked with from's JetStream domain, as inDomain.
-func withDomain(from site, err error) error {
-	if err == nil || from.domain == "" || errors.As(err, new(*domainError)) {
+func withDomain(from site, err error) error { return markDomain(from.domain, err) }
+
+// markDomain returns err marked with domain, unless either is empty or err
+// is marked already.
+func markDomain(domain string, err error) error {
+	if err == nil || domain == "" || errors.As(err, new(*domainError)) {
 		return err
 	}
-	return &domainError{domain: from.domain, err: err}
-}
-
-// keyOpError is an error of a read or write of the bucket's keys: those are
-// answered only by the servers that hold the bucket's stream, whereas the
-// JetStream API is answered by any JetStream server of the domain. So "no
-// responders" here means that the bucket's cluster is out of reach.
-type keyOpError struct{ err error }
-
-func (e *keyOpError) Error() string { return e.err.Error() }
-func (e *keyOpError) Unwrap() error { return e.err }
-
-// onKeys marks err as the error of a read or write of the bucket's keys.
-func onKeys(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &keyOpError{err}
+	return &domainError{domain: domain, err: err}
 }
 
 // cause says, in words, what err means about the link between this client
@@ -83,7 +66,7 @@ func cause(err error) string {
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrNoSuitablePeers:
 		return "no server matches the placement: --cluster takes the name in the servers' cluster { name }, " +
 			"--tags the tags in their server_tags, and the cluster needs as many such servers as --replicas"
-	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders) && errors.As(err, new(*keyOpError)):
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		if domain != "" {
 			return fmt.Sprintf("no server of the bucket's stream answered: the bucket's cluster or JetStream domain %q "+
 				"is unreachable from this server, over a cut gateway or leaf node link", domain)

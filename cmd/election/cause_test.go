@@ -41,7 +41,6 @@ func TestHintNamesTheTopologyFault(t *testing.T) {
 		{"no stream response", fmt.Errorf("renewing: %w", jetstream.ErrNoStreamResponse), stream},
 		{"no stream response in a domain", withDomain(hub, jetstream.ErrNoStreamResponse),
 			`the bucket's cluster or JetStream domain "hub" is unreachable`},
-		{"no responders to a read of a key", onKeys(fmt.Errorf("reading key %q: %w", "k", nats.ErrNoResponders)), stream},
 		{"no responders to the JetStream API", fmt.Errorf("opening bucket %q: %w", "B", nats.ErrNoResponders), noJS},
 		{"jetstream not enabled", jetstream.ErrJetStreamNotEnabled, noJS},
 		{"jetstream not enabled for the account", jetstream.ErrJetStreamNotEnabledForAccount, noJS},
@@ -70,16 +69,14 @@ func TestHintNamesTheTopologyFault(t *testing.T) {
 	}
 }
 
-// TestDomainMarksKeepTheErrorsText: marking an error with its domain or as
-// a key operation changes neither its text nor what errors.Is finds.
+// TestDomainMarksKeepTheErrorsText: marking an error with its domain
+// changes neither its text nor what errors.Is finds.
 func TestDomainMarksKeepTheErrorsText(t *testing.T) {
 	err := fmt.Errorf("opening bucket %q: %w", "B", nats.ErrNoResponders)
-	for _, marked := range []error{withDomain(site{domain: "hub"}, err), onKeys(err), withDomain(site{domain: "hub"}, onKeys(err))} {
-		if marked.Error() != err.Error() || !errors.Is(marked, nats.ErrNoResponders) {
-			t.Errorf("marked %q (is no responders: %v), want %q", marked, errors.Is(marked, nats.ErrNoResponders), err)
-		}
+	if marked := withDomain(site{domain: "hub"}, err); marked.Error() != err.Error() || !errors.Is(marked, nats.ErrNoResponders) {
+		t.Errorf("marked %q (is no responders: %v), want %q", marked, errors.Is(marked, nats.ErrNoResponders), err)
 	}
-	if withDomain(site{}, err) != err || onKeys(nil) != nil || withDomain(site{domain: "hub"}, nil) != nil {
+	if withDomain(site{}, err) != err || withDomain(site{domain: "hub"}, nil) != nil {
 		t.Error("a mark without a domain, or of no error, should change nothing")
 	}
 }

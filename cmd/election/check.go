@@ -189,7 +189,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	for _, key := range keys {
 		l, err := b.Leader(ctx, key)
 		if err != nil {
-			r.unknown(deniedOr(ctx, inDomain(js, onKeys(err))))
+			r.unknown(deniedOr(ctx, inDomain(js, err)))
 			return
 		}
 		hasLeader := perfDatum{Name: "has_leader:" + key, Critical: 1, help: "1 if the key has a leader, else 0"}
@@ -215,7 +215,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	if checkFleet {
 		st, err := fleet.ReadStatus(ctx, b)
 		if err != nil {
-			r.unknown(deniedOr(ctx, inDomain(js, onKeys(err))))
+			r.unknown(deniedOr(ctx, inDomain(js, err)))
 			return
 		}
 		var running, assigning, stopped int

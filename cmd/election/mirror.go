@@ -59,8 +59,11 @@ func openMirror(ctx context.Context, js jetstream.JetStream, mirror, bucket stri
 	m := &mirrorSource{name: mirror, bucket: bucket, stream: stream, ttl: cfg.MaxAge}
 	if m.ttl == 0 {
 		ttl, err := ttlOf(ctx)
-		if err != nil || ttl == 0 {
+		switch {
+		case err != nil:
 			return nil, fmt.Errorf("--mirror %s: the mirror keeps keys forever and the TTL of bucket %q cannot be read (%v); give the mirror the bucket's TTL", mirror, bucket, err)
+		case ttl == 0:
+			return nil, fmt.Errorf("--mirror %s: the mirror and bucket %q both keep keys forever; give the mirror the bucket's TTL", mirror, bucket)
 		}
 		m.ttl = ttl
 	}

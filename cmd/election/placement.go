@@ -38,8 +38,8 @@ func (p *placementFlags) placement(given map[string]bool) (*jetstream.Placement,
 	}
 	placement := &jetstream.Placement{}
 	if given["cluster"] {
-		if p.cluster == "" || strings.ContainsAny(p.cluster, ".*> \t\r\n") {
-			return nil, usageErr{fmt.Errorf("--cluster %q: want a cluster's name as its servers' cluster { name } gives it, without spaces, dots or wildcards (* >)", p.cluster)}
+		if p.cluster == "" || strings.ContainsAny(p.cluster, "*> \t\r\n") {
+			return nil, usageErr{fmt.Errorf("--cluster %q: want a cluster's name as its servers' cluster { name } gives it, without spaces or wildcards (* >)", p.cluster)}
 		}
 		placement.Cluster = p.cluster
 	}

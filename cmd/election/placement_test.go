@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestBucketCreatePlacementFlagsRefuseBadInput: a cluster name with spaces,
-// dots or wildcards, and an empty tag, are usage errors naming the flag and
+// TestBucketCreatePlacementFlagsRefuseBadInput: a cluster name with spaces
+// or wildcards, and an empty tag, are usage errors naming the flag and
 // what it allows, before anything connects.
 func TestBucketCreatePlacementFlagsRefuseBadInput(t *testing.T) {
 	for _, c := range []struct {
@@ -18,7 +18,7 @@ func TestBucketCreatePlacementFlagsRefuseBadInput(t *testing.T) {
 		says string
 	}{
 		{[]string{"--cluster", "C 1"}, `--cluster "C 1": want a cluster's name`},
-		{[]string{"--cluster", "eu.west"}, "without spaces, dots or wildcards"},
+		{[]string{"--cluster", "eu west"}, "without spaces or wildcards"},
 		{[]string{"--cluster", "C*"}, `--cluster "C*"`},
 		{[]string{"--cluster", ">"}, `--cluster ">"`},
 		{[]string{"--cluster", ""}, `--cluster ""`},
@@ -38,7 +38,12 @@ func TestBucketCreatePlacementFlagsRefuseBadInput(t *testing.T) {
 	}
 }
 
+// TestPlacementFlagsParse: tags are trimmed and each kept once, and a
+// cluster's name may have dots, as nats-server allows.
 func TestPlacementFlagsParse(t *testing.T) {
+	if got, err := (&placementFlags{cluster: "eu.west"}).placement(map[string]bool{"cluster": true}); err != nil || got.Cluster != "eu.west" {
+		t.Errorf("placement of --cluster eu.west: %+v, %v; want cluster eu.west", got, err)
+	}
 	p := placementFlags{cluster: "C1", tags: " az:1, ssd ,az:1"}
 	got, err := p.placement(map[string]bool{"cluster": true, "tags": true})
 	if err != nil || got.Cluster != "C1" || !slices.Equal(got.Tags, []string{"az:1", "ssd"}) {

@@ -60,8 +60,10 @@ round trip is the median of the candidate's recent ones to the bucket, as
 its record says. On a lone server none of this shows.
 
 If the bucket holds a fleet (election agent), its nodes and daemons are
-listed instead of their keys: each node's age, capacity, daemons running
-out of those it can run, labels and version; each daemon's node, state
+listed instead of their keys: each node's age, capacity, priority (a
+PRIORITY column, such as 1 or "0 prefer-higher", once any node has one;
+see agent --priority), daemons running out of those it can run, labels and
+version; each daemon's node, state
 (assigning, running, crash-looping, revoking, stopped), fencing token, time
 in that run, and restarts with the last error. crash-looping is a running
 daemon that exited by itself less than a minute ago: its node starts it
@@ -88,14 +90,16 @@ SIGINT or SIGTERM, and exits 0. Renewals are not changes.
 with "leader":"" when nobody holds K, and no "token" nor "since" when they
 are not known; for a fleet, one line per node and
 per daemon:
-  {"node":"N","since":"...","age_seconds":9.5,"capacity":1,"labels":{"zone":"a"},"can_run":["x","y"],"running":["x"]}
+  {"node":"N","since":"...","age_seconds":9.5,"capacity":1,"priority":1,"prefer_higher":true,"labels":{"zone":"a"},"can_run":["x","y"],"running":["x"]}
+(no "priority" at 0, no "prefer_higher" when false)
   {"daemon":"x","node":"N","state":"running","token":42,"since":"...","restarts":1,"restarted":"...","last_error":"..."}
 and, without --watch, a last line
   {"bucket":"B","watchers":3}
 with "cluster":"C1" when the bucket lives in a cluster, in which case the
 leader lines also give "bucket_cluster", the leader's "cluster",
 "candidate_clusters" (name to cluster) and the "warnings"; they give
-"candidate_round_trips_ms" (name to milliseconds) always. With --mirror,
+"candidate_round_trips_ms" (name to milliseconds) for the candidates that
+measured one. With --mirror,
 every line has "authoritative":false and "mirror":"M", each --watch line
 also the mirror's "lag_messages" and "heard_seconds_ago", and the last line
 is instead
