@@ -312,19 +312,7 @@ func durability(status jetstream.KeyValueStatus) []string {
 		if sc.Replicas != 1 {
 			line += "s"
 		}
-		if sc.Placement != nil && (sc.Placement.Cluster != "" || len(sc.Placement.Tags) > 0) {
-			line += ", placed by " + describePlacement(sc.Placement)
-		}
-		if c := info.Cluster; c != nil && c.Name != "" {
-			current := 0
-			for _, r := range c.Replicas {
-				if r.Current && !r.Offline {
-					current++
-				}
-			}
-			line += fmt.Sprintf(", cluster %s, leader %s, %d of %d followers current", c.Name, c.Leader, current, len(c.Replicas))
-		}
-		lines = append(lines, line)
+		lines = append(lines, line) // where the replicas are, and how they keep up, is location's
 		if sc.Replicas == 1 {
 			lines = append(lines, "durability: one replica: elections stop while its server is down, and its disk holds the only copy; use 3 replicas on a cluster")
 		}

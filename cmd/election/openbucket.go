@@ -28,3 +28,63 @@ func openBucket(ctx context.Context, js jetstream.JetStream, name string) (jetst
 	}
 	return kv, nil
 }
+
+// clusterOf is the cluster a bucket's stream lives in, from its status: ""
+// on a lone server (or a status that does not say).
+func clusterOf(status jetstream.KeyValueStatus) string {
+	bs, ok := status.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return ""
+	}
+	return streamCluster(bs.StreamInfo())
+}
+
+// streamCluster is the cluster a stream lives in, from its info: "" on a
+// lone server.
+func streamCluster(info *jetstream.StreamInfo) string {
+	if info == nil || info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Name
+}
+
+// observed is the bucket an observer (status, dashboard) reads: the
+// election bucket itself, or a mirror of it.
+type observed struct {
+	kv     jetstream.KeyValue // for election.OpenBucket
+	mirror *mirrorSource      // nil: the bucket itself
+	// cluster is the cluster the election bucket lives in: "" on a lone
+	// server, and with a mirror, which reads nothing of the bucket itself.
+	cluster string
+}
+
+// openObserved opens bucket, or with mirror != "" the mirror of bucket of
+// that name, checked to be one.
+func openObserved(ctx context.Context, js jetstream.JetStream, bucket, mirror string) (observed, error) {
+	if mirror != "" {
+		m, err := openMirror(ctx, js, mirror, bucket, func(ctx context.Context) (time.Duration, error) {
+			kv, err := openBucket(ctx, js, bucket)
+			if err != nil {
+				return 0, err
+			}
+			st, err := kv.Status(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return st.TTL(), nil
+		})
+		if err != nil {
+			return observed{}, err
+		}
+		return observed{kv: mirrorKV{m}, mirror: m}, nil
+	}
+	kv, err := openBucket(ctx, js, bucket)
+	if err != nil {
+		return observed{}, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return observed{}, fmt.Errorf("reading bucket %q: %w", bucket, err)
+	}
+	return observed{kv: kv, cluster: clusterOf(st)}, nil
+}

@@ -86,8 +86,8 @@ func placementDiffers(info *jetstream.StreamInfo, asked *jetstream.Placement, gi
 		had = *info.Config.Placement
 	}
 	lives := had.Cluster
-	if info.Cluster != nil && info.Cluster.Name != "" {
-		lives = info.Cluster.Name
+	if c := streamCluster(info); c != "" {
+		lives = c
 	}
 	var differ []string
 	if given["cluster"] && lives != asked.Cluster {
@@ -172,13 +172,14 @@ func location(info *jetstream.StreamInfo, from site) []string {
 	if from.domain != "" {
 		lines = append(lines, fmt.Sprintf("location: JetStream domain %s: candidates that reach the bucket through this domain lead only while it is reachable from their server", from.domain))
 	}
-	if c := info.Cluster; c != nil && c.Name != "" && from.cluster != "" && from.cluster != c.Name {
+	if c := streamCluster(info); c != "" && from.cluster != "" && from.cluster != c {
 		lines = append(lines, fmt.Sprintf("location: this client is connected to cluster %s: candidates connected to cluster %s lead only while cluster %s is reachable",
-			from.cluster, from.cluster, c.Name))
+			from.cluster, from.cluster, c))
 	}
 	return lines
 }
 
+// orNone is s, or "none" for an empty s.
 func orNone(s string) string {
 	if s == "" {
 		return "none"

@@ -24,10 +24,14 @@ const ClusterNotAvailable jetstream.ErrorCode = 10008
 
 // The meanings Explain gives.
 const (
+	// NoMetaQuorum is what ClusterNotAvailable means.
 	NoMetaQuorum = "no JetStream meta quorum reachable from this server's region (a region cut off from the majority, " +
 		"or two regions split): watchers and buckets cannot be created until it heals"
+	// StreamUnreachable is what jetstream.ErrNoStreamResponse means: the
+	// JetStream API answered, the bucket's stream did not.
 	StreamUnreachable = "no server of the bucket's stream answered: the bucket's cluster is unreachable from this server, " +
 		"over a cut gateway or leaf node link"
+	// NoReply is what a timeout means.
 	NoReply = "no reply in time: the server, or the link to the bucket's region, is slow or silently dead; " +
 		"a silent cut is noticed only by missed pings, within 15 s on a gateway and after the leaf server's " +
 		"ping_interval (default 2 minutes) on a leaf node"
