@@ -59,8 +59,21 @@ func (r *rollbackKV) Update(ctx context.Context, key string, value []byte, last 
 				return
 			}
 			cfg.FirstSeq = r.to()
-			if _, err := r.js.CreateStream(ctx, cfg); err != nil {
-				r.t.Errorf("rollback: %v", err)
+			// The server may still be removing the old stream's files: it
+			// then refuses the store (10049) for a moment, which nothing
+			// announces, so the creation is retried until it succeeds.
+			var apiErr *jetstream.APIError
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				_, err := r.js.CreateStream(ctx, cfg)
+				if err == nil {
+					return
+				}
+				if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10049 || time.Now().After(deadline) {
+					r.t.Errorf("rollback: %v", err)
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 		})
 	}
