@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ func TestRecordWarnsOnceWhenItCannotWrite(t *testing.T) {
 	s := testenv.Server(t)
 	nc, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "DENY", TTL: 2 * time.Second})
-	var logged bytes.Buffer
+	var logged lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h, err := history.Create(context.Background(), js, "DENY", 0, history.WithLogger(log))
 	if err != nil {
@@ -102,7 +103,9 @@ func TestRecordWarnsOnceWhenItCannotWrite(t *testing.T) {
 		h.Record(election.Event{Kind: election.EventWon, Key: "k", Name: name, Token: token, After: "no key"})
 		h.Record(election.Event{Kind: election.EventLost, Key: "k", Name: name, Token: token, Err: election.ErrStopped})
 	}
-	time.Sleep(300 * time.Millisecond) // a few attempts each
+	testenv.Eventually(t, "later failures logged at debug level", 10*time.Second, func() bool {
+		return strings.Count(logged.String(), "level=DEBUG") >= 2
+	})
 	for _, name := range []string{"a", "b"} {
 		h.Record(election.Event{Kind: election.EventStopped, Key: "k", Name: name, Duration: 200 * time.Millisecond})
 	}
@@ -116,6 +119,25 @@ func TestRecordWarnsOnceWhenItCannotWrite(t *testing.T) {
 	if n := strings.Count(out, "level=DEBUG"); n < 2 {
 		t.Errorf("%d failures logged at debug level, want the later ones (2 or more):\n%s", n, out)
 	}
+}
+
+// lockedBuffer is a log's output that the test reads while the recorder
+// writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestCreateAndOpenRefuseBadInput: a bucket without a history, a bad name

@@ -4,9 +4,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/faultproxy"
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // gatewayDelay is the one-way delay the gateway-delay scenario puts on
@@ -84,44 +81,26 @@ func (h *harness) startTopology() error {
 	return h.awaitFormed()
 }
 
-// awaitFormed waits until every server of a supercluster has its outbound
-// gateways and knows the same JetStream meta leader of every server, as
-// their monitoring endpoints say: until then, creating the bucket would
+// awaitFormed waits until the supercluster is ready for JetStream, as
+// embedded.SuperclusterFormed reads it from the servers' monitoring
+// endpoints (nothing announces it): until then, creating the bucket would
 // only time out.
 func (h *harness) awaitFormed() error {
+	var monitors []string
+	for _, sp := range h.servers {
+		monitors = append(monitors, fmt.Sprintf("http://127.0.0.1:%d", sp.monitor))
+	}
 	deadline := time.Now().Add(startTimeout)
-	for !h.formed() {
+	for {
+		formed, missing := embedded.SuperclusterFormed(monitors)
+		if formed {
+			return nil
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the supercluster did not form within %v", startTimeout)
+			return fmt.Errorf("the supercluster did not form within %v: %s", startTimeout, missing)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return nil
-}
-
-// formed reports whether the supercluster has formed (see awaitFormed).
-func (h *harness) formed() bool {
-	client := http.Client{Timeout: 2 * time.Second}
-	get := func(sp *serverProc, path string, into any) bool {
-		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", sp.monitor, path))
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		return json.NewDecoder(resp.Body).Decode(into) == nil
-	}
-	leader := ""
-	for _, sp := range h.servers {
-		var gw server.Gatewayz
-		var js server.JSInfo
-		if !get(sp, "/gatewayz", &gw) || len(gw.OutboundGateways) != len(h.servers)-1 ||
-			!get(sp, "/jsz", &js) || js.Meta == nil || js.Meta.Leader == "" || js.Meta.Size != len(h.servers) ||
-			leader != "" && js.Meta.Leader != leader {
-			return false
-		}
-		leader = js.Meta.Leader
-	}
-	return true
 }
 
 // startLeaf starts the hub and the leaf of -leaf (see startTopology).

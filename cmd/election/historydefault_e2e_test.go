@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,9 +60,7 @@ func TestPlainBucketAndRunRecordEveryChange(t *testing.T) {
 	if code, stdout, stderr := runCLI(t, "bucket", "create", "-s", url, "--bucket", "E2E", "--ttl", "2s"); code != 0 || !strings.Contains(stdout, "history of bucket E2E: kept 168h0m0s") {
 		t.Fatalf("bucket create: exit %d, %s%s; want a history kept 7 days", code, stdout, stderr)
 	}
-	starts := filepath.Join(t.TempDir(), "starts")
-	killStartedCommands(t, starts)
-	cmd := recordingCommand(starts)
+	starts, cmd := recordedStarts(t)
 	daemons := map[string]*daemon{}
 	for i := range 3 {
 		name := fmt.Sprintf("node%d", i)
@@ -109,9 +106,7 @@ func TestRunDeniedTheHistoryWarnsOnceAndLeads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	starts := filepath.Join(t.TempDir(), "starts")
-	killStartedCommands(t, starts)
-	cmd := recordingCommand(starts)
+	starts, cmd := recordedStarts(t)
 	daemons := map[string]*daemon{}
 	for i := range 2 {
 		name := fmt.Sprintf("node%d", i)

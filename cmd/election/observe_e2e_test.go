@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -80,9 +79,7 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	starts := filepath.Join(t.TempDir(), "starts")
-	killStartedCommands(t, starts)
-	cmd := recordingCommand(starts)
+	starts, cmd := recordedStarts(t)
 	d := startDaemon(t, bin, "solo", "--server", s.ClientURL(), "--bucket", "E", "--key", "metered",
 		"--metrics", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--", cmd[0], cmd[1], cmd[2])
 	first := waitStarts(t, starts, 1)[0]

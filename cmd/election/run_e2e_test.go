@@ -60,6 +60,15 @@ func waitDead(t *testing.T, pid int) {
 	testenv.Eventually(t, fmt.Sprintf("process %d to exit", pid), waitTimeout, func() bool { return !testenv.Alive(pid) })
 }
 
+// recordedStarts returns a file for recordingCommand's starts, and that
+// command; every start it records that still runs is killed when the test
+// ends.
+func recordedStarts(t *testing.T) (file string, command []string) {
+	file = filepath.Join(t.TempDir(), "starts")
+	killStartedCommands(t, file)
+	return file, recordingCommand(file)
+}
+
 // killStartedCommands kills, when the test ends, every command recorded in
 // file that still runs, so that no test leaves processes behind even if
 // election run failed to stop them (the test then fails on waitDead first).
@@ -85,13 +94,12 @@ func TestRunMovesTheCommandBetweenProcesses(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
-	starts := filepath.Join(t.TempDir(), "starts")
-	killStartedCommands(t, starts)
+	starts, cmd := recordedStarts(t)
 	daemons := map[string]*daemon{}
 	for i := range 3 {
 		name := fmt.Sprintf("node%d", i)
 		daemons[name] = startDaemon(t, bin, name,
-			"--server", s.ClientURL(), "--bucket", "E2E", "--key", "job", "--grace", "5s", "--", recordingCommand(starts)[0], recordingCommand(starts)[1], recordingCommand(starts)[2])
+			"--server", s.ClientURL(), "--bucket", "E2E", "--key", "job", "--grace", "5s", "--", cmd[0], cmd[1], cmd[2])
 	}
 
 	first := waitStarts(t, starts, 1)[0]
@@ -135,9 +143,7 @@ func TestRunRestartsTheCommandWhenItLeadsAgain(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
-	starts := filepath.Join(t.TempDir(), "starts")
-	killStartedCommands(t, starts)
-	cmd := recordingCommand(starts)
+	starts, cmd := recordedStarts(t)
 	d := startDaemon(t, bin, "solo", "--server", s.ClientURL(), "--bucket", "E2E", "--key", "again", "--", cmd[0], cmd[1], cmd[2])
 
 	first := waitStarts(t, starts, 1)[0]
@@ -191,9 +197,7 @@ func TestRunLogsTheServerGoingAwayAndComingBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	starts := filepath.Join(t.TempDir(), "starts")
-	killStartedCommands(t, starts)
-	cmd := recordingCommand(starts)
+	starts, cmd := recordedStarts(t)
 	d := startDaemon(t, bin, "solo", "--server", p.URL(), "--bucket", "E2E", "--key", "blip", "--", cmd[0], cmd[1], cmd[2])
 	first := waitStarts(t, starts, 1)[0]
 	p.Reset()
@@ -217,9 +221,7 @@ func TestALoneRunStartsItsCommandAtOnce(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LONE", TTL: 10 * time.Second})
-	starts := filepath.Join(t.TempDir(), "starts")
-	killStartedCommands(t, starts)
-	cmd := recordingCommand(starts)
+	starts, cmd := recordedStarts(t)
 	began := time.Now()
 	startDaemon(t, bin, "lone", "--server", s.ClientURL(), "--bucket", "LONE", "--key", "job", "--", cmd[0], cmd[1], cmd[2])
 	waitStarts(t, starts, 1)

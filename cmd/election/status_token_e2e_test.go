@@ -5,7 +5,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -23,9 +22,7 @@ func TestStatusShowsTheLeadersToken(t *testing.T) {
 	if code, _, stderr := runCLI(t, "bucket", "create", "-s", s, "--bucket", "TOK", "--ttl", "3s"); code != 0 {
 		t.Fatalf("bucket create: exit %d, %s", code, stderr)
 	}
-	starts := filepath.Join(t.TempDir(), "starts")
-	killStartedCommands(t, starts)
-	cmd := recordingCommand(starts)
+	starts, cmd := recordedStarts(t)
 	startDaemon(t, bin, "node0", "--server", s, "--bucket", "TOK", "--key", "job", "--", cmd[0], cmd[1], cmd[2])
 	first := waitStarts(t, starts, 1)[0]
 

@@ -281,52 +281,13 @@ cluster { name: %[1]s, listen: 127.0.0.1:%[3]d, routes: ["nats-route://127.0.0.1
 gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 `, region, t.TempDir(), route(i), gateway(i), strings.Join(remotes, ", ")))
 	}
-	// Formed as nats-server's own tests wait for it: every gateway up,
-	// every server agreeing on one meta leader, which sees the other two
-	// current, and every server healthy (its JetStream current).
+	var monitors []string
+	for _, region := range regions {
+		monitors = append(monitors, fmt.Sprintf("http://127.0.0.1:%d", servers[region].http))
+	}
 	testenv.Poll(t, "the supercluster formed, with a JetStream meta leader", waitTimeout, func() (string, bool) {
-		leaders := map[string]bool{}
-		for _, region := range regions {
-			var gw struct {
-				Outbound map[string]any `json:"outbound_gateways"`
-				Inbound  map[string]any `json:"inbound_gateways"`
-			}
-			var jsz struct {
-				Meta *struct {
-					Leader   string `json:"leader"`
-					Size     int    `json:"cluster_size"`
-					Replicas []struct {
-						Current bool `json:"current"`
-					} `json:"replicas"`
-				} `json:"meta_cluster"`
-			}
-			var health struct{}
-			if err := servers[region].monitor("/gatewayz", &gw); err != nil {
-				return err.Error(), false
-			}
-			if len(gw.Outbound) != 2 || len(gw.Inbound) != 2 {
-				return fmt.Sprintf("%s: gateways out %d, in %d", region, len(gw.Outbound), len(gw.Inbound)), false
-			}
-			if err := servers[region].monitor("/jsz", &jsz); err != nil || jsz.Meta == nil || jsz.Meta.Leader == "" || jsz.Meta.Size != 3 {
-				return fmt.Sprintf("%s: no meta group of 3 with a leader (%v)", region, err), false
-			}
-			leaders[jsz.Meta.Leader] = true
-			if jsz.Meta.Leader == region {
-				current := 0
-				for _, r := range jsz.Meta.Replicas {
-					if r.Current {
-						current++
-					}
-				}
-				if current != 2 {
-					return fmt.Sprintf("meta leader %s: %d of its followers current", region, current), false
-				}
-			}
-			if err := servers[region].monitor("/healthz", &health); err != nil {
-				return fmt.Sprintf("%s: %v", region, err), false
-			}
-		}
-		return fmt.Sprintf("meta leaders %v", leaders), len(leaders) == 1
+		formed, missing := embedded.SuperclusterFormed(monitors)
+		return missing, formed
 	})
 
 	c3 := servers["C3"].client
