@@ -13,26 +13,32 @@
 //
 // # Guarantees
 //
-// IsLeader returns true on at most one node at any instant, provided that:
+// IsLeader returns true on at most one node at any instant, and nothing a
+// leadership started outlives its WorkDeadline, provided that:
 //
 //   - the bucket's compare-and-set is linearizable and keeps acknowledged
 //     writes (run servers with sync_interval: always);
-//   - the monotonic clocks of the candidates and the servers' wall clocks run
-//     at rates within (TTL−interval)/(2·TTL) of each other (12.5% at the
-//     default interval);
+//   - the clocks keep the clock assumption: over any span, the monotonic
+//     clocks of the candidates and the wall clocks of the bucket's servers
+//     advance within ClockRate (5%) of each other, and the servers' wall
+//     clocks agree within ServerClockOffset (100 ms); a suspended machine
+//     is outside it;
 //   - the bucket's TTL does not change while elections run on it.
 //
-// Two rules give this. A leader stands down by itself once
-// interval + (TTL−interval)/2 has passed since it sent its last successful
-// write, on its monotonic clock, even if it is cut off or paused. And a
-// winner announces leadership only once the previous holder must have stood
-// down: at once over no entry (a key ages out only a TTL after its last
-// write) or over a holder's release, handoff or vouch; otherwise (a delete,
-// a purge, an expiry marker) a full TTL after its claim. A leader writes its
-// release, handoff or vouch only once OnWon has returned, so work that stops
-// when its context is cancelled is handed over, never run twice. The
-// leadership context is cancelled at the validity deadline; WorkDeadline
-// says by when work outside the process must have stopped.
+// Every deadline derives from that assumption, the TTL and the campaign
+// interval (TimingFor gives them). A leader stands down at its validity
+// deadline, counted from when it sent its last successful write, on its
+// monotonic clock, even if it is cut off or paused; the work it started
+// must have stopped by its work deadline, still before the earliest moment
+// any server can age the write out. And a winner announces leadership only
+// once the previous holder must have stopped: at once over no entry (a key
+// ages out only after that earliest moment) or over a holder's release,
+// handoff or vouch; otherwise (a delete, a purge, an expiry marker) an
+// announce delay after its claim. A leader writes its release, handoff or
+// vouch only once OnWon has returned, so work that stops when its context is
+// cancelled is handed over, never run twice. The leadership context is
+// cancelled at the validity deadline; WorkDeadline says by when work outside
+// the process must have stopped.
 //
 // # Non-guarantees
 //
@@ -43,10 +49,11 @@
 // has seen. Tokens grow only as long as JetStream keeps acknowledged writes
 // and the bucket is not deleted and created again.
 //
-// A server whose wall clock steps forward expires keys early. Do not purge
-// the bucket's stream under running elections; delete keys instead. The
-// monotonic clock stops while a machine is suspended: a leader resumed from
-// suspend may believe it leads until its next renewal fails. A process
+// A server whose wall clock steps forward by more than ServerClockOffset
+// expires keys early. Do not purge the bucket's stream under running
+// elections; delete keys instead. The monotonic clock stops while a machine
+// is suspended: a leader resumed from suspend may believe it leads until its
+// next renewal fails. A process
 // paused through its deadline sees its context cancelled only once it runs
 // again.
 //

@@ -304,12 +304,12 @@ func TokenFromContext(ctx context.Context) (uint64, bool) {
 
 // WorkDeadline returns the moment by which everything the leadership whose
 // context is ctx started must have stopped, unless the leader renews first:
-// halfway between its validity deadline (when ctx is cancelled) and the
-// earliest moment its key can age out and another candidate lead. The other
-// half is the margin against clock-rate differences. It moves later with
-// each renewal, on this process's monotonic clock. ok is false if ctx is not
-// a leadership context or that leadership has ended: the last deadline read
-// then still holds.
+// WorkMargin after its validity deadline (when ctx is cancelled), and still
+// before the earliest moment its key can age out and another candidate lead
+// under the clock assumption (see the package documentation). It moves
+// later with each renewal, on this process's monotonic clock. ok is false if
+// ctx is not a leadership context or that leadership has ended: the last
+// deadline read then still holds.
 //
 // A supervisor of processes outside this one gives them this deadline, so
 // that they die in time even if this process is paused or killed (election
@@ -325,7 +325,7 @@ func WorkDeadline(ctx context.Context) (deadline time.Time, ok bool) {
 	if !e.leadingLocked() || e.token != ref.token {
 		return time.Time{}, false
 	}
-	return e.validUntil.Add(e.timing.workMargin), true
+	return e.validUntil.Add(e.timing.workDeadline - e.timing.validity), true
 }
 
 // Token returns the fencing token of this node's leadership: the KV revision

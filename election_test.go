@@ -49,10 +49,10 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 			election.ErrInvalidArgument, "campaign interval 500ms is below the minimum 1s"},
 		{"interval too close to TTL", "m", "k", ttl10s,
 			[]election.Option{election.WithCampaignInterval(9800 * time.Millisecond)},
-			election.ErrInvalidArgument, "campaign interval 9.8s must be at most bucket TTL 10s − 500ms"},
+			election.ErrInvalidArgument, "campaign interval 9.8s at bucket TTL 10s: allowed at most 9.128s (300ms before a write can age out"},
 		{"unsafe option still bounds the gap", "m", "k", ttl1s,
 			[]election.Option{election.WithUnsafeShortTTL(), election.WithCampaignInterval(time.Second)},
-			election.ErrInvalidArgument, "at most bucket TTL 1s − 10ms"},
+			election.ErrInvalidArgument, "campaign interval 1s at bucket TTL 1s: allowed at most 894ms (10ms before"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

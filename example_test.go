@@ -122,11 +122,21 @@ func ExampleWorkDeadline() {
 	// leading; the work must stop within a TTL unless renewed: true
 }
 
-// A leader cut off from the servers stands down at its validity deadline;
-// what its leadership started then has ExpiryMargin to stop before another
-// candidate can win the key. With a 10 s TTL and the default campaign
-// interval (7.5 s):
-func ExampleExpiryMargin() {
-	fmt.Println(election.ExpiryMargin(10*time.Second, 0))
-	// Output: 1.25s
+// Every deadline of an election comes from its bucket TTL, its campaign
+// interval and the clock assumption. With a 10 s TTL and the default
+// interval:
+func ExampleTimingFor() {
+	t := election.TimingFor(10*time.Second, 0)
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	fmt.Println("renews every", t.Interval)
+	fmt.Println("stands down after", ms(t.Validity))
+	fmt.Println("work stopped by", ms(t.WorkDeadline), "a margin of", ms(t.WorkMargin()))
+	fmt.Println("earliest expiry", ms(t.EarliestExpiry))
+	fmt.Println("announce delay", ms(t.AnnounceDelay))
+	// Output:
+	// renews every 7.5s
+	// stands down after 8.464s
+	// work stopped by 9.187s a margin of 723ms
+	// earliest expiry 9.429s
+	// announce delay 10.421s
 }

@@ -95,7 +95,7 @@ func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, log *slog.L
 // held before the hub suspects its watcher: a holder renews once per
 // campaign interval, so the limit is the validity of the longest interval
 // of the elections running here, and at least that of the default interval
-// (7/8 TTL). A holder elsewhere with a longer interval makes the hub replace
+// (timing.go). A holder elsewhere with a longer interval makes the hub replace
 // its watcher needlessly, once per renewal.
 func (h *hub) quietLimitLocked() time.Duration {
 	limit := newTiming(h.ttl, 0).validity

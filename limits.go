@@ -7,9 +7,8 @@ import (
 
 // Hard limits on an election's timing, checked by NewElection.
 //
-// They bound liveness, not safety: safety comes from the announce delay and
-// the leader's validity deadline (see the package documentation), which scale
-// with the TTL. The figures they rest on were measured on nats-server 2.15.2
+// They bound liveness, not safety: safety comes from the clock assumption
+// and the deadlines derived from it (timing.go), which scale with the TTL. The figures they rest on were measured on nats-server 2.15.2
 // (see docs/design.md, "Limits"):
 //
 //   - A file-storage bucket expires a key about 250 ms after its TTL (the server
@@ -20,10 +19,10 @@ import (
 //     0.5–0.6 ms on an in-process 3-node cluster's R3 bucket, on loopback
 //     (BenchmarkRenew in integration/).
 //
-// At MinTTL with the default interval, a leader has 250 ms to retry a failed
-// renewal and keeps a further 250 ms margin against clock-rate differences
-// and scheduling delay: each well above a renewal round trip. etcd's smallest
-// lease is also 2 s.
+// At MinTTL with the default interval, a leader has 155 ms to retry a failed
+// renewal, and its work a further 116 ms to stop, before the 190 ms the
+// clock assumption keeps: each well above a renewal round trip. etcd's
+// smallest lease is also 2 s.
 const (
 	// MinTTL is the smallest bucket TTL an election accepts.
 	MinTTL = 2 * time.Second
@@ -34,10 +33,13 @@ const (
 	// MinCampaignInterval is the shortest campaign interval: a leader writes
 	// once per interval.
 	MinCampaignInterval = time.Second
-	// MinIntervalGap is the smallest gap between the campaign interval and the
-	// TTL. Half of the gap is the leader's window to retry a failed renewal,
-	// the other half its safety margin before the key can expire.
-	MinIntervalGap = 500 * time.Millisecond
+	// MinIntervalGap is the smallest gap between the campaign interval and
+	// the earliest moment a leader's write can age out under the clock
+	// assumption, (TTL − ServerClockOffset)/(1 + ClockRate): 1.81 s at the
+	// 2 s floor, so an interval of up to 1.51 s there. Half of the gap is the
+	// leader's window to retry a failed renewal, the rest its work's time to
+	// stop after it stands down.
+	MinIntervalGap = 300 * time.Millisecond
 )
 
 // Floors that apply instead of the limits above with WithUnsafeShortTTL:
@@ -75,9 +77,9 @@ func checkLimits(ttl, interval time.Duration, unsafeShort bool) error {
 	if interval < minInterval {
 		return fmt.Errorf("%w: campaign interval %v is below the minimum %v", ErrInvalidArgument, interval, minInterval)
 	}
-	if ttl-interval < minGap {
-		return fmt.Errorf("%w: campaign interval %v must be at most bucket TTL %v − %v",
-			ErrInvalidArgument, interval, ttl, minGap)
+	if most := hardEnd(ttl) - minGap; interval > most {
+		return fmt.Errorf("%w: campaign interval %v at bucket TTL %v: allowed at most %v (%v before a write can age out under the clock assumption)",
+			ErrInvalidArgument, interval, ttl, most.Truncate(time.Millisecond), minGap)
 	}
 	return nil
 }

@@ -118,17 +118,19 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithCampaignInterval sets how often a leader renews. The default is 75% of
-// the bucket TTL. It must be at least MinCampaignInterval and at most
-// TTL − MinIntervalGap.
+// the bucket TTL. It must be at least MinCampaignInterval and leave
+// MinIntervalGap before the earliest moment a leader's write can age out
+// under the clock assumption: at most 1.51 s at a 2 s TTL, 9.13 s at 10 s.
 func WithCampaignInterval(d time.Duration) Option {
 	return func(o *options) { o.interval = d }
 }
 
 // WithUnsafeShortTTL lowers the hard limits to nats-server's own floors
 // (a TTL of 100 ms, an interval and gap of 10 ms), for tests and fault
-// injection that need short TTLs. IsLeader still never overlaps, but the
-// margin that absorbs scheduling delay shrinks with the gap (to 5 ms at the
-// floor), and a leader on a loaded machine or a slow link loses leadership
+// injection that need short TTLs. IsLeader still never overlaps under the
+// clock assumption, whose server offset shrinks to a twentieth of the TTL
+// below 2 s, but the margins that absorb scheduling delay shrink with the
+// gap, and a leader on a loaded machine or a slow link loses leadership
 // often. Do not use it in production.
 func WithUnsafeShortTTL() Option {
 	return func(o *options) { o.unsafeShorter = true }

@@ -1,7 +1,6 @@
 package election
 
 import (
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -24,11 +23,12 @@ import (
 //     the vouch saves; a removal with no vouch to come (the leader cut off)
 //     costs the window on top of the TTL;
 //   - a warning when the round trip exceeds a quarter of the renewal window
-//     ((TTL − interval)/2, an eighth of the TTL at the default interval):
-//     then fewer than four tries of a renewal fit before the validity
-//     deadline, and one late acknowledgement ends leadership for nothing.
-//     The rule of docs/topologies.md follows: TTL ≥ 32 × the round trip at
-//     the default interval.
+//     (from the interval to the validity deadline: timing.go; a tenth of
+//     the TTL less 48 ms at the default interval): then fewer than four
+//     tries of a renewal fit before the validity deadline, and one late
+//     acknowledgement ends leadership for nothing. The rule of
+//     docs/topologies.md follows: TTL ≥ 40 × the round trip + 0.5 s at the
+//     default interval.
 //
 // Round trips never bear on safety: validity counts from when a write was
 // sent, and the key's TTL from when the server stored it, later.
@@ -95,12 +95,15 @@ func (c *campaigner) roundTrip(sent time.Time, err error) {
 
 // suggestedTTL is the smallest TTL, in whole seconds and at least MinTTL,
 // whose renewal window fits four round trips of d at t's ratio of interval
-// to TTL.
+// to TTL; MaxTTL if none does.
 func suggestedTTL(d time.Duration, t timing) time.Duration {
-	// The window (T − I)/2 scales with T at a fixed ratio I/T.
-	window := float64(t.validity-t.interval) / float64(t.ttl)
-	seconds := math.Ceil(float64(4*d) / window / float64(time.Second))
-	return max(MinTTL, time.Duration(seconds)*time.Second)
+	for ttl := MinTTL; ttl < MaxTTL; ttl += time.Second {
+		interval := time.Duration(float64(ttl) * float64(t.interval) / float64(t.ttl))
+		if w := newTiming(ttl, interval); w.validity-w.interval >= 4*d {
+			return ttl
+		}
+	}
+	return MaxTTL
 }
 
 // vouchWait is how long after a removal candidates wait for the old

@@ -6,23 +6,24 @@ import (
 )
 
 // TestSuggestedTTLFitsFourRoundTripsInTheRenewalWindow checks the rule of
-// docs/topologies.md: at the default interval the renewal window is TTL/8,
-// so the smallest TTL is 32 round trips, in whole seconds, at least MinTTL.
+// docs/topologies.md: at the default interval the renewal window is about a
+// tenth of the TTL less 48 ms, so the smallest TTL is about 40 round trips
+// plus half a second, in whole seconds, at least MinTTL.
 func TestSuggestedTTLFitsFourRoundTripsInTheRenewalWindow(t *testing.T) {
 	def := newTiming(10*time.Second, 0)
-	short := newTiming(30*time.Second, 10*time.Second) // window (30−10)/2 = 10 s, a third of the TTL
+	short := newTiming(30*time.Second, 10*time.Second) // window 9.2 s, at an interval a third of the TTL
 	tests := []struct {
 		rtt  time.Duration
 		t    timing
 		want time.Duration
 	}{
 		{time.Millisecond, def, MinTTL},
-		{50 * time.Millisecond, def, MinTTL},
-		{150 * time.Millisecond, def, 5 * time.Second},
-		{300 * time.Millisecond, def, 10 * time.Second},
-		{301 * time.Millisecond, def, 10 * time.Second},
-		{320 * time.Millisecond, def, 11 * time.Second},
-		{time.Second, short, 12 * time.Second},
+		{38 * time.Millisecond, def, MinTTL},
+		{50 * time.Millisecond, def, 3 * time.Second},
+		{150 * time.Millisecond, def, 7 * time.Second},
+		{300 * time.Millisecond, def, 13 * time.Second},
+		{320 * time.Millisecond, def, 14 * time.Second},
+		{time.Second, short, 14 * time.Second},
 	}
 	for _, tt := range tests {
 		if got := suggestedTTL(tt.rtt, tt.t); got != tt.want {

@@ -2,27 +2,77 @@ package election
 
 import "time"
 
-// timing holds the durations an election derives from its bucket TTL and
-// campaign interval.
+// The clock assumption every deadline of an election rests on, stated here
+// once (docs/design.md, "Clocks", carries the derivation for users):
 //
-// The safety argument, with T the TTL and I the interval:
+//   - Rates: over any span, a candidate's monotonic clock and any bucket
+//     server's wall clock advance by amounts within clockRate of each other:
+//     a span a candidate measures as d lasts between d·(1−ρ) and d·(1+ρ) on
+//     any server's clock, with ρ = ClockRate (5%). NTP keeps
+//     rates within 0.05%; ρ is a hundred times that, and costs a leader at
+//     the 2 s TTL floor 95 ms of its margin.
+//   - Offsets: the bucket's servers' wall clocks agree within
+//     ServerClockOffset (100 ms): the server that stamps a write and the one that ages it out
+//     may differ, and a server ahead of the stamper removes keys early by
+//     its lead. NTP or chrony keeps them within milliseconds.
+//   - Suspend is outside the assumption: a suspended host's monotonic clock
+//     stops, so a leader resumed from suspend believes less time has passed
+//     than has (fencing tokens are for that).
 //
-//   - A leader counts its validity from the moment it sent its last successful
-//     write (claim or renewal), on its monotonic clock, and stands down
-//     validity = I + (T−I)/2 after it, even if it cannot reach the server.
-//   - The server wrote that revision no earlier than it was sent and never
-//     expires it before T has passed, so on normal expiry the old leader has
-//     stood down (T−I)/2 before any claim over no entry can succeed: such a
-//     winner announces at once, as does one that claimed over the holder's
-//     own release or handoff: the holder writes either by compare-and-set
-//     over its own latest revision, only after standing down and once its
-//     own announce time has passed (so every holder before it had stood
-//     down too).
-//   - The key can also vanish early (deleted or purged). A winner over a
-//     delete or purge marker therefore announces only announceDelay = T after
-//     its claim was acknowledged: later than any earlier leader's validity,
-//     however early the key vanished. The margin T − validity covers clock
-//     rate differences and scheduling delay.
+// A span is ρ and an offset absolute; the ρ does not depend on the campaign
+// interval. What the interval decides is how much of the margin left inside
+// the bound is the leader's to retry a failed renewal.
+const (
+	clockRateNum = 1
+	clockRateDen = 20
+)
+
+// ClockRate is the bound on clock rate differences an election's safety
+// assumes, as a fraction: 0.05. See the package documentation.
+const ClockRate = float64(clockRateNum) / clockRateDen
+
+// ServerClockOffset is the bound on the offsets between the wall clocks of a
+// bucket's servers that an election's safety assumes. See the package
+// documentation.
+const ServerClockOffset = 100 * time.Millisecond
+
+// timing holds the durations an election derives from its bucket TTL, its
+// campaign interval and the clock assumption above. With T the TTL and I
+// the interval, every one counted from the moment a leader sent its last
+// acknowledged write (claim or renewal), on its monotonic clock:
+//
+//   - hardEnd = (T − offset)/(1+ρ) is the earliest moment, by the leader's
+//     clock, at which any server can age the write out: the write is stamped
+//     no earlier than it was sent, a server ahead of the stamper by offset
+//     starts counting offset early, and its clock runs up to ρ fast. Nothing
+//     of the leadership may outlive it. G = hardEnd − I is the margin the
+//     interval leaves (MinIntervalGap at least).
+//   - validity = I + G/2: the leader stands down, IsLeader turns false and
+//     the leadership context is cancelled, even if it cannot reach the
+//     server. The half of G before it is the leader's window to retry a
+//     failed renewal (renewRetry paces the retries within it). A release,
+//     a handoff, a vouch or Once's done mark is written only while it still
+//     holds its own latest revision, which cannot have aged out before
+//     hardEnd.
+//   - workDeadline = I + 7G/8: everything the leadership started must have
+//     stopped (WorkDeadline; election run's and agent's guard kills the
+//     command then; a fleet daemon returns within WorkMargin after losing
+//     its node's validity). The last G/8 before hardEnd is left for a kill
+//     to take effect.
+//   - announceDelay = hardEnd·(1+ρ)/(1−ρ): a winner over a delete or purge
+//     marker announces this long after its claim was acknowledged. The
+//     previous holder's hardEnd lasts at most hardEnd·(1+ρ) on a server's
+//     clock from its last write, which came before the winner's claim; the
+//     winner's delay lasts at least announceDelay·(1−ρ) on it.
+//
+// How the rest of the protocol uses them:
+//
+//   - A claim over no entry announces at once: the key aged out, which no
+//     server does before hardEnd of its last holder. So does a claim over a
+//     holder's release or handoff: the holder writes either by
+//     compare-and-set over its own latest revision, only after standing down
+//     and once its own announce time has passed (so every holder before it
+//     had stood down too).
 //   - Unless the old leader vouches: a node that sees another client's write
 //     over its key while it is the announced leader within its validity
 //     stands down and writes a release by compare-and-set over that write,
@@ -31,18 +81,15 @@ import "time"
 //     before claiming over it, so that their claims do not pre-empt the
 //     vouch: vouchFloor at least, longer when round trips are long
 //     (roundtrip.go).
-//   - What a leader's work started outside its process must stop by the
-//     work deadline, validity + (T−validity)/2 after the last good write
-//     (WorkDeadline): still before the key can age out, with the other half
-//     of the margin left for clock rates.
 //   - A winner that waited out the announce delay announces only once a
 //     renewal sent at or after its announce time was acknowledged: a vouch
 //     written over its claim meanwhile makes that renewal fail.
 type timing struct {
 	ttl           time.Duration // bucket TTL
 	interval      time.Duration // leader renewal period; the longest wait between a candidate's retries
+	hardEnd       time.Duration // the earliest a server can age out a leader's last write, after the leader sent it
 	validity      time.Duration // leader stands down this long after sending its last good write
-	workMargin    time.Duration // the leadership's work must stop this long after its validity deadline (WorkDeadline)
+	workDeadline  time.Duration // the leadership's work must have stopped this long after its last good write (WorkDeadline)
 	announceDelay time.Duration // a winner over a delete or purge announces this long after its claim
 	vouchFloor    time.Duration // candidates wait at least this long after a removal for the old leader's vouch
 	sitOut        time.Duration // a handoff to another keeps this node away, and a resignation or vouch keeps its writer away, this long
@@ -70,6 +117,15 @@ const maxVouchFloor = 250 * time.Millisecond
 // once spreads its first claims over up to this long.
 const maxSplay = 5 * time.Second
 
+// hardEnd is the earliest moment, after a leader sent a write, at which a
+// server can age it out under the clock assumption: (TTL − offset)/(1+ρ).
+// The offset is ServerClockOffset, or a twentieth of the TTL if that is less (for
+// the test TTLs WithUnsafeShortTTL allows).
+func hardEnd(ttl time.Duration) time.Duration {
+	offset := min(ServerClockOffset, ttl/20)
+	return (ttl - offset) * clockRateDen / (clockRateDen + clockRateNum)
+}
+
 // newTiming derives every duration of an election from its bucket's TTL and
 // its campaign interval (0: the default, three quarters of the TTL). It is
 // the one place each is computed.
@@ -77,13 +133,16 @@ func newTiming(ttl, interval time.Duration) timing {
 	if interval == 0 {
 		interval = ttl * 3 / 4
 	}
-	validity := interval + (ttl-interval)/2
+	end := hardEnd(ttl)
+	gap := end - interval
+	validity := interval + gap/2
 	return timing{
 		ttl:           ttl,
 		interval:      interval,
+		hardEnd:       end,
 		validity:      validity,
-		workMargin:    (ttl - validity) / 2,
-		announceDelay: ttl,
+		workDeadline:  interval + gap*7/8,
+		announceDelay: end * (clockRateDen + clockRateNum) / (clockRateDen - clockRateNum),
 		vouchFloor:    min(ttl/20, maxVouchFloor),
 		sitOut:        ttl / 2,
 		priorityWait:  min(ttl/10, maxPriorityWait),
@@ -93,13 +152,39 @@ func newTiming(ttl, interval time.Duration) timing {
 	}
 }
 
-// ExpiryMargin is how long before its key can age out a leader's validity
-// deadline comes, on a bucket with the given TTL and with the given campaign
-// interval (0: the default): (TTL − interval)/2, an eighth of the TTL at the
-// default interval. A leader cut off from the servers stands down when its
-// validity ends; whatever its leadership started has this long to stop
-// before another candidate can win the key.
-func ExpiryMargin(ttl, interval time.Duration) time.Duration {
-	t := newTiming(ttl, interval)
-	return t.ttl - t.validity
+// Timing is what an election derives from its bucket TTL and campaign
+// interval under the clock assumption (see the package documentation):
+// each deadline is counted on the leader's monotonic clock from the moment
+// it sent its last acknowledged write, and the announce delay on the
+// winner's from the acknowledgement of its claim.
+type Timing struct {
+	TTL      time.Duration // the bucket's TTL
+	Interval time.Duration // the campaign interval: a leader renews this often
+	// Validity is when the leader stands down unless a renewal was
+	// acknowledged meanwhile: IsLeader turns false and the leadership
+	// context is cancelled.
+	Validity time.Duration
+	// WorkDeadline is when everything the leadership started must have
+	// stopped (the function WorkDeadline gives it as a moment).
+	WorkDeadline time.Duration
+	// EarliestExpiry is the earliest moment any server can age the write
+	// out: (TTL − ServerClockOffset)/(1 + ClockRate).
+	EarliestExpiry time.Duration
+	// AnnounceDelay is how long a winner over a deleted or purged key waits
+	// before it leads, when the old leader does not vouch.
+	AnnounceDelay time.Duration
 }
+
+// TimingFor returns the timing of an election on a bucket with the given
+// TTL and with the given campaign interval (0: the default, three quarters
+// of the TTL). It does not check the limits; NewElection does.
+func TimingFor(ttl, interval time.Duration) Timing {
+	t := newTiming(ttl, interval)
+	return Timing{TTL: t.ttl, Interval: t.interval, Validity: t.validity, WorkDeadline: t.workDeadline, EarliestExpiry: t.hardEnd, AnnounceDelay: t.announceDelay}
+}
+
+// WorkMargin is how long a leader's work has to stop after its leadership
+// context is cancelled at the validity deadline: WorkDeadline − Validity.
+// It is 116 ms at a 2 s TTL with the default interval, 723 ms at 10 s,
+// 4.5 s at a minute.
+func (t Timing) WorkMargin() time.Duration { return t.WorkDeadline - t.Validity }

@@ -148,12 +148,13 @@ func (cfg *Config) Validate() error {
 // LossMargin is how long a daemon has to return once its context is
 // cancelled because its node lost the daemon (cut off from the servers)
 // rather than revoked it, on a fleet whose bucket has the given TTL: the
-// node's validity deadline comes this long before the daemon's key can age
-// out and another node start it. It is the election's ExpiryMargin at the
-// default campaign interval, which the fleet's elections use: an eighth of
-// the TTL.
+// node's validity deadline comes this long before the daemon's work deadline
+// (election.WorkDeadline), the last moment before its key can age out and
+// another node start it under the election's clock assumption. It is the
+// election's work margin at the default campaign interval, which the fleet's
+// elections use: 723 ms at a 10 s TTL.
 func LossMargin(ttl time.Duration) time.Duration {
-	return election.ExpiryMargin(ttl, 0)
+	return election.TimingFor(ttl, 0).WorkMargin()
 }
 
 // capacity returns the node's weight.

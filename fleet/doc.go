@@ -51,9 +51,10 @@
 //     drain timeout is let go anyway: its key is left to age out, and the
 //     next node starts it a TTL after the node's last renewal.
 //   - A node that loses a daemon's key (cut off from the servers, or the
-//     key was removed) has its context cancelled at its renewal deadline,
-//     which comes (TTL − campaign interval)/2 before the key can age out
-//     (LossMargin: 1.25 s at a 10 s TTL): the daemon must return within it.
+//     key was removed) has its context cancelled at its validity deadline,
+//     which comes LossMargin (723 ms at a 10 s TTL) before its work
+//     deadline, the last moment before the key can age out under the
+//     election's clock assumption: the daemon must return within it.
 //
 // A daemon that returns before its context is cancelled, with an error or
 // a panic, is started again after a backoff.

@@ -86,7 +86,7 @@ func checkStoodDownInTime(t *testing.T, ttl time.Duration, rec *renewRecord, his
 	// after scheduling delay, well within the margin before the work
 	// deadline.
 	v := validity(ttl)
-	if held := lost.at.Sub(last.sent); held > v+election.ExpiryMargin(ttl, 0)/2 {
+	if held := lost.at.Sub(last.sent); held > election.TimingFor(ttl, 0).WorkDeadline {
 		t.Errorf("%s stood down %v after sending its last acknowledged renewal; its validity is %v", name, held, v)
 	} else {
 		figure(t, "%s stood down %v after sending its last acknowledged renewal (validity %v)", name, held.Round(time.Millisecond), v)
@@ -181,13 +181,16 @@ func homeRegionIsolated(t *testing.T, sc *supercluster) {
 // gatewayDelay adds oneWay to every gateway crossing and measures, from
 // each region, a renewal's round trip to the C1 bucket and how long a
 // write takes to reach a watcher. With a delay, a candidate of C3 leads
-// and must renew without losing leadership; the TTL keeps TTL/8, the time
-// a leader has to retry a renewal, at least 4 round trips.
+// and must renew without losing leadership; the TTL keeps the time a
+// leader has to retry a renewal (from the interval to the validity
+// deadline) at least 4 round trips, in whole seconds.
 func gatewayDelay(t *testing.T, sc *supercluster, oneWay time.Duration) {
 	s := scale()
 	ttl := s.ttl
-	if rtt := 2 * oneWay; ttl/8 < 4*rtt {
-		ttl = (32 * rtt).Round(time.Second)
+	for rtt := 2 * oneWay; ; ttl += time.Second {
+		if tm := election.TimingFor(ttl, 0); tm.Validity-tm.Interval >= 4*rtt {
+			break
+		}
 	}
 	bucket := fmt.Sprintf("DELAY%d", oneWay.Milliseconds())
 	admin := sc.homeBucket(t, bucket, ttl)

@@ -1014,7 +1014,7 @@ func watchKey(t *testing.T, kv jetstream.KeyValue, key string) jetstream.KeyWatc
 
 // validity is how long after sending its last acknowledged write a leader
 // stands down, at the default campaign interval.
-func validity(ttl time.Duration) time.Duration { return ttl - election.ExpiryMargin(ttl, 0) }
+func validity(ttl time.Duration) time.Duration { return election.TimingFor(ttl, 0).Validity }
 
 // holdCut keeps a fault in place until it has lasted at least d since
 // start: the full forms hold cuts long enough for pings to notice them. It

@@ -111,8 +111,8 @@ func (g *testGuard) wait(t *testing.T) int {
 // guard must kill the whole tree of every forking shape, and it exits only
 // once the tree has gone. It measures the time from the SIGKILL to the
 // guard's exit over many runs and checks its median against the work
-// margin at the smallest TTL, the time a killed leader's work has before
-// the key can age out less the half kept for clock rates: the guard reacts
+// margin at the smallest TTL (election.Timing.WorkMargin), the time a leader's
+// work has to stop after its validity deadline: the guard reacts
 // to the pipe's end, it does not poll. The tail depends on the machine's
 // load (a shared 2-core CI machine puts some runs past 100 ms); it is
 // logged, and docs/operations.md gives it as measured on an idle machine.
@@ -121,7 +121,7 @@ func TestGuardKillsTheTreeWhenElectionDies(t *testing.T) {
 	if testing.Short() {
 		runs = 4
 	}
-	margin := (election.MinTTL - election.MinTTL*7/8) / 2 // WorkDeadline's margin at MinTTL
+	margin := election.TimingFor(election.MinTTL, 0).WorkMargin()
 	var took []time.Duration
 	for _, shape := range testenv.ForkingShapes {
 		for range runs {
