@@ -49,7 +49,7 @@ func OpenBucket(ctx context.Context, kv jetstream.KeyValue, defaults ...Option) 
 		kv:        kv,
 		info:      info,
 		defaults:  defaults,
-		hub:       newHub(kv, nil, info.ttl, o.log().With("bucket", kv.Bucket())),
+		hub:       newHub(kv, nil, info.ttl, machineClock{}, o.log().With("bucket", kv.Bucket())),
 		cancel:    cancel,
 		done:      make(chan struct{}),
 		elections: make(map[*Election]struct{}),

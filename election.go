@@ -21,6 +21,7 @@ type Election struct {
 	kv     jetstream.KeyValue
 	opts   options
 	timing timing
+	clock  clock // every reading of the time and every timer of the election
 	log    *slog.Logger
 
 	hub    *hub    // shared with the Bucket that made this election; nil: its own
@@ -127,8 +128,13 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 		return nil, err
 	}
 
+	clk := o.clock
+	if clk == nil {
+		clk = machineClock{}
+	}
 	return &Election{
 		name:      name,
+		clock:     clk,
 		key:       key,
 		kv:        kv,
 		opts:      o,
@@ -203,7 +209,7 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 	defer callbacks.closeAndWait()
 	h, stopHub := e.hub, func() {}
 	if h == nil { // not made by a Bucket: watch the key alone, with its requests and candidates
-		h = newHub(e.kv, []string{e.key, requestKey(e.key), candidatePrefix + e.key + ".*"}, e.timing.ttl, e.log)
+		h = newHub(e.kv, []string{e.key, requestKey(e.key), candidatePrefix + e.key + ".*"}, e.timing.ttl, e.clock, e.log)
 		hubCtx, cancel := context.WithCancel(ctx)
 		hubDone := make(chan struct{})
 		go func() { defer close(hubDone); h.run(hubCtx) }()
@@ -272,7 +278,7 @@ func (e *Election) IsLeader() bool {
 
 // leadingLocked reports whether this node leads now; e.mu must be held.
 func (e *Election) leadingLocked() bool {
-	return e.state == LeaderState && time.Now().Before(e.validUntil)
+	return e.state == LeaderState && e.clock.now().Before(e.validUntil)
 }
 
 // State returns where the election stands on this node.

@@ -63,7 +63,9 @@ type Event struct {
 	Err      error
 	// After says, for EventWon, how the key became free: "no key" (never
 	// held, or aged out), "released by NAME", "handed over to NAME",
-	// "taken over from NAME", "deleted", or "purged" (or an expiry marker).
+	// "drained by NAME" (its key removed, NAME stood down and its work's
+	// deadline passed before it released the key), "taken over from NAME",
+	// "deleted", or "purged" (or an expiry marker).
 	After string
 }
 
@@ -101,6 +103,9 @@ func freedBy(over jetstream.KeyValueEntry) string {
 	}
 	if to, ok := strings.CutPrefix(value, handoffPrefix); ok {
 		return "handed over to " + to
+	}
+	if isDraining(over.Value()) {
+		return drainedBy(over)
 	}
 	return "taken over from " + value
 }

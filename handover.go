@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Requests to a key's leader travel through the bucket: Bucket.Resign and
@@ -114,7 +115,7 @@ func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64, ol
 		for _, ke := range entries {
 			e := ke.entry
 			v := keyView{ready: true}
-			v.observe(e)
+			v.observe(e, time.Now())
 			switch {
 			case e == nil || e.Revision() > rev && !v.held():
 				given = true

@@ -32,7 +32,7 @@ func (e *Election) CheckHealth(tolerance time.Duration) error {
 	if state != LeaderState {
 		return nil
 	}
-	late := time.Since(validUntil)
+	late := e.clock.now().Sub(validUntil)
 	if late <= tolerance {
 		return nil
 	}

@@ -24,7 +24,7 @@ func startHub(t *testing.T) *hubFixture {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "HUB", TTL: 2 * time.Second, Storage: jetstream.MemoryStorage})
-	h := newHub(kv, []string{"k"}, 2*time.Second, slog.New(slog.DiscardHandler))
+	h := newHub(kv, []string{"k"}, 2*time.Second, machineClock{}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); h.run(ctx) }()

@@ -36,10 +36,10 @@ type keyView struct {
 	seenAt time.Time               // when latest arrived, on the local clock
 }
 
-// observe records an entry the watcher delivered (nil: the end of its
-// initial state) and reports whether the view changed. Revisions the view
-// has passed are ignored.
-func (v *keyView) observe(e jetstream.KeyValueEntry) bool {
+// observe records an entry the watcher delivered at now (nil: the end of
+// its initial state) and reports whether the view changed. Revisions the
+// view has passed are ignored.
+func (v *keyView) observe(e jetstream.KeyValueEntry, now time.Time) bool {
 	if e == nil {
 		changed := !v.ready
 		v.ready = true
@@ -48,7 +48,7 @@ func (v *keyView) observe(e jetstream.KeyValueEntry) bool {
 	if v.latest != nil && (e.Revision() < v.latest.Revision() || sameEntry(e, v.latest)) {
 		return false
 	}
-	v.latest, v.seenAt = e, time.Now()
+	v.latest, v.seenAt = e, now
 	return true
 }
 
@@ -59,10 +59,11 @@ func sameEntry(a, b jetstream.KeyValueEntry) bool {
 	return a.Revision() == b.Revision() && a.Operation() == b.Operation() && bytes.Equal(a.Value(), b.Value())
 }
 
-// replace sets the view to what a new watcher found for the key (nil: no
-// entry, so the key aged out if it ever existed) and reports whether the
-// view changed. An unchanged entry keeps the time it was first seen.
-func (v *keyView) replace(e jetstream.KeyValueEntry) bool {
+// replace sets the view to what a new watcher found for the key at now
+// (nil: no entry, so the key aged out if it ever existed) and reports
+// whether the view changed. An unchanged entry keeps the time it was first
+// seen.
+func (v *keyView) replace(e jetstream.KeyValueEntry, now time.Time) bool {
 	switch {
 	case e == nil:
 		changed := v.latest != nil
@@ -71,18 +72,20 @@ func (v *keyView) replace(e jetstream.KeyValueEntry) bool {
 	case v.latest != nil && sameEntry(e, v.latest):
 		return false
 	}
-	v.latest, v.seenAt = e, time.Now()
+	v.latest, v.seenAt = e, now
 	return true
 }
 
-// held reports whether a candidate holds the key, by the latest entry.
+// held reports whether a candidate holds the key, by the latest entry: a
+// release or a draining mark says its writer has stood down.
 func (v *keyView) held() bool {
-	return v.latest != nil && v.latest.Operation() == jetstream.KeyValuePut && !isRelease(v.latest.Value())
+	return v.latest != nil && v.latest.Operation() == jetstream.KeyValuePut && !isRelease(v.latest.Value()) && !isDraining(v.latest.Value())
 }
 
 // free reports whether the key can be claimed over its latest entry: nothing
 // is there (once the initial state is known), or a delete, purge, expiry
-// marker or release is.
+// marker, release or draining mark is (a draining mark only once the time
+// it names has passed: campaigner.claimableAt).
 func (v *keyView) free() bool {
 	return v.ready && !v.held()
 }
@@ -113,10 +116,14 @@ const (
 	// predecessorReleased: the holder's own release, which it writes only
 	// after standing down.
 	predecessorReleased
+	// predecessorDrained: the draining mark of a holder that saw its key
+	// removed and stood down, claimed over only once its work deadline has
+	// passed (drain.go).
+	predecessorDrained
 )
 
 func (p predecessor) String() string {
-	return [...]string{"removal", "no key", "release"}[p]
+	return [...]string{"removal", "no key", "release", "drain"}[p]
 }
 
 // classify tells how the key became free, for a claim over v.expected(). A
@@ -129,6 +136,8 @@ func (v *keyView) classify() predecessor {
 		return predecessorNone
 	case v.latest.Operation() == jetstream.KeyValuePut && isRelease(v.latest.Value()):
 		return predecessorReleased
+	case v.latest.Operation() == jetstream.KeyValuePut && isDraining(v.latest.Value()):
+		return predecessorDrained
 	default:
 		return predecessorEarly
 	}

@@ -36,15 +36,16 @@ func TestKeyViewTellsHowTheKeyBecameFree(t *testing.T) {
 		{"release with its holder unseen", []jetstream.KeyValueEntry{entry{2, put, "released:a"}}, true, predecessorReleased},
 		{"deleted", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, jetstream.KeyValueDelete, ""}}, true, predecessorEarly},
 		{"purged or expired", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, jetstream.KeyValuePurge, ""}}, true, predecessorEarly},
+		{"marked draining by the holder", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, jetstream.KeyValueDelete, ""}, entry{3, put, "draining:a for 1.5s"}}, true, predecessorDrained},
 		{"redelivered entries ignored", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, put, "released:a"}, entry{1, put, "a"}}, true, predecessorReleased},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var v keyView
 			for _, e := range tt.entries {
-				v.observe(e)
+				v.observe(e, time.Now())
 			}
-			v.observe(nil) // the watcher's end of initial values
+			v.observe(nil, time.Now()) // the watcher's end of initial values
 			if v.free() != tt.free {
 				t.Fatalf("free() = %v, want %v", v.free(), tt.free)
 			}

@@ -163,7 +163,7 @@ func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub,
 // see applies one entry (nil: the key has none).
 func (o *observer) see(e jetstream.KeyValueEntry) {
 	v := keyView{ready: true}
-	v.observe(e)
+	v.observe(e, time.Now())
 	l := leaderOf(o.key, &v)
 	if l.Name != "" && l.Name == o.current.Name {
 		o.current.Revision, o.current.Written, o.renewed = l.Revision, l.Written, time.Now() // a renewal

@@ -46,19 +46,20 @@ type roundTrips struct {
 	warnedAt time.Time
 }
 
-// observe records d and reports whether the round trip now calls for a
-// warning: it exceeds budget and none was given within roundTripWarnEvery.
-func (r *roundTrips) observe(d, budget time.Duration) bool {
+// observe records d, measured at now, and reports whether the round trip
+// now calls for a warning: it exceeds budget and none was given within
+// roundTripWarnEvery.
+func (r *roundTrips) observe(d, budget time.Duration, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.samples) == roundTripSamples {
 		r.samples = r.samples[1:]
 	}
 	r.samples = append(r.samples, d)
-	if r.medianLocked() <= budget || (!r.warnedAt.IsZero() && time.Since(r.warnedAt) < roundTripWarnEvery) {
+	if r.medianLocked() <= budget || (!r.warnedAt.IsZero() && now.Sub(r.warnedAt) < roundTripWarnEvery) {
 		return false
 	}
-	r.warnedAt = time.Now()
+	r.warnedAt = now
 	return true
 }
 
@@ -84,8 +85,8 @@ func (c *campaigner) roundTrip(sent time.Time, err error) {
 	if err != nil && !isCASConflict(err) {
 		return // a timeout or a broken connection measures nothing
 	}
-	d := time.Since(sent)
-	if c.rtt.observe(d, c.timing.renewRetry) {
+	now := c.clock.now()
+	if c.rtt.observe(now.Sub(sent), c.timing.renewRetry, now) {
 		rtt := c.rtt.median()
 		c.log.Warn("the round trip to the bucket is long for its TTL: fewer than four tries of a renewal fit in the renewal window, so one late acknowledgement can end leadership; use a longer TTL (see docs/topologies.md)",
 			"round_trip", rtt.Round(time.Millisecond), "ttl", c.timing.ttl, "renewal_window", c.timing.validity-c.timing.interval,

@@ -59,11 +59,14 @@ const ServerClockOffset = 100 * time.Millisecond
 //     command then; a fleet daemon returns within WorkMargin after losing
 //     its node's validity). The last G/8 before hardEnd is left for a kill
 //     to take effect.
-//   - announceDelay = hardEnd·(1+ρ)/(1−ρ): a winner over a delete or purge
-//     marker announces this long after its claim was acknowledged. The
-//     previous holder's hardEnd lasts at most hardEnd·(1+ρ) on a server's
-//     clock from its last write, which came before the winner's claim; the
-//     winner's delay lasts at least announceDelay·(1−ρ) on it.
+//   - announceDelay = outlast(hardEnd): a winner over a delete or purge
+//     marker announces this long after its claim was acknowledged, when
+//     the previous holder's hardEnd, begun at its last write before the
+//     claim, has passed however the two clocks run.
+//   - A leader that sees its key removed while its work still runs answers
+//     at once with a draining mark naming how long until its work deadline
+//     (drain.go); candidates claim over the mark only once outlast of that
+//     has passed since they saw it, and announce at once then.
 //
 // How the rest of the protocol uses them:
 //
@@ -126,6 +129,15 @@ func hardEnd(ttl time.Duration) time.Duration {
 	return (ttl - offset) * clockRateDen / (clockRateDen + clockRateNum)
 }
 
+// outlast is how long a candidate waits, on its own clock, to be sure that
+// a span another candidate measures as d on its clock, begun no later, has
+// ended: d·(1+ρ)/(1−ρ), rounded up. The other's d lasts at most d·(1+ρ) on
+// a server's clock, and the wait at least that long.
+func outlast(d time.Duration) time.Duration {
+	const den = clockRateDen - clockRateNum
+	return (d*(clockRateDen+clockRateNum) + den - 1) / den
+}
+
 // newTiming derives every duration of an election from its bucket's TTL and
 // its campaign interval (0: the default, three quarters of the TTL). It is
 // the one place each is computed.
@@ -142,7 +154,7 @@ func newTiming(ttl, interval time.Duration) timing {
 		hardEnd:       end,
 		validity:      validity,
 		workDeadline:  interval + gap*7/8,
-		announceDelay: end * (clockRateDen + clockRateNum) / (clockRateDen - clockRateNum),
+		announceDelay: outlast(end),
 		vouchFloor:    min(ttl/20, maxVouchFloor),
 		sitOut:        ttl / 2,
 		priorityWait:  min(ttl/10, maxPriorityWait),

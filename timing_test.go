@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // deadlines are the moments a user relies on, each counted on the leader's
@@ -15,6 +17,9 @@ type deadlines struct {
 	work     time.Duration // WorkDeadline: the guard kills the command; a fleet daemon has returned
 	fleet    time.Duration // a fleet daemon's return after losing its node: validity + LossMargin (WorkMargin at the default interval)
 	announce time.Duration // a winner over a removal announces this long after its claim's acknowledgement, on its own clock
+	// drainWait is how long after seeing a draining mark that names left a
+	// successor claims over it.
+	drainWait func(left time.Duration) time.Duration
 }
 
 // readDeadlines reads the deadlines of an election with timing tm from the
@@ -22,9 +27,9 @@ type deadlines struct {
 func readDeadlines(t *testing.T, tm timing) deadlines {
 	t.Helper()
 	base := time.Now()
-	c := &campaigner{Election: &Election{timing: tm}}
+	c := &campaigner{Election: &Election{timing: tm, clock: machineClock{}}}
 	validUntil := c.deadline(&tenure{lastSent: base})
-	e := &Election{timing: tm, state: LeaderState, validUntil: validUntil, token: 7}
+	e := &Election{timing: tm, clock: machineClock{}, state: LeaderState, validUntil: validUntil, token: 7}
 	ctx := context.WithValue(context.Background(), leadershipKey{}, leadershipRef{token: 7, e: e})
 	work, ok := WorkDeadline(ctx)
 	if !ok {
@@ -35,6 +40,11 @@ func readDeadlines(t *testing.T, tm timing) deadlines {
 		work:     work.Sub(base),
 		fleet:    validUntil.Sub(base) + workMargin(tm),
 		announce: tm.announceDelay,
+		drainWait: func(left time.Duration) time.Duration {
+			c := &campaigner{Election: &Election{timing: tm, clock: machineClock{}}}
+			mark := drainingValue("a", left)
+			return c.drainedAt(&keyView{latest: stubEntry{value: mark}, seenAt: base}).Sub(base)
+		},
 	}
 }
 
@@ -95,8 +105,20 @@ func violations(t *testing.T, tm timing) []string {
 		// A successor that claimed over a removal, acknowledged at the
 		// earliest at the leader's write, announces after its delay on its
 		// clock: after every deadline of the leader.
-		if announce, end := real(d.announce, c.successor), real(max(d.validity, d.work, d.fleet), c.leader); announce < end {
+		end := real(max(d.validity, d.work, d.fleet), c.leader)
+		if announce := real(d.announce, c.successor); announce < end {
 			broken = append(broken, fmt.Sprintf("announce delay ends %.3fs after the leader's write, before its work deadline at %.3fs (%+v)", announce, end, c))
+		}
+		// A leader that saw its key removed writes a draining mark at any
+		// moment of its validity, naming the time left to its work
+		// deadline; a successor that saw the mark at the earliest (when it
+		// was sent) claims over it once drainWait of that has passed, and
+		// announces at once.
+		for _, at := range []time.Duration{0, d.validity / 2, d.validity} {
+			left := d.work - at
+			if claim := real(at, c.leader) + real(d.drainWait(left), c.successor); claim < end {
+				broken = append(broken, fmt.Sprintf("a successor claims over a draining mark written %v after the write %.3fs after it, before the leader's work deadline at %.3fs (%+v)", at, claim, end, c))
+			}
 		}
 	}
 	return broken
@@ -146,10 +168,11 @@ func TestDeadlineCheckCatchesEachDeadlineMovedPastTheBound(t *testing.T) {
 		mutate func(*timing)
 		only   *timing // nil: every timing case; else only this one
 	}{
-		{name: "validity at the earliest expiry", mutate: func(tm *timing) { tm.validity = tm.hardEnd }},
-		{name: "work deadline at the earliest expiry", mutate: func(tm *timing) { tm.workDeadline = tm.hardEnd }},
+		{name: "validity just past the earliest expiry", mutate: func(tm *timing) { tm.validity = tm.hardEnd + time.Millisecond }},
+		{name: "work deadline just past the earliest expiry", mutate: func(tm *timing) { tm.workDeadline = tm.hardEnd + time.Millisecond }},
 		{name: "fleet margin to the TTL", mutate: func(tm *timing) { tm.workDeadline = tm.ttl }},
 		{name: "announce delay of the work deadline", mutate: func(tm *timing) { tm.announceDelay = tm.workDeadline }},
+		{name: "a draining mark's time capped below what the work has left", mutate: func(tm *timing) { tm.hardEnd = tm.interval / 2 }},
 		// The work deadline before the clock assumption was stated, at
 		// the TTL floor with the default interval.
 		{name: "work deadline at 15/16 of the TTL", mutate: func(tm *timing) { tm.workDeadline = tm.ttl * 15 / 16 }, only: ptr(newTiming(MinTTL, 0))},
@@ -171,6 +194,15 @@ func TestDeadlineCheckCatchesEachDeadlineMovedPastTheBound(t *testing.T) {
 		}
 	}
 }
+
+// stubEntry is a KV entry value for the decisions that read one.
+type stubEntry struct {
+	jetstream.KeyValueEntry
+	value string
+}
+
+func (e stubEntry) Value() []byte                   { return []byte(e.value) }
+func (e stubEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
 
 func ptr[T any](v T) *T { return &v }
 

@@ -1,0 +1,104 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A leader that sees its key removed (deleted, purged, overwritten) stands
+// down at once, but its work may take a while to stop: a command given
+// SIGTERM, a daemon that drains. Its release, over which the next winner
+// announces at once, must wait for that work (campaigner.awaitWork). So that
+// candidates neither claim over the removal meanwhile (a claim over a
+// removal waits out the announce delay, about a TTL) nor wait a fixed
+// window, the leader answers the removal at once, by compare-and-set over
+// it, with a draining mark: "draining:" and its name, " for " and how long
+// until its work deadline (WorkDeadline, by when its work has stopped,
+// whatever it does). It writes its release over the mark once the work has
+// returned, and candidates claim over the release at once; if none comes,
+// they claim over the mark once outlast of the time it names has passed
+// since they saw it, and announce at once then too: the work has stopped by
+// its deadline.
+//
+// Only a node that may vouch writes the mark (campaigner.vouch says why):
+// the announced leader, within its validity, when it saw the removal. Like a
+// release, a mark is never written by hand: names cannot hold a colon.
+const drainingPrefix = "draining:"
+
+// drainingSep separates the name from the time left in a draining mark.
+const drainingSep = " for "
+
+// drainingValue is the draining mark of the candidate name whose work stops
+// within left, rounded up to the millisecond.
+func drainingValue(name string, left time.Duration) string {
+	if r := left.Truncate(time.Millisecond); r != left {
+		left = r + time.Millisecond
+	}
+	return drainingPrefix + name + drainingSep + left.String()
+}
+
+func isDraining(value []byte) bool {
+	return strings.HasPrefix(string(value), drainingPrefix)
+}
+
+// drainingLeft parses a draining mark: the time its writer's work had left
+// when it wrote it. ok is false for a value that is no well-formed mark.
+func drainingLeft(value []byte) (left time.Duration, ok bool) {
+	rest, ok := strings.CutPrefix(string(value), drainingPrefix)
+	if !ok {
+		return 0, false
+	}
+	i := strings.LastIndex(rest, drainingSep)
+	if i < 0 {
+		return 0, false
+	}
+	left, err := time.ParseDuration(rest[i+len(drainingSep):])
+	if err != nil || left < 0 {
+		return 0, false
+	}
+	return left, true
+}
+
+// drainedAt is when a candidate may claim over v's latest entry, a draining
+// mark seen at v.seenAt: once the time it names has surely passed. A mark
+// that cannot be read counts as naming the longest time any leader's work
+// can have left, the earliest expiry.
+func (c *campaigner) drainedAt(v *keyView) time.Time {
+	left, ok := drainingLeft(v.latest.Value())
+	if !ok || left > c.timing.hardEnd {
+		left = c.timing.hardEnd
+	}
+	return v.seenAt.Add(outlast(left))
+}
+
+// markDraining writes this node's draining mark over revision removal,
+// which another client wrote over its tenure t, and returns the revision
+// written, 0 if the key moved on first.
+func (c *campaigner) markDraining(t *tenure, removal uint64) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
+	defer cancel()
+	left := time.Until(t.lastSent.Add(c.timing.workDeadline))
+	sent := time.Now()
+	rev, err := c.kv.Update(ctx, c.key, []byte(drainingValue(c.name, left)), removal)
+	c.roundTrip(sent, err)
+	if err != nil {
+		c.log.Debug("could not mark the key draining; the next leader waits a TTL", "removal", removal, "error", err)
+		return 0
+	}
+	c.hub.wrote(rev)
+	c.log.Info("stood down; marked the key draining until the work returns", "removal", removal, "revision", rev, "left", left)
+	return rev
+}
+
+// drainedBy names the writer of a draining mark, for the history.
+func drainedBy(over jetstream.KeyValueEntry) string {
+	rest, _ := strings.CutPrefix(string(over.Value()), drainingPrefix)
+	if i := strings.LastIndex(rest, drainingSep); i >= 0 {
+		rest = rest[:i]
+	}
+	return fmt.Sprintf("drained by %s", rest)
+}
