@@ -23,6 +23,7 @@ type campaigner struct {
 	since     time.Time             // when this node began to campaign for its next tenure
 	work      func(context.Context) // Once's work, run after OnWon when this node leads
 	workDone  atomic.Bool           // Once's work returned while this node led: the release marks the key done
+	marked    bool                  // Once's done mark was confirmed written (markDone)
 	pref      preference            // with WithPreferHigher: the higher candidates seen while leading
 	rtt       roundTrips            // recent round trips to the bucket (roundtrip.go)
 }
@@ -32,6 +33,7 @@ type campaigner struct {
 type tenure struct {
 	token      uint64          // revision of the winning Create: the fencing token
 	revision   uint64          // latest revision this node wrote
+	unsure     bool            // a renewal over revision was sent and its answer lost: the server may have applied it
 	lastSent   time.Time       // when the latest acknowledged write was sent
 	announceAt time.Time       // when leadership may be announced
 	confirm    bool            // announce only after a renewal sent at or after announceAt was acknowledged
@@ -372,6 +374,9 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		case <-ctx.Done():
 		case <-c.sub.changed:
 			switch e := c.hub.view(c.key).latest; {
+			case c.lostRenewal(t, e):
+				c.adopt(t, e)
+				renewAt = time.Now()
 			case e != nil && e.Revision() > t.revision:
 				c.standDownAndVouch(t, e.Revision(), fmt.Errorf("%w: revision %d was written by another client", ErrRevisionGone, e.Revision()))
 				return
@@ -421,7 +426,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		c.emit(Event{Kind: EventRenewed, Duration: time.Since(sent), Err: err})
 		switch {
 		case err == nil:
-			t.revision = rev
+			t.revision, t.unsure = rev, false
 			c.hub.wrote(rev)
 			if !c.extend(t, sent) {
 				c.standDown(t, fmt.Errorf("%w: the renewal was acknowledged after it", ErrRenewDeadline))
@@ -433,11 +438,26 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 				return
 			}
 		case isCASConflict(err):
+			e := c.hub.view(c.key).latest
+			switch {
+			case c.lostRenewal(t, e):
+				c.adopt(t, e)
+				renewAt = time.Now()
+				continue
+			case t.unsure && (e == nil || e.Revision() <= t.revision):
+				// What is over t.revision may be this node's lost renewal,
+				// which the watcher has not delivered yet: wait for it.
+				renewAt = earliest(time.Now().Add(c.timing.renewRetry), deadline)
+				continue
+			}
 			cause := fmt.Errorf("%w: %w", ErrRevisionGone, err)
-			if e := c.hub.view(c.key).latest; e != nil && e.Revision() > t.revision {
+			if e != nil && e.Revision() > t.revision {
 				c.standDownAndVouch(t, e.Revision(), cause)
 			} else {
 				c.standDown(t, cause)
+				if c.workDone.Load() {
+					c.release(t) // the done mark, over whatever the watcher shows next
+				}
 			}
 			return
 		case !time.Now().Before(deadline):
@@ -445,11 +465,46 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 			c.release(t)
 			return
 		default:
+			t.unsure = true
 			c.log.Warn("renewal failed; retrying until the validity deadline",
 				append(errAttrs(err), "revision", t.revision, "deadline_in", time.Until(deadline))...)
 			renewAt = earliest(time.Now().Add(c.timing.renewRetry), deadline)
 		}
 	}
+}
+
+// lostRenewal reports whether e, the key's latest entry, is this node's
+// renewal whose answer was lost: a renewal over t.revision went unanswered
+// (t.unsure), e is a write of this node's name above t.revision, and this
+// announced tenure is still within its validity deadline.
+//
+// Why e is this node's own: a candidate writes its name only when it claims
+// (over a release, a removal or no entry) or renews (over its own latest
+// revision). t.revision holds this node's name, so no claim goes over it,
+// and it cannot age out before the deadline; so a write of this name
+// directly over t.revision is this node's renewal, the one of its
+// unanswered tries that applied (each compare-and-sets t.revision, so at
+// most one does). The watcher cannot prove that nothing came between: a
+// removal and a claim by another candidate of the same name could reach it
+// together. Adopting is safe even then, for adopt keeps the validity
+// deadline (only an acknowledged renewal moves it): such a claim was made
+// over a removal written after t.revision, so its writer announces only a
+// TTL after it, past this node's deadline, and only after a renewal of its
+// own over its claim is acknowledged; this node's next renewal over e, if
+// acknowledged first, makes that one fail. Only an announced tenure adopts,
+// so such a claimant (not announced) never adopts this node's writes in
+// turn.
+func (c *campaigner) lostRenewal(t *tenure, e jetstream.KeyValueEntry) bool {
+	return t.unsure && t.announced && e != nil && e.Revision() > t.revision &&
+		e.Operation() == jetstream.KeyValuePut && string(e.Value()) == c.name &&
+		time.Now().Before(c.deadline(t))
+}
+
+// adopt takes e, this node's renewal whose answer was lost (lostRenewal),
+// as the tenure's latest revision, without moving the validity deadline.
+func (c *campaigner) adopt(t *tenure, e jetstream.KeyValueEntry) {
+	c.log.Info("the watcher shows this node's renewal whose answer was lost; holding the key from it", "revision", t.revision, "renewed", e.Revision())
+	t.revision, t.unsure = e.Revision(), false
 }
 
 // deadline is the moment the tenure's validity ends unless renewed.
@@ -557,11 +612,16 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 // the write then vouches for having stood down: it writes a release by
 // compare-and-set over that revision, over which the next winner announces at
 // once instead of a TTL later, and sits it out for half a TTL as after a
-// resignation. See vouch for why only such a node may vouch.
+// resignation. See vouch for why only such a node may vouch. When Once's
+// work ran, such a node writes the done mark over the removal instead.
 func (c *campaigner) standDownAndVouch(t *tenure, removal uint64, cause error) {
 	mayVouch := t.lead != nil && time.Now().Before(c.deadline(t))
 	c.standDown(t, cause)
-	if mayVouch && c.awaitWork(t, time.Now().Add(c.timing.ttl)) {
+	switch {
+	case !mayVouch || !c.awaitWork(t, time.Now().Add(c.timing.ttl)):
+	case c.workDone.Load():
+		c.markDone(t, removal) // Once's work ran: its done mark, not a release
+	default:
 		c.sitOut = c.vouch(removal)
 	}
 }
@@ -602,13 +662,14 @@ func (c *campaigner) vouch(removal uint64) uint64 {
 // so has this node: it writes "released:" and its name, over which the next
 // winner announces at once. Before then (stopped while waiting out a removal)
 // an earlier holder may still believe it leads, so it deletes the key
-// instead, which makes the next winner wait a TTL.
+// instead, which makes the next winner wait a TTL. When Once's work ran, it
+// writes the done mark instead (markDone).
 func (c *campaigner) release(t *tenure) {
-	value := releasePrefix + c.name
-	if c.workDone.Load() {
-		value = donePrefix + c.name
+	if !c.workDone.Load() {
+		c.releaseAs(t, releasePrefix+c.name)
+	} else if c.awaitWork(t, t.lastSent.Add(c.timing.ttl)) {
+		c.markDone(t, t.revision)
 	}
-	c.releaseAs(t, value)
 }
 
 // releaseAs releases the key as release does, with value (a release or a

@@ -62,6 +62,14 @@ var (
 // marked done.
 var ErrWorkInterrupted = errors.New("election: leadership ended before the work returned")
 
+// ErrDoneUnconfirmed is returned by Election.Once, with OnceRan, when the
+// work returned while this node led but the key's done mark could not be
+// confirmed written before the leadership's validity deadline: the writes
+// failed or their answers were lost, or another client wrote over the key
+// first. The work ran; assume another host's Once may run it again, at
+// once or when the key ages out, as after ErrWorkInterrupted.
+var ErrDoneUnconfirmed = errors.New("election: the work ran, but the key's done mark is not confirmed")
+
 // Errors returned by Bucket.Resign and Bucket.Transfer.
 var (
 	// ErrNoLeader means nobody holds the key.

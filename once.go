@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // OnceOutcome says what an Election.Once attempt found.
@@ -58,7 +60,14 @@ func (o OnceOutcome) String() string {
 // one TTL and returns OnceRan with work's error. Any candidate's Once in that
 // TTL returns OnceDone without running, and a Start-ed candidate of the key
 // claims it only once the mark has aged out. A panic in work is returned as
-// an error. If leadership ends, or ctx is done, before work returns, Once
+// an error. The mark is written by compare-and-set over this node's latest
+// write, including a renewal the server applied but whose answer was lost
+// (the watcher shows it), or over a delete or purge another client made
+// while this node led; it must be confirmed before the leadership's validity
+// deadline. If it is not (its writes failed or went unanswered, or another
+// client wrote over the key), Once returns OnceRan with an error matching
+// ErrDoneUnconfirmed, joined with work's: the work ran, but another host may
+// run it again. If leadership ends, or ctx is done, before work returns, Once
 // waits for work to return, releases the key unmarked (another host may run
 // the work) and returns OnceRan with an error matching ErrWorkInterrupted.
 //
@@ -143,10 +152,94 @@ func (c *campaigner) runOnce(ctx context.Context, t *tenure, work func(context.C
 		return OnceConflict, nil
 	}
 	err := <-result
-	if !c.workDone.Load() {
+	switch {
+	case !c.workDone.Load():
 		err = errors.Join(ErrWorkInterrupted, err)
+	case !c.marked:
+		err = errors.Join(ErrDoneUnconfirmed, err)
 	}
 	return OnceRan, err
+}
+
+// markDone writes the done mark once Once's work returned while this node
+// led, by compare-and-set over revision over: this node's latest revision,
+// or another client's write over it that the node saw while it led and
+// within its validity (where a vouch would go). It tries until the
+// tenure's validity deadline and sets c.marked once the mark is confirmed:
+// acknowledged, or, after a try whose answer was lost, shown by the watcher
+// over the revision it was written over. When the compare-and-set fails, it
+// waits for the watcher to show what is there: this node's renewal whose
+// answer was lost (see lostRenewal), or a removal, and writes the mark over
+// it; over anything else it gives up.
+//
+// A done mark is never a release: no candidate claims over it until it ages
+// out a TTL after it was written, after this node stood down. So writing it
+// over any revision this node saw is safe; the compare-and-set only keeps it
+// from landing over a claim this node has not seen.
+func (c *campaigner) markDone(t *tenure, over uint64) {
+	deadline := c.deadline(t)
+	value := donePrefix + c.name
+	unsure := false // a try went unanswered: the server may have applied it
+	for {
+		sent := time.Now()
+		if !sent.Before(deadline) {
+			c.log.Warn("the done mark is not confirmed and the validity deadline has passed; another host may run the work again", "over", over)
+			return
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), earliest(deadline, sent.Add(c.timing.opTimeout)))
+		rev, err := c.kv.Update(ctx, c.key, []byte(value), over)
+		cancel()
+		c.roundTrip(sent, err)
+		switch {
+		case err == nil:
+			c.hub.wrote(rev)
+			c.marked = true
+			c.log.Info("marked the key done", "over", over, "revision", rev)
+			return
+		case !isCASConflict(err):
+			unsure = true
+			c.log.Warn("could not write the done mark; retrying until the validity deadline", append(errAttrs(err), "over", over)...)
+			sleep(context.Background(), time.Until(earliest(time.Now().Add(c.timing.renewRetry), deadline)))
+			continue
+		}
+		e := c.awaitAbove(over, deadline)
+		switch {
+		case e == nil:
+			c.log.Warn("the done mark is not confirmed and the validity deadline has passed; another host may run the work again", "over", over)
+			return
+		case unsure && e.Operation() == jetstream.KeyValuePut && string(e.Value()) == value:
+			// This node's own mark, whose answer was lost: nobody else
+			// writes this node's done mark over a revision it saw.
+			c.marked = true
+			c.log.Info("the watcher shows the done mark whose answer was lost", "over", over, "revision", e.Revision())
+			return
+		case over == t.revision && c.lostRenewal(t, e):
+			c.adopt(t, e)
+		case e.Operation() != jetstream.KeyValuePut:
+			c.log.Info("another client removed the key before the done mark; marking it over the removal", "over", over, "removal", e.Revision())
+		default:
+			c.log.Warn("another client wrote over the key before the done mark; another host may run the work again", "over", over, "revision", e.Revision(), "value", string(e.Value()))
+			return
+		}
+		over, unsure = e.Revision(), false
+	}
+}
+
+// awaitAbove waits until the watcher shows an entry of the key above
+// revision rev and returns it, or nil if the moment until passes first.
+func (c *campaigner) awaitAbove(rev uint64, until time.Time) jetstream.KeyValueEntry {
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	for {
+		if e := c.hub.view(c.key).latest; e != nil && e.Revision() > rev {
+			return e
+		}
+		select {
+		case <-c.sub.changed:
+		case <-timer.C:
+			return nil
+		}
+	}
 }
 
 // runWork runs work, returning a panic as an error.

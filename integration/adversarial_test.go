@@ -24,6 +24,16 @@ type adversarialKV struct {
 	rng *rand.Rand
 	on  bool
 	cut bool
+
+	// script, if set, picks the fault of every Update in place of the
+	// random draw, for a test that needs one at a given moment: 0 none,
+	// 1 applied but answered with a timeout (the revision written is then
+	// sent to lost, if set), 2 dropped with a timeout. It may block, which
+	// holds the write back.
+	script func(key string, value []byte, last uint64) int
+	lost   chan uint64
+	// delivered, if set, is told of every entry the watchers deliver.
+	delivered func(jetstream.KeyValueEntry)
 }
 
 // setCut starts or ends a cut.
@@ -75,7 +85,21 @@ func (a *adversarialKV) Create(ctx context.Context, key string, value []byte, op
 }
 
 func (a *adversarialKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
-	return a.write(ctx, func(ctx context.Context) (uint64, error) { return a.KeyValue.Update(ctx, key, value, last) })
+	do := func(ctx context.Context) (uint64, error) { return a.KeyValue.Update(ctx, key, value, last) }
+	if a.script == nil {
+		return a.write(ctx, do)
+	}
+	switch a.script(key, value, last) {
+	case 1:
+		rev, err := do(ctx)
+		if err == nil && a.lost != nil {
+			a.lost <- rev
+		}
+		return 0, context.DeadlineExceeded
+	case 2:
+		return 0, context.DeadlineExceeded
+	}
+	return do(ctx)
 }
 
 func (a *adversarialKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
@@ -96,7 +120,7 @@ func (a *adversarialKV) WatchFiltered(ctx context.Context, keys []string, opts .
 			return 0
 		}
 		return time.Duration(delays.IntN(200)) * time.Millisecond
-	}), nil
+	}, a.delivered), nil
 }
 
 func (a *adversarialKV) faulty() bool {
@@ -105,7 +129,8 @@ func (a *adversarialKV) faulty() bool {
 	return a.on
 }
 
-// lateWatcher delivers a watcher's entries in order, each after a delay.
+// lateWatcher delivers a watcher's entries in order, each after a delay,
+// and tells delivered (if not nil) of each once delivered.
 type lateWatcher struct {
 	jetstream.KeyWatcher
 	updates  chan jetstream.KeyValueEntry
@@ -113,7 +138,7 @@ type lateWatcher struct {
 	stopOnce sync.Once
 }
 
-func newLateWatcher(w jetstream.KeyWatcher, delay func() time.Duration) *lateWatcher {
+func newLateWatcher(w jetstream.KeyWatcher, delay func() time.Duration, delivered func(jetstream.KeyValueEntry)) *lateWatcher {
 	lw := &lateWatcher{KeyWatcher: w, updates: make(chan jetstream.KeyValueEntry), stopped: make(chan struct{})}
 	go func() {
 		defer close(lw.updates)
@@ -127,6 +152,9 @@ func newLateWatcher(w jetstream.KeyWatcher, delay func() time.Duration) *lateWat
 			case lw.updates <- e:
 			case <-lw.stopped:
 				return
+			}
+			if delivered != nil && e != nil {
+				delivered(e)
 			}
 		}
 	}()
