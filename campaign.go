@@ -252,7 +252,9 @@ func (c *campaigner) canClaim(v *keyView, tried uint64, triedAny bool) bool {
 // there to claim over (it ages out a TTL after it was written). A removal
 // keeps every candidate away for the vouch wait, so that a claim does not
 // pre-empt the old leader's vouch (see campaigner.vouch), which lets the
-// winner announce at once instead of a TTL later.
+// winner announce at once instead of a TTL later; a draining mark keeps them
+// away until the old leader's work has stopped (drainedAt), unless its
+// release comes first.
 //
 // A handoff to this node is claimable at once. Otherwise, higher priorities
 // among the live candidates keep it away for priorityDelay after the key
@@ -268,6 +270,9 @@ func (c *campaigner) claimableAt(v *keyView) time.Time {
 		at = v.seenAt.Add(c.timing.sitOut)
 	case v.latest != nil && v.classify() == predecessorEarly:
 		at = v.seenAt.Add(c.vouchWait())
+	}
+	if v.latest != nil && v.classify() == predecessorDrained {
+		at = later(at, c.drainedAt(v)) // the work named by the mark has stopped by then
 	}
 	if delay := c.priorityDelay(); delay > 0 {
 		freeSince := c.since
@@ -544,6 +549,15 @@ func (c *campaigner) announce(ctx context.Context, t *tenure) {
 // only once this node's work has stopped: leaders that do their work in
 // OnWon never overlap on a handover.
 func (c *campaigner) awaitWork(t *tenure, until time.Time) bool {
+	if c.workReturned(t, until) {
+		return true
+	}
+	c.log.Warn("OnWon did not return after leadership ended; the key is left to expire", "revision", t.revision, "waited", time.Since(c.since))
+	return false
+}
+
+// workReturned waits as awaitWork does, quietly.
+func (c *campaigner) workReturned(t *tenure, until time.Time) bool {
 	if t.returned == nil {
 		return true
 	}
@@ -553,7 +567,6 @@ func (c *campaigner) awaitWork(t *tenure, until time.Time) bool {
 	case <-t.returned:
 		return true
 	case <-timer.C:
-		c.log.Warn("OnWon did not return after leadership ended; the key is left to expire", "revision", t.revision, "waited", time.Since(c.since))
 		return false
 	}
 }
@@ -609,50 +622,69 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 // standDownAndVouch ends the tenure because another client wrote revision
 // removal over the key (a delete, a purge or an overwrite). A node that was
 // the announced leader and still within its validity deadline when it saw
-// the write then vouches for having stood down: it writes a release by
-// compare-and-set over that revision, over which the next winner announces at
-// once instead of a TTL later, and sits it out for half a TTL as after a
-// resignation. See vouch for why only such a node may vouch. When Once's
-// work ran, such a node writes the done mark over the removal instead.
+// the write then vouches for having stood down: once its work has returned,
+// it writes a release by compare-and-set over the removal, over which the
+// next winner announces at once instead of an announce delay later, and
+// sits it out for half a TTL as after a resignation. See vouch for why only
+// such a node may vouch. Work still running a moment after the stand-down
+// (drainGrace) is answered at once with a draining mark over the removal
+// (drain.go), and the release follows over the mark when the work returns,
+// by its work deadline. When Once's work ran, the done mark takes the
+// release's place.
 func (c *campaigner) standDownAndVouch(t *tenure, removal uint64, cause error) {
 	mayVouch := t.lead != nil && time.Now().Before(c.deadline(t))
 	c.standDown(t, cause)
-	switch {
-	case !mayVouch || !c.awaitWork(t, time.Now().Add(c.timing.ttl)):
-	case c.workDone.Load():
-		c.markDone(t, removal) // Once's work ran: its done mark, not a release
-	default:
-		c.sitOut = c.vouch(removal)
+	if !mayVouch {
+		return
+	}
+	over := removal
+	if !c.workReturned(t, time.Now().Add(c.timing.drainGrace)) {
+		if over = c.markDraining(t, removal); over == 0 {
+			return // a claim came first: its winner waits out the announce delay
+		}
+		c.sitOut = over
+		if !c.awaitWork(t, t.lastSent.Add(c.timing.workDeadline)) {
+			return // candidates claim over the mark once its time has passed
+		}
+	}
+	if c.workDone.Load() {
+		c.markDone(t, over) // Once's work ran: its done mark, not a release
+		return
+	}
+	if rev := c.vouch(over); rev != 0 {
+		c.sitOut = rev
 	}
 }
 
-// vouch writes this node's release over revision removal, which another
-// client wrote over its tenure, and returns the revision written, 0 if the
-// key moved on first (a candidate already claimed over the removal: it then
-// waits out the announce delay).
+// vouch writes this node's release over revision over: another client's
+// removal over its tenure, or this node's draining mark over such a
+// removal. It returns the revision written, 0 if the key moved on first (a
+// candidate already claimed: it then waits out the announce delay, or, over
+// a draining mark, claimed only once the mark's time had passed).
 //
 // Why a winner over the vouch may announce at once: the voucher was the
 // announced leader, within its validity, when it saw the removal, so by
-// induction no other node was leader then; it stood down before writing;
-// and the compare-and-set puts the vouch directly after every write it saw,
-// so any claim made before it, still waiting out its announce delay, is
+// induction no other node was leader then; it stood down and its work
+// returned before writing; and the compare-and-set puts the vouch directly
+// after every write it saw (the removal, and its own draining mark), so any
+// claim made before it, still waiting out its announce delay, is
 // superseded: such a claimant announces only after a renewal sent at or
 // after its announce time is acknowledged (tenure.confirm), and that
 // renewal now fails. A node past its validity deadline must not vouch: a
 // successor that took over by expiry may be leading.
-func (c *campaigner) vouch(removal uint64) uint64 {
+func (c *campaigner) vouch(over uint64) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
 	value := releasePrefix + c.name
 	sent := time.Now()
-	rev, err := c.kv.Update(ctx, c.key, []byte(value), removal)
+	rev, err := c.kv.Update(ctx, c.key, []byte(value), over)
 	c.roundTrip(sent, err)
 	if err != nil {
-		c.log.Debug("could not vouch for having stood down; the next leader waits a TTL", "removal", removal, "error", err)
+		c.log.Debug("could not vouch for having stood down; the next leader waits", "over", over, "error", err)
 		return 0
 	}
 	c.hub.wrote(rev)
-	c.log.Info("vouched for having stood down", "removal", removal, "revision", rev)
+	c.log.Info("vouched for having stood down", "over", over, "revision", rev)
 	return rev
 }
 

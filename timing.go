@@ -95,6 +95,7 @@ type timing struct {
 	workDeadline  time.Duration // the leadership's work must have stopped this long after its last good write (WorkDeadline)
 	announceDelay time.Duration // a winner over a delete or purge announces this long after its claim
 	vouchFloor    time.Duration // candidates wait at least this long after a removal for the old leader's vouch
+	drainGrace    time.Duration // a leader that saw its key removed marks it draining unless its work returned within this long
 	sitOut        time.Duration // a handoff to another keeps this node away, and a resignation or vouch keeps its writer away, this long
 	priorityWait  time.Duration // a candidate lets each higher priority among the live candidates claim a free key first for this long
 	renewRetry    time.Duration // wait between retries of a failed renewal
@@ -156,6 +157,7 @@ func newTiming(ttl, interval time.Duration) timing {
 		workDeadline:  interval + gap*7/8,
 		announceDelay: outlast(end),
 		vouchFloor:    min(ttl/20, maxVouchFloor),
+		drainGrace:    min(ttl/20, maxVouchFloor) / 4,
 		sitOut:        ttl / 2,
 		priorityWait:  min(ttl/10, maxPriorityWait),
 		renewRetry:    (validity - interval) / 4,
