@@ -137,3 +137,77 @@ func awaitWork(t *testing.T, began <-chan workSpan) workSpan {
 		return workSpan{}
 	}
 }
+
+// TestADrainingMarkNoReleaseFollowsIsClaimedAfterTheWorkDeadline deletes the
+// key of a leader whose work does not stop (it ignores its context): the
+// leader answers the delete with its draining mark and never releases. The
+// other candidate claims over the mark only once the time it names has
+// passed, after the old leader's WorkDeadline (the moment a supervisor kills
+// such work), and leads at once then, not an announce delay later.
+func TestADrainingMarkNoReleaseFollowsIsClaimedAfterTheWorkDeadline(t *testing.T) {
+	t.Parallel()
+	const bucket = "DRAIN_STUCK"
+	ttl := 2 * time.Second
+	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
+	stuck := make(chan struct{})
+	type win struct {
+		name, after string
+		at          time.Time
+	}
+	wins := make(chan win, 2)
+	var mu sync.Mutex
+	deadlines := map[string]time.Time{} // the last WorkDeadline each leader read
+	for i, kv := range handles(t, s.ClientURL(), bucket, 2) {
+		name := []string{"a", "b"}[i]
+		b := openBucket(t, kv)
+		e, err := b.NewElection(name, "k", election.WithoutSplay(), election.WithLogger(testenv.Logger(t).With("candidate", name)),
+			election.WithEventHook(func(ev election.Event) {
+				if ev.Kind == election.EventWon {
+					wins <- win{name: name, after: ev.After, at: time.Now()}
+				}
+			}),
+			election.OnWon(func(leading context.Context) {
+				for leading.Err() == nil { // sample the deadline as renewals move it
+					if d, ok := election.WorkDeadline(leading); ok {
+						mu.Lock()
+						deadlines[name] = d
+						mu.Unlock()
+					}
+					select {
+					case <-leading.Done():
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+				<-stuck // the work does not stop
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go e.Start(context.Background()) //nolint:errcheck // stopped by the bucket's Close
+	}
+	t.Cleanup(func() { close(stuck) }) // before the buckets' Close, which waits for OnWon
+	first := <-wins
+	testenv.Eventually(t, "the leader reads its work deadline", awaitTimeout, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !deadlines[first.name].IsZero()
+	})
+	if err := admin.Delete(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	next := <-wins
+	mu.Lock()
+	deadline := deadlines[first.name]
+	mu.Unlock()
+	if want := "drained by " + first.name; next.after != want {
+		t.Errorf("%s won over %q, want %q", next.name, next.after, want)
+	}
+	switch late := next.at.Sub(deadline); {
+	case late < 0:
+		t.Errorf("%s led %v before %s's work deadline", next.name, -late, first.name)
+	case late > ttl/4:
+		t.Errorf("%s led %v after %s's work deadline, want within %v: the draining mark's time, not an announce delay", next.name, late, first.name, ttl/4)
+	default:
+		t.Logf("%s led %v after %s's work deadline", next.name, late, first.name)
+	}
+}
