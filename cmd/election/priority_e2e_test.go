@@ -14,11 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestRunPrioritiesStartedTogether starts three election run processes of
+// TestRunHighestPriorityLeadsWhenStartedTogether starts three election run processes of
 // priorities 1, 2 and 3 at one instant on a free key, 20 times (a fresh key
 // each time): the command runs on priority 3 every time, whoever ran it
 // first, and keeps running there once the other two have stopped.
-func TestRunPrioritiesStartedTogether(t *testing.T) {
+func TestRunHighestPriorityLeadsWhenStartedTogether(t *testing.T) {
 	const (
 		tries = 20
 		ttl   = 2 * time.Second // the shortest the command allows
