@@ -25,6 +25,7 @@ type campaigner struct {
 	workDone  atomic.Bool           // Once's work returned while this node led: the release marks the key done
 	marked    bool                  // Once's done mark was confirmed written (markDone)
 	pref      preference            // with WithPreferHigher: the higher candidates seen while leading
+	listed    time.Time             // the end of the first campaign's listing window (priority.go); zero: none
 	rtt       roundTrips            // recent round trips to the bucket (roundtrip.go)
 }
 
@@ -64,6 +65,9 @@ func (c *campaigner) run(ctx context.Context) {
 	if d := c.splay(ctx); d > 0 && !sleep(ctx, d) {
 		return
 	}
+	if !c.awaitListing(ctx) {
+		return
+	}
 	for {
 		t, _ := c.campaign(ctx, endNever)
 		if t == nil {
@@ -80,7 +84,8 @@ func (c *campaigner) run(ctx context.Context) {
 // maxSplay, and only when the key is free and other candidates are listed
 // for it, so that a crowd started together spreads its first claims while
 // a lone candidate of a free key, or one joining a key that is held (and
-// may be handed to it), campaigns at once.
+// may be handed to it), campaigns at once. Where priorities are in play,
+// they order the first claims instead (awaitListing).
 func (c *campaigner) splay(ctx context.Context) time.Duration {
 	if c.opts.noSplay || c.timing.maxSplay <= 0 {
 		return 0
@@ -90,7 +95,7 @@ func (c *campaigner) splay(ctx context.Context) time.Duration {
 	case <-ctx.Done():
 		return 0
 	}
-	if v := c.hub.view(c.key); !v.free() {
+	if v := c.hub.view(c.key); !v.free() || c.prioritiesInPlay() {
 		return 0
 	}
 	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
@@ -259,7 +264,7 @@ func (c *campaigner) canClaim(v *keyView, tried uint64, triedAny bool) bool {
 // A handoff to this node is claimable at once. Otherwise, higher priorities
 // among the live candidates keep it away for priorityDelay after the key
 // was seen free (or, with no entry at all, after this node began to
-// campaign).
+// campaign), and after its listing window, if any.
 func (c *campaigner) claimableAt(v *keyView) time.Time {
 	to, handoff := v.handoffTo()
 	var at time.Time
@@ -279,7 +284,7 @@ func (c *campaigner) claimableAt(v *keyView) time.Time {
 		if v.latest != nil {
 			freeSince = v.seenAt
 		}
-		at = later(at, freeSince.Add(delay))
+		at = later(at, later(freeSince, c.listed).Add(delay))
 	}
 	return at
 }

@@ -27,6 +27,13 @@ const DefaultPriority = 1
 // highest claims first; a lower one still claims if no higher one did by
 // then. Priority 0 never claims: a standby that campaigns only to be
 // listed, and leads only if its priority is raised (by a restart).
+//
+// Of candidates started together (within the campaign interval, at most
+// 5 s), the highest leads: where priorities are in play, a candidate waits
+// a listing window of priorityWait before its first claim, and the highest
+// asks a lower one that claimed first for the key, which hands it over as
+// after Bucket.Transfer. A candidate that starts later does not pre-empt a
+// lower leader; see WithPreferHigher.
 func WithPriority(n int) Option {
 	return func(o *options) { o.priority, o.prioritySet = n, true }
 }
@@ -152,4 +159,103 @@ func (c *campaigner) awaitOwnRecord(ctx context.Context) {
 		case <-own.changed:
 		}
 	}
+}
+
+// Candidates started together, as a deploy starts its replicas, each write
+// their record and see the others' only a round trip or more later, and a
+// candidate of the default priority that sees no record but its own leads a
+// free key at once. Two rules put the highest of them in the lead without
+// slowing that lone candidate down:
+//
+//   - A candidate that knows priorities are in play (prioritiesInPlay) lets
+//     a listing window (priorityWait) pass after its own record is back
+//     before its first claim, so that the records of candidates started
+//     with it arrive; priorityDelay then counts from the window's end, so
+//     a lower one still lets a higher one claim first.
+//   - At the end of that window, the highest live candidate finds the key
+//     held by a lower one that began campaigning within the start window
+//     (maxSplay) of it and claimed the key at once: it asks the leader, as
+//     Bucket.Transfer does, to hand the key to it. A candidate that joins later leaves a lower leader in
+//     place (unless that leader prefers higher priorities).
+
+// prioritiesInPlay reports whether this node's first claim should wait for
+// the records of candidates started with it: its own priority is not the
+// default, or a live candidate of the key has one that is not. A candidate
+// of the default priority that sees no other priority claims at once.
+func (c *campaigner) prioritiesInPlay() bool {
+	if c.opts.noPresence {
+		return false // nobody sees this node's record, so nobody defers to it
+	}
+	if c.opts.priority != DefaultPriority {
+		return true
+	}
+	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
+		if other.Priority != DefaultPriority {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitListing waits out this node's listing window before its first
+// claim, where priorities are in play, and then asks a lower leader started
+// with it for the key (requestIfStartedTogether). It reports false if ctx
+// was done first.
+func (c *campaigner) awaitListing(ctx context.Context) bool {
+	if !c.prioritiesInPlay() {
+		return true
+	}
+	c.listed = time.Now().Add(c.timing.priorityWait)
+	if !sleep(ctx, c.timing.priorityWait) {
+		return false
+	}
+	c.requestIfStartedTogether(ctx)
+	return true
+}
+
+// requestIfStartedTogether asks the leader to hand the key to this node
+// when a candidate of lower priority holds it that began campaigning
+// within the start window of this node and claimed the key as soon as it
+// began, and no live candidate has a priority above this node's (that one
+// asks instead). The leader serves
+// the request as a transfer: it stands down, and once its OnWon returned
+// writes a handoff naming this node, which claims it and leads at once.
+// The start times are the candidates' own (their records' Since), and the
+// claim's the server's, so clocks that disagree by more than these windows
+// move the key needlessly or leave a lower leader in place; safety does not
+// depend on them.
+func (c *campaigner) requestIfStartedTogether(ctx context.Context) {
+	v := c.hub.view(c.key)
+	if !v.held() {
+		return
+	}
+	holder := string(v.latest.Value())
+	var leader *Candidate
+	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
+		switch {
+		case other.Name == holder:
+			leader = &other
+		case other.Name != c.name && other.Priority > c.opts.priority:
+			return
+		}
+	}
+	// The holder's latest write is its claim if it came within half a
+	// listing window of the holder's start (a renewal comes an interval
+	// after the claim): it saw nobody and claimed at once. A holder that
+	// waited for the key (behind another holder, or for a higher priority
+	// that did not claim) keeps it.
+	if leader == nil || leader.Priority >= c.opts.priority ||
+		v.latest.Created().Sub(leader.Since) > c.timing.priorityWait/2 || c.since.Sub(leader.Since).Abs() > c.timing.maxSplay {
+		return
+	}
+	opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
+	defer cancel()
+	sent := time.Now()
+	_, err := c.kv.Put(opCtx, requestKey(c.key), []byte(transferPrefix+c.name))
+	c.roundTrip(sent, err)
+	if err != nil {
+		c.log.Warn("could not ask the leader, started with this node at a lower priority, for the key", append(errAttrs(err), "leader", holder)...)
+		return
+	}
+	c.log.Info("asked the leader, started with this node at a lower priority, to hand the key over", "leader", holder, "priority", leader.Priority)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +53,10 @@ func TestTheHighestPriorityClaimsAFreeKey(t *testing.T) {
 	s, admin := serverWithBucket(t, "PRIORITY")
 	b := openBucket(t, admin)
 	g := newGroup(t, "k")
-	holder := g.add("holder", connection(t, s, "PRIORITY"))
+	// The holder's priority is above the others': a lower holder that
+	// claimed at its start would hand the key to a higher candidate that
+	// started with it.
+	holder := g.add("holder", connection(t, s, "PRIORITY"), election.WithPriority(4))
 	if first := g.awaitWin(); first.name != "holder" {
 		t.Fatalf("%s won, want holder, alone", first.name)
 	}
@@ -169,12 +174,16 @@ func TestAFlappingPreferredNodeMovesTheWorkOncePerWindow(t *testing.T) {
 	s, admin := serverWithBucket(t, "FLAP")
 	b := openBucket(t, admin)
 	g := newGroup(t, "k")
-	g.add("base", connection(t, s, "FLAP"), election.WithPreferHigher(readyFor))
+	// Base has a priority of its own, so it claims after a listing window,
+	// not at its start: a leader that claimed at its start would hand the
+	// key at once to a higher candidate started with it, and the first move
+	// would not be by preference.
+	g.add("base", connection(t, s, "FLAP"), election.WithPriority(2), election.WithPreferHigher(readyFor))
 	if first := g.awaitWin(); first.name != "base" {
 		t.Fatalf("%s won, want base, alone", first.name)
 	}
 	preferred := func() *election.Election {
-		return g.add("preferred", connection(t, s, "FLAP"), election.WithPriority(2), election.WithPreferHigher(readyFor))
+		return g.add("preferred", connection(t, s, "FLAP"), election.WithPriority(3), election.WithPreferHigher(readyFor))
 	}
 	p := preferred()
 	if next := g.awaitWin(); next.name != "preferred" {
@@ -195,4 +204,93 @@ func TestAFlappingPreferredNodeMovesTheWorkOncePerWindow(t *testing.T) {
 	if since := again.at.Sub(moved); since < 5*readyFor {
 		t.Errorf("the key moved to the preferred node again %v after the last move, within the window %v", since, 5*readyFor)
 	}
+}
+
+// TestCandidatesStartedTogetherGoToTheHighestPriority starts candidates of
+// priorities 1 (the default), 2 and 3 at the same instant on a free key,
+// each on a connection and a watcher of its own, many times: the candidate
+// of priority 3 leads every time. Whoever leads first, the test waits for
+// priority 3 to lead, then stops the others and checks that nobody led
+// after it.
+func TestCandidatesStartedTogetherGoToTheHighestPriority(t *testing.T) {
+	t.Parallel()
+	const tries = 20
+	// Priority 3 leads within a listing window (a tenth of the TTL) of its
+	// start, or by a handover right after; a candidate it does not reach
+	// within a TTL has lost to a lower one for good.
+	const settle = ttl
+	s, _ := serverWithBucket(t, "TOGETHER")
+	kvs := handles(t, s.ClientURL(), "TOGETHER", 3)
+	firstHighest, failed := 0, 0
+	for try := range tries {
+		key := fmt.Sprintf("k%d", try)
+		type win struct {
+			name string
+			at   time.Time
+		}
+		wins := make(chan win, 16)
+		elections := make([]*election.Election, 3)
+		for i := range elections {
+			name := fmt.Sprintf("p%d", i+1)
+			e, err := election.NewElection(context.Background(), name, key, kvs[i],
+				election.WithPriority(i+1), election.WithLogger(testenv.Logger(t).With("candidate", name, "key", key)),
+				election.OnWon(func() { wins <- win{name, time.Now()} }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			elections[i] = e
+		}
+		release := make(chan struct{})
+		var running sync.WaitGroup
+		for _, e := range elections {
+			running.Go(func() {
+				<-release
+				if err := e.Start(context.Background()); err != nil {
+					t.Errorf("Start: %v", err)
+				}
+			})
+		}
+		started := time.Now()
+		close(release)
+
+		var order []string
+		highest := false
+		deadline := time.After(settle)
+		for !highest {
+			select {
+			case w := <-wins:
+				order = append(order, fmt.Sprintf("%s after %v", w.name, w.at.Sub(started).Round(time.Millisecond)))
+				highest = w.name == "p3"
+			case <-deadline:
+				order = append(order, fmt.Sprintf("none after %v", settle))
+			}
+			if strings.HasPrefix(order[len(order)-1], "none") {
+				break
+			}
+		}
+		if strings.HasPrefix(order[0], "p3") {
+			firstHighest++
+		}
+		// Stop the lower ones first: once priority 3 led, no other may
+		// have led after it.
+		elections[0].Stop()
+		elections[1].Stop()
+		for drained := false; !drained; {
+			select {
+			case w := <-wins:
+				order = append(order, fmt.Sprintf("%s after %v", w.name, w.at.Sub(started).Round(time.Millisecond)))
+			default:
+				drained = true
+			}
+		}
+		if !highest || !strings.HasPrefix(order[len(order)-1], "p3") || !elections[2].IsLeader() {
+			failed++
+			t.Errorf("try %d: leaders in turn %v: want priority 3 to lead within %v, and to lead still once the others stopped", try, order, settle)
+		} else {
+			t.Logf("try %d: leaders in turn %v", try, order)
+		}
+		elections[2].Stop()
+		running.Wait()
+	}
+	t.Logf("priority 3 led in %d of %d tries, first in %d", tries-failed, tries, firstHighest)
 }

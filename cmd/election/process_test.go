@@ -35,28 +35,46 @@ func startDaemon(t *testing.T, bin, name string, args ...string) *daemon {
 // after name, and kills it when the test ends if it still runs.
 func startProcess(t *testing.T, bin, name string, args ...string) *daemon {
 	t.Helper()
+	d := prepareProcess(t, bin, name, args...)
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// prepareProcess is startProcess without the start, for tests that start
+// several processes at one instant (start may run on any goroutine).
+func prepareProcess(t *testing.T, bin, name string, args ...string) *daemon {
+	t.Helper()
 	dir := t.TempDir()
 	logFile, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close()
 	d := &daemon{cmd: exec.Command(bin, args...), log: logFile.Name(), done: make(chan struct{})}
 	d.cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir, "NATS_URL=", "NATS_CONTEXT=")
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	t.Cleanup(func() {
+		logFile.Close()
+		if d.cmd.Process != nil {
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	return d
+}
+
+// start starts a prepared process.
+func (d *daemon) start() error {
 	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	go func() {
 		d.cmd.Wait()
 		d.code = d.cmd.ProcessState.ExitCode()
 		close(d.done)
 	}()
-	t.Cleanup(func() {
-		d.cmd.Process.Kill()
-		<-d.done
-	})
-	return d
+	return nil
 }
 
 // wait waits for the daemon to exit and returns its exit code.
