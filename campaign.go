@@ -62,7 +62,7 @@ func (c *campaigner) run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	if d := c.splay(ctx); d > 0 && !sleep(ctx, d) {
+	if d := c.splay(ctx); d > 0 && !c.sleep(ctx, d) {
 		return
 	}
 	if !c.awaitListing(ctx) {
@@ -110,7 +110,7 @@ func (c *campaigner) splay(ctx context.Context) time.Duration {
 // hub, subscribes to the key and to requests to its leader, and waits for
 // this node's candidate record. It returns the function that undoes it.
 func (c *campaigner) begin(ctx context.Context) (end func()) {
-	c.since = time.Now()
+	c.since = c.now()
 	c.emit(Event{Kind: EventCampaigning, Duration: c.timing.interval})
 	c.sub = c.hub.subscribe(c.key)
 	c.hub.noteInterval(c.timing.interval, 1)
@@ -171,7 +171,7 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 		at := c.fallbackAt(&view, lost)
 		wake := at
 		if until, ok := c.patience(&view, end.until); ok {
-			if now := time.Now(); !now.Before(until) && at.After(now) {
+			if now := c.now(); !now.Before(until) && at.After(now) {
 				if lost > 0 {
 					return nil, OnceConflict
 				}
@@ -179,13 +179,13 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 			}
 			wake = earliest(at, until)
 		}
-		timer.Reset(time.Until(wake))
+		timer.Reset(c.wait(wake))
 		select {
 		case <-ctx.Done():
 			return nil, 0
 		case <-c.sub.changed:
 		case <-timer.C:
-			if time.Now().Before(at) {
+			if c.now().Before(at) {
 				continue // woken to give up
 			}
 			if v := c.hub.view(c.key); c.canClaim(&v, tried, triedAny) {
@@ -214,7 +214,7 @@ func (c *campaigner) patience(v *keyView, until time.Time) (time.Time, bool) {
 	switch {
 	case until.IsZero() || !v.ready:
 		return time.Time{}, false
-	case v.held() && !v.seenAt.Add(c.timing.ttl).After(time.Now()):
+	case v.held() && !v.seenAt.Add(c.timing.ttl).After(c.now()):
 		return time.Time{}, false
 	case v.free() && v.latest != nil && v.classify() == predecessorEarly:
 		return later(until, v.seenAt.Add(c.vouchWait())), true
@@ -226,7 +226,7 @@ func (c *campaigner) patience(v *keyView, until time.Time) (time.Time, bool) {
 // after the holder's latest write arrived (at once if that has passed), and
 // after a lost claim once the retry wait has passed.
 func (c *campaigner) fallbackAt(view *keyView, lost int) time.Time {
-	now := time.Now()
+	now := c.now()
 	switch {
 	case !view.ready:
 		return now.Add(c.timing.interval)
@@ -248,7 +248,7 @@ func (c *campaigner) fallbackAt(view *keyView, lost int) time.Time {
 // entry now: the key is free, nothing keeps this node away, and no claim of
 // its own already lost over that entry (tried, if triedAny).
 func (c *campaigner) canClaim(v *keyView, tried uint64, triedAny bool) bool {
-	return v.free() && !c.claimableAt(v).After(time.Now()) && (!triedAny || v.expected() != tried)
+	return v.free() && !c.claimableAt(v).After(c.now()) && (!triedAny || v.expected() != tried)
 }
 
 // claimableAt is when this node may claim over the key's latest entry: a
@@ -333,7 +333,7 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 	}
 	c.notifyCampaign()
 	seen := c.hub.highest()
-	sent := time.Now()
+	sent := c.now()
 	// Stop does not cancel a write in flight: the server may apply it, and
 	// only a finished write tells which revision to release.
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timing.opTimeout)
@@ -362,7 +362,7 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 		delay = c.timing.announceDelay
 	}
 	c.log.Info("won the key", "revision", rev, "after", pred.String(), "announce_delay", delay)
-	return &tenure{token: rev, revision: rev, lastSent: sent, announceAt: time.Now().Add(delay), confirm: delay > 0, after: freedBy(over)}
+	return &tenure{token: rev, revision: rev, lastSent: sent, announceAt: c.now().Add(delay), confirm: delay > 0, after: freedBy(over)}
 }
 
 // hold keeps the key for one tenure: it renews every interval, announces
@@ -379,14 +379,14 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		if t.lead == nil && t.announceAt.Before(next) {
 			next = t.announceAt
 		}
-		timer.Reset(time.Until(next))
+		timer.Reset(c.wait(next))
 		select {
 		case <-ctx.Done():
 		case <-c.sub.changed:
 			switch e := c.hub.view(c.key).latest; {
 			case c.lostRenewal(t, e):
 				c.adopt(t, e)
-				renewAt = time.Now()
+				renewAt = c.now()
 			case e != nil && e.Revision() > t.revision:
 				c.standDownAndVouch(t, e.Revision(), fmt.Errorf("%w: revision %d was written by another client", ErrRevisionGone, e.Revision()))
 				return
@@ -411,7 +411,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 			return
 		}
 
-		now := time.Now()
+		now := c.now()
 		if t.lead == nil && !now.Before(t.announceAt) && now.Before(c.deadline(t)) {
 			if t.confirm && t.lastSent.Before(t.announceAt) {
 				renewAt = now // confirm the claim with a renewal before announcing
@@ -428,12 +428,12 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 
 		c.notifyCampaign()
 		deadline := c.deadline(t)
-		sent := time.Now()
-		opCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(deadline, sent.Add(c.timing.opTimeout)))
+		sent := c.now()
+		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.wait(earliest(deadline, sent.Add(c.timing.opTimeout))))
 		rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), t.revision)
 		cancel()
 		c.roundTrip(sent, err)
-		c.emit(Event{Kind: EventRenewed, Duration: time.Since(sent), Err: err})
+		c.emit(Event{Kind: EventRenewed, Duration: c.now().Sub(sent), Err: err})
 		switch {
 		case err == nil:
 			t.revision, t.unsure = rev, false
@@ -452,12 +452,12 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 			switch {
 			case c.lostRenewal(t, e):
 				c.adopt(t, e)
-				renewAt = time.Now()
+				renewAt = c.now()
 				continue
 			case t.unsure && (e == nil || e.Revision() <= t.revision):
 				// What is over t.revision may be this node's lost renewal,
 				// which the watcher has not delivered yet: wait for it.
-				renewAt = earliest(time.Now().Add(c.timing.renewRetry), deadline)
+				renewAt = earliest(c.now().Add(c.timing.renewRetry), deadline)
 				continue
 			}
 			cause := fmt.Errorf("%w: %w", ErrRevisionGone, err)
@@ -470,15 +470,15 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 				}
 			}
 			return
-		case !time.Now().Before(deadline):
+		case !c.now().Before(deadline):
 			c.standDown(t, fmt.Errorf("%w: %w", ErrRenewDeadline, err))
 			c.release(t)
 			return
 		default:
 			t.unsure = true
 			c.log.Warn("renewal failed; retrying until the validity deadline",
-				append(errAttrs(err), "revision", t.revision, "deadline_in", time.Until(deadline))...)
-			renewAt = earliest(time.Now().Add(c.timing.renewRetry), deadline)
+				append(errAttrs(err), "revision", t.revision, "deadline_in", deadline.Sub(c.now()))...)
+			renewAt = earliest(c.now().Add(c.timing.renewRetry), deadline)
 		}
 	}
 }
@@ -507,7 +507,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 func (c *campaigner) lostRenewal(t *tenure, e jetstream.KeyValueEntry) bool {
 	return t.unsure && t.announced && e != nil && e.Revision() > t.revision &&
 		e.Operation() == jetstream.KeyValuePut && string(e.Value()) == c.name &&
-		time.Now().Before(c.deadline(t))
+		c.now().Before(c.deadline(t))
 }
 
 // adopt takes e, this node's renewal whose answer was lost (lostRenewal),
@@ -526,7 +526,7 @@ func (c *campaigner) deadline(t *tenure) time.Time {
 func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	validUntil := c.deadline(t)
 	leadCtx, cancel := context.WithCancel(context.WithValue(ctx, leadershipKey{}, leadershipRef{token: t.token, e: c.Election}))
-	t.lead = &leadership{ctx: leadCtx, cancel: cancel, expiry: time.AfterFunc(time.Until(validUntil), cancel), since: time.Now()}
+	t.lead = &leadership{ctx: leadCtx, cancel: cancel, expiry: time.AfterFunc(c.wait(validUntil), cancel), since: c.now()}
 
 	c.mu.Lock()
 	c.state = LeaderState
@@ -557,7 +557,7 @@ func (c *campaigner) awaitWork(t *tenure, until time.Time) bool {
 	if c.workReturned(t, until) {
 		return true
 	}
-	c.log.Warn("OnWon did not return after leadership ended; the key is left to expire", "revision", t.revision, "waited", time.Since(c.since))
+	c.log.Warn("OnWon did not return after leadership ended; the key is left to expire", "revision", t.revision, "waited", c.now().Sub(c.since))
 	return false
 }
 
@@ -566,7 +566,7 @@ func (c *campaigner) workReturned(t *tenure, until time.Time) bool {
 	if t.returned == nil {
 		return true
 	}
-	timer := time.NewTimer(time.Until(until))
+	timer := time.NewTimer(c.wait(until))
 	defer timer.Stop()
 	select {
 	case <-t.returned:
@@ -584,7 +584,7 @@ func (c *campaigner) extend(t *tenure, sent time.Time) bool {
 	}
 	validUntil := sent.Add(c.timing.validity)
 	c.mu.Lock()
-	ok := time.Now().Before(c.deadline(t))
+	ok := c.now().Before(c.deadline(t))
 	if ok && t.lead != nil {
 		c.validUntil = validUntil
 	}
@@ -594,7 +594,7 @@ func (c *campaigner) extend(t *tenure, sent time.Time) bool {
 	}
 	t.lastSent = sent
 	if t.lead != nil {
-		t.lead.expiry.Reset(time.Until(validUntil))
+		t.lead.expiry.Reset(c.wait(validUntil))
 	}
 	return true
 }
@@ -615,7 +615,7 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 
 	t.lead.expiry.Stop()
 	t.lead.cancel()
-	c.since = time.Now()
+	c.since = c.now()
 	c.emit(Event{Kind: EventLost, Token: t.token, Err: cause, Duration: c.since.Sub(t.lead.since)})
 	t.lead = nil
 	c.log.Info("stood down", "revision", t.revision, "cause", cause)
@@ -637,13 +637,13 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 // by its work deadline. When Once's work ran, the done mark takes the
 // release's place.
 func (c *campaigner) standDownAndVouch(t *tenure, removal uint64, cause error) {
-	mayVouch := t.lead != nil && time.Now().Before(c.deadline(t))
+	mayVouch := t.lead != nil && c.now().Before(c.deadline(t))
 	c.standDown(t, cause)
 	if !mayVouch {
 		return
 	}
 	over := removal
-	if !c.workReturned(t, time.Now().Add(c.timing.drainGrace)) {
+	if !c.workReturned(t, c.now().Add(c.timing.drainGrace)) {
 		if over = c.markDraining(t, removal); over == 0 {
 			return // a claim came first: its winner waits out the announce delay
 		}
@@ -681,7 +681,7 @@ func (c *campaigner) vouch(over uint64) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
 	value := releasePrefix + c.name
-	sent := time.Now()
+	sent := c.now()
 	rev, err := c.kv.Update(ctx, c.key, []byte(value), over)
 	c.roundTrip(sent, err)
 	if err != nil {
@@ -720,7 +720,7 @@ func (c *campaigner) releaseAs(t *tenure, value string) uint64 {
 	defer cancel()
 	var err error
 	rev := uint64(0)
-	if time.Now().Before(t.announceAt) {
+	if c.now().Before(t.announceAt) {
 		err = c.kv.Delete(ctx, c.key, jetstream.LastRevision(t.revision))
 	} else {
 		rev, err = c.kv.Update(ctx, c.key, []byte(value), t.revision)
@@ -766,7 +766,7 @@ func (c *campaigner) handOverByPreference(t *tenure) bool {
 	if !c.opts.preferHigher || t.lead == nil {
 		return false
 	}
-	now := time.Now()
+	now := c.now()
 	to, ok := c.preferred(now)
 	if !ok {
 		return false

@@ -56,9 +56,9 @@ func (c *skewedClock) jump(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// timerAt returns a timer that fires when clk reads at.
-func timerAt(clk clock, at time.Time) *time.Timer {
-	return time.NewTimer(untilOn(clk, at))
+// withClock makes an election read clk instead of the machine's clock.
+func withClock(clk clock) Option {
+	return func(o *options) { o.clock = clk }
 }
 
 // untilOn is the real time until clk reads at.

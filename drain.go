@@ -81,8 +81,8 @@ func (c *campaigner) drainedAt(v *keyView) time.Time {
 func (c *campaigner) markDraining(t *tenure, removal uint64) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
-	left := time.Until(t.lastSent.Add(c.timing.workDeadline))
-	sent := time.Now()
+	left := t.lastSent.Add(c.timing.workDeadline).Sub(c.now())
+	sent := c.now()
 	rev, err := c.kv.Update(ctx, c.key, []byte(drainingValue(c.name, left)), removal)
 	c.roundTrip(sent, err)
 	if err != nil {

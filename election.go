@@ -261,6 +261,18 @@ func (e *Election) Stop() {
 	}
 }
 
+// now reads the election's clock.
+func (e *Election) now() time.Time { return e.clock.now() }
+
+// wait is the real time a timer waits until the election's clock reads at.
+func (e *Election) wait(at time.Time) time.Duration { return untilOn(e.clock, at) }
+
+// sleep waits for d on the election's clock, or until ctx is done, and
+// reports whether d passed.
+func (e *Election) sleep(ctx context.Context, d time.Duration) bool {
+	return sleep(ctx, e.clock.real(d))
+}
+
 // Key returns the election key.
 func (e *Election) Key() string { return e.key }
 

@@ -108,7 +108,7 @@ func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx c
 // before wait has passed, and runs work if the claim leads.
 func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(context.Context) error) (OnceOutcome, error) {
 	defer c.begin(ctx)()
-	t, outcome := c.campaign(ctx, campaignEnd{until: time.Now().Add(wait), stop: c.onceStop})
+	t, outcome := c.campaign(ctx, campaignEnd{until: c.now().Add(wait), stop: c.onceStop})
 	switch {
 	case t != nil:
 		return c.runOnce(ctx, t, work)
@@ -181,12 +181,12 @@ func (c *campaigner) markDone(t *tenure, over uint64) {
 	value := donePrefix + c.name
 	unsure := false // a try went unanswered: the server may have applied it
 	for {
-		sent := time.Now()
+		sent := c.now()
 		if !sent.Before(deadline) {
 			c.log.Warn("the done mark is not confirmed and the validity deadline has passed; another host may run the work again", "over", over)
 			return
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), earliest(deadline, sent.Add(c.timing.opTimeout)))
+		ctx, cancel := context.WithTimeout(context.Background(), c.wait(earliest(deadline, sent.Add(c.timing.opTimeout))))
 		rev, err := c.kv.Update(ctx, c.key, []byte(value), over)
 		cancel()
 		c.roundTrip(sent, err)
@@ -199,7 +199,7 @@ func (c *campaigner) markDone(t *tenure, over uint64) {
 		case !isCASConflict(err):
 			unsure = true
 			c.log.Warn("could not write the done mark; retrying until the validity deadline", append(errAttrs(err), "over", over)...)
-			sleep(context.Background(), time.Until(earliest(time.Now().Add(c.timing.renewRetry), deadline)))
+			c.sleep(context.Background(), earliest(c.now().Add(c.timing.renewRetry), deadline).Sub(c.now()))
 			continue
 		}
 		e := c.awaitAbove(over, deadline)
@@ -228,7 +228,7 @@ func (c *campaigner) markDone(t *tenure, over uint64) {
 // awaitAbove waits until the watcher shows an entry of the key above
 // revision rev and returns it, or nil if the moment until passes first.
 func (c *campaigner) awaitAbove(rev uint64, until time.Time) jetstream.KeyValueEntry {
-	timer := time.NewTimer(time.Until(until))
+	timer := time.NewTimer(c.wait(until))
 	defer timer.Stop()
 	for {
 		if e := c.hub.view(c.key).latest; e != nil && e.Revision() > rev {

@@ -174,9 +174,9 @@ func (b *Bucket) AllCandidates(ctx context.Context) (map[string][]Candidate, err
 // next refresh: the record informs others, and the election does not depend
 // on it.
 func (c *campaigner) present(ctx context.Context) {
-	since := time.Now().UTC()
+	since := c.now().UTC()
 	key := candidateKey(c.key, c.name)
-	tick := time.NewTicker(c.timing.ttl / presenceRefreshes)
+	tick := time.NewTicker(c.clock.real(c.timing.ttl / presenceRefreshes))
 	defer tick.Stop()
 	for {
 		c.mu.Lock()
@@ -189,7 +189,7 @@ func (c *campaigner) present(ctx context.Context) {
 			return
 		}
 		opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
-		sent := time.Now()
+		sent := c.now()
 		_, err = c.kv.Put(opCtx, key, value)
 		c.roundTrip(sent, err)
 		if err != nil && ctx.Err() == nil {

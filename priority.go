@@ -145,7 +145,7 @@ func (c *campaigner) preferred(now time.Time) (Candidate, bool) {
 func (c *campaigner) awaitOwnRecord(ctx context.Context) {
 	own := c.hub.subscribe(candidateKey(c.key, c.name))
 	defer c.hub.unsubscribe(own)
-	timeout := time.NewTimer(c.timing.opTimeout)
+	timeout := time.NewTimer(c.clock.real(c.timing.opTimeout))
 	defer timeout.Stop()
 	for {
 		if slices.ContainsFunc(c.hub.candidates(c.key, c.timing.ttl), func(other Candidate) bool { return other.Name == c.name }) {
@@ -205,8 +205,8 @@ func (c *campaigner) awaitListing(ctx context.Context) bool {
 	if !c.prioritiesInPlay() {
 		return true
 	}
-	c.listed = time.Now().Add(c.timing.priorityWait)
-	if !sleep(ctx, c.timing.priorityWait) {
+	c.listed = c.now().Add(c.timing.priorityWait)
+	if !c.sleep(ctx, c.timing.priorityWait) {
 		return false
 	}
 	c.requestIfStartedTogether(ctx)
@@ -250,7 +250,7 @@ func (c *campaigner) requestIfStartedTogether(ctx context.Context) {
 	}
 	opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
 	defer cancel()
-	sent := time.Now()
+	sent := c.now()
 	_, err := c.kv.Put(opCtx, requestKey(c.key), []byte(transferPrefix+c.name))
 	c.roundTrip(sent, err)
 	if err != nil {

@@ -43,7 +43,7 @@ func readDeadlines(t *testing.T, tm timing) deadlines {
 		drainWait: func(left time.Duration) time.Duration {
 			c := &campaigner{Election: &Election{timing: tm, clock: machineClock{}}}
 			mark := drainingValue("a", left)
-			return c.drainedAt(&keyView{latest: stubEntry{value: mark}, seenAt: base}).Sub(base)
+			return c.drainedAt(&keyView{latest: entry{rev: 3, op: jetstream.KeyValuePut, value: mark}, seenAt: base}).Sub(base)
 		},
 	}
 }
@@ -194,15 +194,6 @@ func TestDeadlineCheckCatchesEachDeadlineMovedPastTheBound(t *testing.T) {
 		}
 	}
 }
-
-// stubEntry is a KV entry value for the decisions that read one.
-type stubEntry struct {
-	jetstream.KeyValueEntry
-	value string
-}
-
-func (e stubEntry) Value() []byte                   { return []byte(e.value) }
-func (e stubEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
 
 func ptr[T any](v T) *T { return &v }
 

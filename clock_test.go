@@ -1,0 +1,261 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// manualClock reads whatever the test set: the campaign's decisions read
+// the time once each, so a test can put them at any moment.
+type manualClock struct{ at time.Time }
+
+func (c *manualClock) now() time.Time                     { return c.at }
+func (c *manualClock) real(d time.Duration) time.Duration { return d }
+
+// deciding returns a campaigner of key "k" at TTL 2 s and the default
+// interval, on the manual clock clk, whose watcher has delivered entries (in
+// order) at the clock's current time, with no other candidate listed.
+func deciding(clk *manualClock, entries ...jetstream.KeyValueEntry) *campaigner {
+	e := &Election{name: "me", key: "k", timing: newTiming(2*time.Second, 0), clock: clk, opts: options{priority: DefaultPriority}}
+	h := newHub(nil, []string{"k"}, e.timing.ttl, clk, slog.New(slog.DiscardHandler))
+	h.resync(map[string]jetstream.KeyValueEntry{}, 0)
+	for _, en := range entries {
+		h.apply(en)
+	}
+	c := &campaigner{Election: e, hub: h, since: clk.now()}
+	return c
+}
+
+// TestDecisionsFollowTheElectionsClock checks, with no server, when a
+// candidate may claim the key and when its fallback timer fires, for each
+// way the key can stand, on a clock the test moves.
+func TestDecisionsFollowTheElectionsClock(t *testing.T) {
+	const put = jetstream.KeyValuePut
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	tm := newTiming(2*time.Second, 0)
+	tests := []struct {
+		name      string
+		entries   []jetstream.KeyValueEntry
+		claimable time.Duration // after the entries arrived; -1: not free
+		fallback  time.Duration // with no lost claim
+	}{
+		{"no entry", nil, 0, 0},
+		{"held", []jetstream.KeyValueEntry{entry{1, put, "a"}}, -1, tm.ttl},
+		{"released", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, put, "released:a"}}, 0, 0},
+		{"handed to another", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, put, "handoff:b"}}, tm.sitOut, tm.sitOut},
+		{"handed to this node", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, put, "handoff:me"}}, 0, 0},
+		{"deleted: the vouch window", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, jetstream.KeyValueDelete, ""}}, tm.vouchFloor, tm.vouchFloor},
+		{"draining for 1 s", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, jetstream.KeyValueDelete, ""}, entry{3, put, "draining:a for 1s"}}, outlast(time.Second), outlast(time.Second)},
+		{"draining, unreadable", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, jetstream.KeyValueDelete, ""}, entry{3, put, "draining:a"}}, outlast(tm.hardEnd), outlast(tm.hardEnd)},
+		{"done", []jetstream.KeyValueEntry{entry{1, put, "a"}, entry{2, put, "done:a"}}, -1, tm.ttl},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &manualClock{at: t0}
+			c := deciding(clk, tt.entries...)
+			v := c.hub.view(c.key)
+			if tt.claimable < 0 {
+				if v.free() {
+					t.Errorf("free, want held")
+				}
+			} else {
+				if got := c.claimableAt(&v).Sub(t0); got != tt.claimable && !(tt.claimable == 0 && got <= 0) {
+					t.Errorf("claimable %v after the entry arrived, want %v", got, tt.claimable)
+				}
+				clk.at = t0.Add(tt.claimable - time.Nanosecond)
+				if tt.claimable > 0 && c.canClaim(&v, 0, false) {
+					t.Errorf("may claim %v after the entry arrived, before %v", tt.claimable-time.Nanosecond, tt.claimable)
+				}
+				clk.at = t0.Add(tt.claimable)
+				if !c.canClaim(&v, 0, false) {
+					t.Errorf("may not claim %v after the entry arrived", tt.claimable)
+				}
+			}
+			clk.at = t0
+			if got := c.fallbackAt(&v, 0).Sub(t0); got != tt.fallback && !(tt.fallback == 0 && got <= 0) {
+				t.Errorf("fallback %v after the entry arrived, want %v", got, tt.fallback)
+			}
+		})
+	}
+}
+
+// TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut checks Once's
+// patience on the manual clock: a wait ends at its moment, stretched over
+// the vouch window after a removal, and never for a holder silent for a TTL.
+func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
+	const put = jetstream.KeyValuePut
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	tm := newTiming(2*time.Second, 0)
+	clk := &manualClock{at: t0}
+	held := deciding(clk, entry{1, put, "a"})
+	v := held.hub.view("k")
+	if until, ok := held.patience(&v, t0.Add(time.Second)); !ok || !until.Equal(t0.Add(time.Second)) {
+		t.Errorf("patience over a live holder: %v, %v; want the wait's end", until.Sub(t0), ok)
+	}
+	clk.at = t0.Add(tm.ttl)
+	if _, ok := held.patience(&v, t0.Add(time.Second)); ok {
+		t.Error("patience over a holder silent for a TTL: it ends, want none (the key is about to age out)")
+	}
+	clk.at = t0
+	removed := deciding(clk, entry{1, put, "a"}, entry{2, jetstream.KeyValueDelete, ""})
+	v = removed.hub.view("k")
+	if until, ok := removed.patience(&v, t0); !ok || !until.Equal(t0.Add(tm.vouchFloor)) {
+		t.Errorf("patience of a wait of 0 over a removal: %v, %v; want the vouch window, %v", until.Sub(t0), ok, tm.vouchFloor)
+	}
+}
+
+// TestIsLeaderEndsWhenTheClockPassesValidity moves a leader's clock, not
+// real time: IsLeader, Token and WorkDeadline follow the election's clock.
+func TestIsLeaderEndsWhenTheClockPassesValidity(t *testing.T) {
+	clk := newSkewedClock(1)
+	e := &Election{timing: newTiming(2*time.Second, 0), clock: clk, state: LeaderState, token: 9}
+	e.validUntil = clk.now().Add(e.timing.validity)
+	ctx := context.WithValue(context.Background(), leadershipKey{}, leadershipRef{token: 9, e: e})
+	if !e.IsLeader() || e.Token() != 9 {
+		t.Fatal("a leader within its validity: not leading")
+	}
+	if _, ok := WorkDeadline(ctx); !ok {
+		t.Fatal("WorkDeadline within validity: not ok")
+	}
+	clk.jump(e.timing.validity)
+	if e.IsLeader() || e.Token() != 0 || e.State() != CandidateState {
+		t.Errorf("a leader whose clock passed its validity: IsLeader %v, Token %d, State %v", e.IsLeader(), e.Token(), e.State())
+	}
+	if _, ok := WorkDeadline(ctx); ok {
+		t.Error("WorkDeadline past validity: ok")
+	}
+}
+
+// cutKV is a real bucket whose writes fail, and whose watchers deliver
+// nothing, while cut, as when its client is cut off from the servers.
+type cutKV struct {
+	jetstream.KeyValue
+	cut atomic.Bool
+}
+
+func (k *cutKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	w, err := k.KeyValue.WatchFiltered(ctx, keys, opts...)
+	if err != nil {
+		return nil, err
+	}
+	cw := &cutWatcher{KeyWatcher: w, updates: make(chan jetstream.KeyValueEntry)}
+	go func() {
+		defer close(cw.updates)
+		for e := range w.Updates() {
+			if !k.cut.Load() {
+				cw.updates <- e
+			}
+		}
+	}()
+	return cw, nil
+}
+
+// cutWatcher delivers what its cutKV lets through.
+type cutWatcher struct {
+	jetstream.KeyWatcher
+	updates chan jetstream.KeyValueEntry
+}
+
+func (w *cutWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+
+var errCut = errors.New("cut off from the servers")
+
+func (k *cutKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	if k.cut.Load() {
+		return 0, errCut
+	}
+	return k.KeyValue.Update(ctx, key, value, last)
+}
+
+func (k *cutKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	if k.cut.Load() {
+		return 0, errCut
+	}
+	return k.KeyValue.Put(ctx, key, value)
+}
+
+// slowLeaderRun leads with a candidate whose clock runs at rate against the
+// server's, cuts it off, and returns how long after its leadership context
+// was cancelled the other candidate's OnWon began (negative: before).
+func slowLeaderRun(t *testing.T, bucket string, rate float64) time.Duration {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: 2 * time.Second})
+	var mu sync.Mutex
+	var lostAt, wonAt time.Time
+	won := make(chan struct{})
+	slow := &cutKV{KeyValue: kv}
+	a, err := NewElection(context.Background(), "a", "k", slow, WithoutSplay(), withClock(newSkewedClock(rate)),
+		OnWon(func(leading context.Context) {
+			close(won)
+			<-leading.Done()
+			mu.Lock()
+			lostAt = time.Now()
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewElection(context.Background(), "b", "k", kv, WithoutSplay(),
+		OnWon(func() {
+			mu.Lock()
+			wonAt = time.Now()
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go a.Start(context.Background()) //nolint:errcheck // stopped below
+	<-won
+	go b.Start(context.Background()) //nolint:errcheck // stopped below
+	defer b.Stop()
+	defer a.Stop()
+	slow.cut.Store(true)
+	testenv.Eventually(t, "b to lead", 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !wonAt.IsZero()
+	})
+	testenv.Eventually(t, "a's leadership to end", 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !lostAt.IsZero()
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return wonAt.Sub(lostAt)
+}
+
+// TestALeaderWhoseClockRunsSlowStandsDownBeforeItsKeyAgesOut runs a leader
+// whose clock runs slow by the clock assumption's bound (a span of it lasts
+// 1 + ρ on the server's clock): cut off, it stands down before the key ages
+// out and the other candidate leads. The same run with a clock far outside
+// the bound (0.6) shows the overlap the bound rules out: the cut-off leader
+// sees nothing of its successor.
+func TestALeaderWhoseClockRunsSlowStandsDownBeforeItsKeyAgesOut(t *testing.T) {
+	t.Parallel()
+	t.Run("at the bound", func(t *testing.T) {
+		t.Parallel()
+		if gap := slowLeaderRun(t, "SLOW", 1/(1+ClockRate)); gap <= 0 {
+			t.Errorf("b led %v before a's leadership context was cancelled", -gap)
+		} else {
+			t.Logf("b led %v after a's leadership context was cancelled", gap)
+		}
+	})
+	t.Run("outside the bound", func(t *testing.T) {
+		t.Parallel()
+		if gap := slowLeaderRun(t, "SLOWER", 0.6); gap > 0 {
+			t.Errorf("b led %v after a's leadership ended, with a's clock at 0.6: want an overlap, which the bound rules out", gap)
+		} else {
+			t.Logf("with a's clock at 0.6, b led %v before a's leadership context was cancelled", -gap)
+		}
+	})
+}
