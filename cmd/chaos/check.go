@@ -101,6 +101,8 @@ func check(cfg config, dir string) (*report, error) {
 	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, Topology: cfg.topology(), SyncAlways: cfg.syncAlways, Seed: cfg.seed, Workers: cfg.workers, Rounds: cfg.rounds}
 	if cfg.fleet {
 		rep.Fleet, rep.Daemons = true, cfg.daemons
+	} else {
+		rep.StopDelayMS = ms(int64(cfg.stopDelay))
 	}
 
 	runStart, runEnd, deaths, pauses := readTimeline(rep, hist.harness)
@@ -147,12 +149,16 @@ func check(cfg config, dir string) (*report, error) {
 	rep.SelfDemotion = summarize(demotions)
 	rep.DemotionBoundMS = ms(bound)
 
+	all := works(hist, validity, int64(cfg.ttl), deaths, runEnd, pauses)
+	checkWork(rep, all)
+
 	for _, terms := range perDaemon {
 		checkTokens(rep, terms, hist.audit)
 	}
 	checkFence(rep, hist)
 	checkLeadership(rep, hist, deaths, cfg.ttl)
 	checkScenarios(rep, hist.harness, terms)
+	checkHandovers(rep, terms, all)
 	checkCuts(rep, hist.harness, terms, runEnd)
 	checkRoundTrips(rep, hist, pauses)
 	checkKV(rep, hist, cfg.ttl, cfg.html, dir)
@@ -593,6 +599,7 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 		if j, _ := slices.BinarySearch(bounds, f.T+1); j < len(bounds) {
 			until = bounds[j]
 		}
+		sr.windows = append(sr.windows, faultWindow{f, until})
 		for _, t := range terms {
 			if t.start > f.T && t.start < until {
 				sr.samples = append(sr.samples, ms(t.start-f.T))

@@ -34,7 +34,8 @@ func writeRun(t *testing.T, files map[string][]Event) string {
 }
 
 // leaderTerm is a worker that wins with token at won (after a Create sent at
-// sent), renews at each of renewals, and records its stand-down at lost.
+// sent), renews at each of renewals, and records its stand-down at lost,
+// where its work returns too.
 func leaderTerm(token uint64, sent, won int64, renewals []int64, lost int64) []Event {
 	events := []Event{
 		{T: sent + 1e6, Kind: "op", Op: "create", Sent: sent, Outcome: "ok", Rev: token},
@@ -43,7 +44,15 @@ func leaderTerm(token uint64, sent, won int64, renewals []int64, lost int64) []E
 	for i, r := range renewals {
 		events = append(events, Event{T: r + 1e6, Kind: "op", Op: "update", Sent: r, Outcome: "ok", Rev: token + uint64(i) + 1})
 	}
-	return append(events, Event{T: lost, Kind: "lost", Token: token})
+	return append(events, Event{T: lost, Kind: "lost", Token: token}, Event{T: lost, Kind: "returned", Token: token})
+}
+
+// slowStop is leaderTerm whose work returns only at returned, after the
+// stand-down.
+func slowStop(token uint64, sent, won int64, renewals []int64, lost, returned int64) []Event {
+	events := leaderTerm(token, sent, won, renewals, lost)
+	events[len(events)-1].T = returned
+	return events
 }
 
 func baseRun(workers map[string][]Event, harness ...Event) map[string][]Event {
@@ -108,6 +117,85 @@ func TestCheckFindsSplitBrainAndSubtractsPauses(t *testing.T) {
 	}
 	if rep.ok() {
 		t.Error("report is ok despite split brain")
+	}
+}
+
+func TestCheckFindsASuccessorWinningBeforeTheOldWorkReturned(t *testing.T) {
+	// The key of w0 (last renewal sent at 1.5 s) is deleted at 2 s: w0
+	// stands down at once, its work takes 500 ms to stop. w1 wins at 2.3 s,
+	// before w0's work returned: no two IsLeader at once, but two works.
+	keyDelete := Event{T: 2 * sec, Kind: "fault", Scenario: "key-delete", Target: "w0"}
+	dir := writeRun(t, baseRun(map[string][]Event{
+		"w0": slowStop(1, 0, sec, []int64{1500e6}, 2*sec+10e6, 2500e6),
+		"w1": leaderTerm(4, 2200e6, 2300e6, []int64{3800e6}, 5*sec),
+	}, keyDelete))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.SplitBrainMS != 0 {
+		t.Errorf("split brain %v ms, want 0: w0 stood down before w1 won", rep.SplitBrainMS)
+	}
+	if rep.WorkOverlaps != 1 || rep.WorkOverlapMS != 200 || rep.ok() {
+		t.Errorf("work overlaps %d for %v ms, ok %v; want 1 for 200 ms, not ok", rep.WorkOverlaps, rep.WorkOverlapMS, rep.ok())
+	}
+	if h := rep.Scenarios[0].HandoverMS; h.N != 1 || h.Max != -200 {
+		t.Errorf("handover from the work's return %+v, want one of -200 ms", h)
+	}
+
+	// w1 wins 100 ms after w0's work returned.
+	dir = writeRun(t, baseRun(map[string][]Event{
+		"w0": slowStop(1, 0, sec, []int64{1500e6}, 2*sec+10e6, 2500e6),
+		"w1": leaderTerm(4, 2550e6, 2600e6, []int64{3800e6}, 5*sec),
+	}, keyDelete))
+	if rep, err = check(ttl2s, dir); err != nil {
+		t.Fatal(err)
+	}
+	if rep.WorkOverlaps != 0 {
+		t.Errorf("work overlaps %d, want 0: %v", rep.WorkOverlaps, rep.Problems)
+	}
+	if s := rep.Scenarios[0]; s.FailoverMS.Max != 600 || s.HandoverMS.N != 1 || s.HandoverMS.Max != 100 {
+		t.Errorf("failover %+v, handover %+v; want 600 ms and one of 100 ms", s.FailoverMS, s.HandoverMS)
+	}
+}
+
+func TestCheckEndsTheWorkOfAKilledOrSuspendedWorker(t *testing.T) {
+	// w0, killed at 2 s, never returned: its work ends at its death, before
+	// w1 wins at 3.5 s.
+	w0 := slowStop(1, 0, sec, []int64{1500e6}, 0, 0)
+	w0 = w0[:len(w0)-2]
+	dir := writeRun(t, baseRun(map[string][]Event{
+		"w0": w0,
+		"w1": leaderTerm(4, 3400e6, 3500e6, nil, 5*sec),
+	}, Event{T: 2 * sec, Kind: "kill", Target: "w0"}))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.WorkOverlaps != 0 {
+		t.Errorf("killed: work overlaps %d, want 0: %v", rep.WorkOverlaps, rep.Problems)
+	}
+
+	// w0 (last write sent at 1.5 s, validity 1.75 s at a 2 s TTL) is
+	// stopped from 2 s to 5 s, past its validity, and its work returns at
+	// 5.2 s: it counts until 3.5 s, a TTL after that write, when its key
+	// could first age out. A successor winning at 4 s passes; one winning
+	// at 3 s does not.
+	for _, c := range []struct {
+		won      int64
+		overlaps int
+	}{{4 * sec, 0}, {3 * sec, 1}} {
+		dir := writeRun(t, baseRun(map[string][]Event{
+			"w0": slowStop(1, 0, sec, []int64{1500e6}, 5*sec+10e6, 5200e6),
+			"w1": leaderTerm(4, c.won-100e6, c.won, nil, 6*sec),
+		}, Event{T: 2 * sec, Kind: "pause", Target: "w0"}, Event{T: 5 * sec, Kind: "resume", Target: "w0"}))
+		rep, err := check(ttl2s, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.WorkOverlaps != c.overlaps || rep.WorksCut != 1 {
+			t.Errorf("successor at %d ms: work overlaps %d, works cut %d; want %d and 1", c.won/1e6, rep.WorkOverlaps, rep.WorksCut, c.overlaps)
+		}
 	}
 }
 

@@ -445,6 +445,9 @@ func (h *harness) spawnWorker() error {
 	if h.cfg.leaf && w.region != h.home().region { // the bucket is in the hub's domain
 		args = append(args, "-domain", h.home().region)
 	}
+	if !h.cfg.fleet && h.cfg.stopDelay > 0 {
+		args = append(args, "-stop-delay", h.cfg.stopDelay.String())
+	}
 	if h.cfg.priorities { // 1, 2, … by start order, a replacement taking the next
 		args = append(args, "-priority", strconv.Itoa(id+1), "-prefer-higher", h.cfg.ttl.String())
 	}

@@ -80,7 +80,24 @@ type config struct {
 	// shortTopology: -short with -supercluster or -leaf, which runs the
 	// topology's own scenarios and some of the workers' (shortWorkerFaults).
 	shortTopology bool
+	// stopDelay: how long a worker's work goes on after its leadership
+	// context is cancelled (worker -stop-delay).
+	stopDelay time.Duration
 }
+
+// defaultStopDelay is how long a worker's work takes to stop after its
+// leadership context is cancelled, as a command on SIGTERM or a draining
+// daemon does. The work also ends at the library's work deadline
+// (election.WorkDeadline), as election run's guard kills its command then,
+// so the run is safe by design at any TTL: where the context is cancelled at
+// the validity deadline (a leader cut off, paused, too slow) the work has
+// the work margin left (58 ms at -short's 1 s TTL, 116 ms at 2 s, 723 ms at
+// 10 s), and where the leader is told at once (its key deleted, purged or
+// overwritten; a SIGTERM; a handover) the whole 500 ms fits before the
+// deadline of a leader that renewed just before, as the harness's leader
+// did when a fault hits it (the worker reads the deadline again at each
+// acknowledged write, trackWorkDeadline).
+const defaultStopDelay = 500 * time.Millisecond
 
 // agentDaemons is the default number of daemons of an -agents run: two of
 // each shape of command (daemonShapes).
@@ -144,6 +161,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the combinations' draws (the combo scenario); 0 draws one, printed in the summary")
 	lazy := fs.Bool("lazy-fsync", false, "servers fsync lazily, every 2 minutes (nats-server's default), instead of before acknowledging each write (sync_interval: always)")
 	fs.BoolVar(&cfg.priorities, "priorities", false, "give each worker a higher priority than the one before, preferring higher (WithPreferHigher, ready after a TTL): leaders hand over as workers are replaced")
+	fs.DurationVar(&cfg.stopDelay, "stop-delay", defaultStopDelay, "how long a worker's work goes on acting after its leadership context is cancelled, never past the library's work deadline (0: it returns at once; not with -fleet or -agents)")
 	fs.BoolVar(&cfg.fleet, "fleet", false, "run fleet nodes (-workers of them) with daemons instead of campaigners for one key")
 	fs.IntVar(&cfg.daemons, "daemons", 12, fmt.Sprintf("with -fleet or -agents: daemons, each able to run on every node (-agents: default %d)", agentDaemons))
 	fs.BoolVar(&cfg.agents, "agents", false, "run a fleet whose nodes are election agent processes (-workers of them) and whose daemons are shell commands that fork; the TTL is at least 2s")
@@ -182,6 +200,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.fleet && (cfg.daemons < 1 || cfg.daemons > 100) {
 		return cfg, fmt.Errorf("-daemons %d: allowed 1 to 100", cfg.daemons)
+	}
+	if cfg.fleet && given["stop-delay"] {
+		return cfg, fmt.Errorf("-stop-delay applies to campaigners for one key, not to -fleet or -agents")
 	}
 	if cfg.fleet && cfg.priorities {
 		return cfg, fmt.Errorf("-priorities applies to campaigners for one key, not to -fleet or -agents")

@@ -78,6 +78,7 @@ func runNode(args []string) error {
 				cancel()
 			}
 			rec.record(Event{Kind: "lost", Daemon: d, Token: token, Cause: context.Cause(ctx).Error()})
+			rec.record(Event{Kind: "returned", Daemon: d, Token: token})
 			return nil
 		}})
 	}

@@ -41,6 +41,17 @@ type report struct {
 	SplitBrainEpisodes int     `json:"split_brain_episodes"`
 	SplitBrainRawMS    float64 `json:"split_brain_raw_ms"`
 
+	// The works (won to OnWon's return) of different workers that
+	// overlapped, and for how long in all (checkWork); the works of
+	// workers stopped past their validity, counted until their key could
+	// age out (works).
+	WorkOverlaps  int     `json:"work_overlaps"`
+	WorkOverlapMS float64 `json:"work_overlap_ms"`
+	WorksCut      int     `json:"works_cut_at_suspension"`
+	// StopDelayMS: how long a worker's work went on after its leadership
+	// context was cancelled, at most (-stop-delay; 0 in a fleet run).
+	StopDelayMS float64 `json:"stop_delay_ms"`
+
 	SelfDemotion       stats   `json:"self_demotion_ms"`
 	DemotionBoundMS    float64 `json:"self_demotion_bound_ms"`
 	DemotionViolations int     `json:"self_demotion_violations"`
@@ -169,6 +180,11 @@ type scenarioReport struct {
 	Failovers  int    `json:"failovers"`
 	FailoverMS stats  `json:"failover_ms"`
 	samples    []float64
+	// HandoverMS: from the return of the work of the leader the fault aimed
+	// at to the next leader's won (single-key runs).
+	HandoverMS stats `json:"handover_from_return_ms"`
+	// windows: each fault, and when its window ends at the latest.
+	windows []faultWindow
 
 	// A fleet run's, from each fault to the next: the longest any daemon
 	// ran nowhere, the daemons started, and the daemons that ended on
@@ -251,7 +267,7 @@ func loadsText(loads map[string]int) string {
 
 // ok reports whether every invariant held.
 func (r *report) ok() bool {
-	return r.SplitBrainMS == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
+	return r.SplitBrainMS == 0 && r.WorkOverlaps == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
 		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0 &&
 		r.QuorumLossLeaders == 0 && r.CutLeaders == 0 && len(r.Crashed) == 0 && !r.FenceUnread && r.historyOK() &&
 		(!r.Fleet || r.FinalSpread <= 1) && r.agentsOK() && r.kvOK() && (r.ReplicasAgree == nil || *r.ReplicasAgree)
@@ -307,10 +323,14 @@ func (r *report) print(w io.Writer, cfg config) {
 	if r.Fleet {
 		r.printFleetScenarios(tw)
 	} else {
-		fmt.Fprintln(tw, "scenario\tfaults\tfailovers\tp50 ms\tp99 ms\tmax ms\tmax ×TTL\t")
+		fmt.Fprintln(tw, "scenario\tfaults\tfailovers\tp50 ms\tp99 ms\tmax ms\tmax ×TTL\tfrom work's return: n\tp50 ms\tp99 ms\tmax ms\t")
 		for _, s := range r.Scenarios {
-			f := s.FailoverMS
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t\n", s.Name, s.Faults, s.Failovers, f.P50, f.P99, f.Max, f.Max/r.TTLMS)
+			f, h := s.FailoverMS, s.HandoverMS
+			handover := "0\t\t\t\t"
+			if h.N > 0 {
+				handover = fmt.Sprintf("%d\t%.0f\t%.0f\t%.0f\t", h.N, h.P50, h.P99, h.Max)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%s\n", s.Name, s.Faults, s.Failovers, f.P50, f.P99, f.Max, f.Max/r.TTLMS, handover)
 		}
 	}
 	tw.Flush()
@@ -356,6 +376,12 @@ func (r *report) print(w io.Writer, cfg config) {
 	} else {
 		fmt.Fprintf(w, "%s (pause-adjusted)  %8.1f ms in %d episodes  %s\n", twice, r.SplitBrainMS, r.SplitBrainEpisodes, verdict(r.SplitBrainMS == 0))
 		fmt.Fprintf(w, "%s (raw, with pauses) %7.1f ms  (reported, not an invariant)\n", twice, r.SplitBrainRawMS)
+		returned := fmt.Sprintf("OnWon returned, up to %.0f ms after the context ended", r.StopDelayMS)
+		if r.Fleet {
+			returned = "the daemon's Run returned"
+		}
+		fmt.Fprintf(w, "work overlap (won → %s, a killed worker's ending at its death)  %.1f ms in %d pairs  %s; works of workers stopped past their validity, counted until a TTL after their last write: %d (reported)\n",
+			returned, round(r.WorkOverlapMS), r.WorkOverlaps, verdict(r.WorkOverlaps == 0), r.WorksCut)
 		fmt.Fprintf(w, "self-demotion (stand-down − last good renewal sent)  p50 %.0f, p99 %.0f, max %.0f ms; bound %.0f ms  %s\n",
 			r.SelfDemotion.P50, r.SelfDemotion.P99, r.SelfDemotion.Max, r.DemotionBoundMS, verdict(r.DemotionViolations == 0))
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,8 +32,10 @@ const (
 )
 
 // runWorker is one campaigner process. It writes its history to stdout and
-// stops gracefully on SIGTERM. Once its election has stopped it exits when
-// its stdin closes: the harness holds it until a successor leads.
+// stops gracefully on SIGTERM. While it leads it acts on the fenced resource;
+// its OnWon records won when it starts and returned when it returns. Once
+// its election has stopped it exits when its stdin closes: the harness
+// holds it until a successor leads.
 func runWorker(args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	name := fs.String("name", "", "candidate name")
@@ -43,6 +46,7 @@ func runWorker(args []string) error {
 	unsafeTTL := fs.Bool("unsafe-short-ttl", false, "allow TTLs below election.MinTTL")
 	priority := fs.Int("priority", election.DefaultPriority, "the candidate's priority")
 	preferHigher := fs.Duration("prefer-higher", 0, "hand over to a higher priority listed this long (0: never)")
+	stopDelay := fs.Duration("stop-delay", 0, "after the leadership context is cancelled, go on acting this long before OnWon returns, never past the work deadline (0: return at once)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,13 +71,26 @@ func runWorker(args []string) error {
 		return err
 	}
 
+	acked := make(chan struct{}, 1)
 	opts := []election.Option{
 		election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
 			token, _ := election.TokenFromContext(leading)
 			rec.record(Event{Kind: "won", Token: token})
 			context.AfterFunc(leading, func() { rec.record(Event{Kind: "lost", Token: token}) })
-			actUntilDone(leading, js, fence, rec, fenceSubject, "", fenceRecord{Token: token, Worker: *name})
+			// Work that takes time to stop (a command on SIGTERM, a daemon
+			// draining) goes on acting with its token for the stop delay
+			// after its context is cancelled; no successor may lead before
+			// it returned (checkWork).
+			r := fenceRecord{Token: token, Worker: *name}
+			deadline := trackWorkDeadline(leading, acked)
+			actUntilDone(leading, js, fence, rec, fenceSubject, "", r)
+			if *stopDelay > 0 {
+				stopping, cancel := context.WithDeadline(context.Background(), earliest(time.Now().Add(*stopDelay), deadline()))
+				actUntilDone(stopping, js, fence, rec, fenceSubject, "", r)
+				cancel()
+			}
+			rec.record(Event{Kind: "returned", Token: token})
 		}),
 		election.OnLost(func(cause error) { rec.record(Event{Kind: "cause", Cause: cause.Error()}) }),
 	}
@@ -84,7 +101,7 @@ func runWorker(args []string) error {
 	if *preferHigher > 0 {
 		opts = append(opts, election.WithPreferHigher(*preferHigher))
 	}
-	e, err := election.NewElection(ctx, *name, *key, &recordingKV{KeyValue: kv, rec: rec}, opts...)
+	e, err := election.NewElection(ctx, *name, *key, &recordingKV{KeyValue: kv, rec: rec, acked: acked}, opts...)
 	if err != nil {
 		return err
 	}
@@ -93,6 +110,60 @@ func runWorker(args []string) error {
 	rec.record(Event{Kind: "exit"})
 	io.Copy(io.Discard, os.Stdin)
 	return err
+}
+
+// trackWorkDeadline follows election.WorkDeadline of the leadership whose
+// context is leading until it ends, and returns the last deadline read: it
+// reads it every actInterval, and at once when acked says a write of the
+// worker's was acknowledged, until the library has moved it (a renewal
+// moves it later just after it returns). The deadline only moves later, so
+// the last one read is never past the library's. Work that takes time to
+// stop ends by it at the latest, as election run's guard kills its command
+// then: the library may let a successor lead once it has passed.
+func trackWorkDeadline(leading context.Context, acked <-chan struct{}) func() time.Time {
+	var mu sync.Mutex
+	last, _ := election.WorkDeadline(leading)
+	read := func() (moved, ok bool) {
+		d, ok := election.WorkDeadline(leading)
+		mu.Lock()
+		defer mu.Unlock()
+		if ok && d.After(last) {
+			last, moved = d, true
+		}
+		return moved, ok
+	}
+	go func() {
+		tick := time.NewTicker(actInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-leading.Done():
+				return
+			case <-tick.C:
+				read()
+			case <-acked:
+				for range 50 { // for up to about 5 ms
+					if moved, ok := read(); moved || !ok {
+						break
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		}
+	}()
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // workerConn is a worker's or node's connection, and what it binds.
@@ -226,6 +297,9 @@ type recordingKV struct {
 	jetstream.KeyValue
 	rec      *recorder
 	daemonOf func(key string) (daemon string, ok bool)
+	// acked, if set, is signalled (without blocking) when a Create or
+	// Update returns without error.
+	acked chan<- struct{}
 }
 
 // Create records a Create call.
@@ -233,6 +307,7 @@ func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts
 	sent := r.call(key, "create", value)
 	rev, err := r.KeyValue.Create(ctx, key, value, opts...)
 	r.op(key, "create", value, sent, rev, err)
+	r.ack(err)
 	return rev, err
 }
 
@@ -241,6 +316,7 @@ func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revi
 	sent := r.call(key, "update", value, revision)
 	rev, err := r.KeyValue.Update(ctx, key, value, revision)
 	r.op(key, "update", value, sent, rev, err, revision)
+	r.ack(err)
 	return rev, err
 }
 
@@ -266,6 +342,17 @@ func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.
 	err := r.KeyValue.Delete(ctx, key, opts...)
 	r.op(key, "delete", nil, sent, 0, err)
 	return err
+}
+
+// ack signals acked, if set, after a write that returned without error.
+func (r *recordingKV) ack(err error) {
+	if r.acked == nil || err != nil {
+		return
+	}
+	select {
+	case r.acked <- struct{}{}:
+	default:
+	}
 }
 
 // call records a call on key about to be sent, with what it writes and for
