@@ -92,15 +92,25 @@ func actorRuns(hist *history) []*actorRun {
 	return runs
 }
 
-// workDeadlineAfter is how long after a leader's last good write its
-// work deadline comes (election.WorkDeadline): its validity plus half the
-// margin before the key can age out, at the default interval of three
-// quarters of the TTL: stated here, not read from the library, so that a
-// library with the rule broken fails the check.
-func workDeadlineAfter(ttl time.Duration) time.Duration {
+// leaderDeadlines are how long after a leader's last good write it stands
+// down (validity) and its work must have stopped (election.WorkDeadline),
+// at the default interval of three quarters of the TTL, under the clock
+// assumption of docs/design.md (rates within 5%, servers within 100 ms, a
+// twentieth of the TTL below 2 s): stated here, not read from the library,
+// so that a library with the rules broken fails the check. E is the
+// earliest a server can age the write out; half the margin from the
+// interval to E is the renewal window, then the work's time to stop.
+func leaderDeadlines(ttl time.Duration) (validity, work time.Duration) {
 	interval := ttl * 3 / 4
-	validity := interval + (ttl-interval)/2
-	return validity + (ttl-validity)/2
+	earliest := time.Duration(float64(ttl-min(100*time.Millisecond, ttl/20)) / 1.05)
+	return interval + (earliest-interval)/2, interval + (earliest-interval)*7/8
+}
+
+// workDeadlineAfter is how long after a leader's last good write its work
+// deadline comes (leaderDeadlines).
+func workDeadlineAfter(ttl time.Duration) time.Duration {
+	_, work := leaderDeadlines(ttl)
+	return work
 }
 
 // checkAgentsRun computes the report of an -agents run from the actors'

@@ -91,13 +91,12 @@ func check(cfg config, dir string) (*report, error) {
 		return checkAgentsRun(cfg, hist), nil
 	}
 	// The checker states the rules it checks on its own, not through the
-	// library's timing, so that a library with the rules broken fails it:
-	// a leader's validity at the default interval (3/4 TTL).
-	interval := cfg.ttl * 3 / 4
-	validity := int64(interval + (cfg.ttl-interval)/2)
-	// A stand-down may come late by scheduling delay: up to half the margin
-	// between the validity and the TTL, within which it is still safe.
-	bound := validity + (int64(cfg.ttl)-validity)/2
+	// library's timing (leaderDeadlines), so that a library with the rules
+	// broken fails it. A stand-down may come late by scheduling delay, up
+	// to the work deadline, by when everything of the leadership must have
+	// stopped.
+	v, w := leaderDeadlines(cfg.ttl)
+	validity, bound := int64(v), int64(w)
 	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, Topology: cfg.topology(), SyncAlways: cfg.syncAlways, Seed: cfg.seed, Workers: cfg.workers, Rounds: cfg.rounds}
 	if cfg.fleet {
 		rep.Fleet, rep.Daemons = true, cfg.daemons
