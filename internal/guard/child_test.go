@@ -189,3 +189,89 @@ func TestChildExpiresWhenTheLeadershipEnds(t *testing.T) {
 		t.Errorf("processes left after the work deadline: %v", left)
 	}
 }
+
+// stopGuard stops c's guard with SIGSTOP until the test ends, and waits
+// until it is stopped.
+func stopGuard(t *testing.T, c *Child) {
+	t.Helper()
+	pid := c.GuardPID()
+	syscall.Kill(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	testenv.Poll(t, "the guard stopped", waitTimeout, func() (string, bool) {
+		state := processState(pid)
+		return state, state == "T" || state == ""
+	})
+}
+
+// TestChildKillsTheTreeOfAStoppedGuard stops COMMAND's guard, then stops
+// COMMAND, of every forking shape: this process kills the tree itself at
+// the end of the grace, what left the group included, then the guard.
+func TestChildKillsTheTreeOfAStoppedGuard(t *testing.T) {
+	leading, _ := leadership(t)
+	for _, shape := range testenv.ForkingShapes {
+		mark := testenv.NewMark()
+		c := start(t, leading, testenv.WithMark(shape.Script, mark))
+		testenv.AwaitSleeps(t, mark, shape.Sleeps, waitTimeout)
+		stopGuard(t, c)
+		began := time.Now()
+		c.Stop(syscall.SIGTERM, 100*time.Millisecond)
+		t.Logf("%s: Stop returned after %v", shape.Name, time.Since(began))
+		if !c.Forced() || c.ExitCode() != 128+int(syscall.SIGKILL) {
+			t.Errorf("%s: after Stop: Forced %v, ExitCode %d; want true and %d", shape.Name, c.Forced(), c.ExitCode(), 128+int(syscall.SIGKILL))
+		}
+		if left := testenv.Marked(mark); len(left) > 0 {
+			t.Errorf("%s: processes left after Stop: %v", shape.Name, left)
+		}
+		if testenv.Alive(c.GuardPID()) {
+			t.Errorf("%s: the stopped guard %d still runs after Stop", shape.Name, c.GuardPID())
+		}
+	}
+}
+
+// TestChildKillsAtTheDeadlineWhenTheGuardIsStopped stops COMMAND's guard
+// and ends the leadership without stopping COMMAND: this process kills the
+// tree at the last work deadline, before the key can age out (a sixteenth
+// of the TTL later).
+func TestChildKillsAtTheDeadlineWhenTheGuardIsStopped(t *testing.T) {
+	leading, end := leadership(t)
+	mark := testenv.NewMark()
+	c := start(t, leading, testenv.WithMark(`sh -c 'sleep MARK; true'`, mark))
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+	stopGuard(t, c)
+	deadline, ok := election.WorkDeadline(leading)
+	if !ok {
+		t.Fatal("the leadership ended before it was ended")
+	}
+	end()
+	testenv.Poll(t, "the tree gone", waitTimeout, func() (map[int]uint64, bool) {
+		left := testenv.Marked(mark)
+		delete(left, c.GuardPID()) // the guard's arguments hold the mark too
+		return left, len(left) == 0
+	})
+	gone := time.Now()
+	ageOut := deadline.Add(election.MinTTL / 16)
+	t.Logf("the tree was gone %v after the work deadline; the key could age out %v after it", gone.Sub(deadline), ageOut.Sub(deadline))
+	if gone.Before(deadline) || gone.After(ageOut) {
+		t.Errorf("the tree was gone %v after the work deadline, want after it and before the key can age out, %v after it", gone.Sub(deadline), ageOut.Sub(deadline))
+	}
+	awaitDone(t, c)
+	if !c.Forced() {
+		t.Error("Forced is false: the stopped guard cannot have killed the tree")
+	}
+}
+
+// TestChildStopWakesAStoppedCommand stops a COMMAND that stopped itself:
+// the SIGTERM is followed by a SIGCONT, and its trap gives its status.
+func TestChildStopWakesAStoppedCommand(t *testing.T) {
+	leading, _ := leadership(t)
+	mark := testenv.NewMark()
+	c := start(t, leading, testenv.WithMark(`trap 'exit 7' TERM; sleep MARK & kill -STOP $$; wait`, mark))
+	testenv.Poll(t, "COMMAND stopped", waitTimeout, func() (string, bool) {
+		state := processState(c.PID())
+		return state, state == "T"
+	})
+	c.Stop(syscall.SIGTERM, time.Hour)
+	if c.ExitCode() != 7 || c.Forced() {
+		t.Errorf("after Stop: ExitCode %d, Forced %v; want COMMAND's 7 from its trap, false", c.ExitCode(), c.Forced())
+	}
+}

@@ -18,17 +18,35 @@ import (
 	"github.com/kvelect/election"
 )
 
+// ErrLeadershipEnded is Start's error when the leadership ended, or its
+// work deadline passed, before COMMAND could start: COMMAND did not run,
+// and the caller may campaign on.
+var ErrLeadershipEnded = errors.New("leadership ended before COMMAND could start")
+
+// guardConfirm is how long, after this process has killed COMMAND's tree
+// itself, a guard that is not stopped has to exit by itself before it is
+// killed too: a guard that runs exits within milliseconds once the tree is
+// gone; one that does not is hung. A stopped guard is killed at once.
+const guardConfirm = 500 * time.Millisecond
+
 // Child is a running COMMAND under its guard, which kills COMMAND's whole
 // tree if this process dies, at the leadership's work deadline unless this
-// process moves it, and when COMMAND exits.
+// process moves it, and when COMMAND exits. This process kills the tree
+// itself, without the guard, when it asks for the tree's end (Kill, Stop
+// past its grace) or the leadership's last work deadline passes: a stopped
+// guard does not keep COMMAND alive.
 type Child struct {
 	pid     int           // COMMAND's process ID, which is also its process group's
+	guard   *os.Process   // the guard
 	done    chan struct{} // closed once COMMAND and everything it started have gone
 	code    int           // COMMAND's status (128+N for signal N); set before done is closed
 	expired bool          // the guard killed COMMAND at the work deadline; set before done is closed
 
+	killing sync.Once // this process kills the tree itself (killTree), once
+
 	mu      sync.Mutex
 	control *os.File // to the guard
+	forced  bool     // this process killed the tree and then the guard, which did not exit
 }
 
 // Start starts argv with env under a guard, for the leadership whose
@@ -36,12 +54,13 @@ type Child struct {
 // work deadline (election.WorkDeadline) while the leadership lasts. COMMAND
 // gets this process's standard output and error, and runs in a process
 // group of its own. Start returns once COMMAND runs, or with an error if
-// the leadership has ended, or the guard could not be started or could not
+// the leadership has ended or its work deadline passed first
+// (ErrLeadershipEnded), or the guard could not be started or could not
 // start COMMAND (the error is then the guard's reason).
 func Start(leading context.Context, argv, env []string) (*Child, error) {
 	until, ok := election.WorkDeadline(leading)
 	if !ok {
-		return nil, errors.New("leadership ended before COMMAND could start")
+		return nil, ErrLeadershipEnded
 	}
 	controlR, controlW, err := os.Pipe()
 	if err != nil {
@@ -60,7 +79,7 @@ func Start(leading context.Context, argv, env []string) (*Child, error) {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{controlR, reportW} // the guard's fds 3 and 4
 	// A group of its own: signals for this process's group (a terminal's
-	// Ctrl-C) do not reach the guard.
+	// Ctrl-C or Ctrl-Z) do not reach the guard.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
 	controlR.Close()
@@ -78,15 +97,19 @@ func Start(leading context.Context, argv, env []string) (*Child, error) {
 		reportR.Close()
 		controlW.Close()
 		cmd.Wait()
-		if verb == "failed" {
+		switch verb {
+		case "late":
+			return nil, ErrLeadershipEnded
+		case "failed":
 			_, msg, _ := strings.Cut(rest, " ")
 			return nil, errors.New(msg)
 		}
 		return nil, fmt.Errorf("the guard of COMMAND failed: %v", cmd.ProcessState)
 	}
 	c.pid, _ = strconv.Atoi(rest)
+	c.guard = cmd.Process
 	go c.wait(cmd, report, reportR)
-	go c.follow(leading)
+	go c.follow(leading, until)
 	return c, nil
 }
 
@@ -106,28 +129,33 @@ func (c *Child) wait(cmd *exec.Cmd, report *bufio.Reader, r *os.File) {
 	cmd.Wait()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	c.code = ws.ExitStatus()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if ws.Signaled() {
-		// Someone killed the guard: kill COMMAND's group in its stead. What
-		// left the group is out of reach now.
-		syscall.Kill(-c.pid, syscall.SIGKILL)
+		if !c.forced {
+			// Someone killed the guard: kill COMMAND's group in its
+			// stead. What left the group is out of reach now.
+			syscall.Kill(-c.pid, syscall.SIGKILL)
+		}
 		c.code = 128 + int(ws.Signal())
 	}
-	c.mu.Lock()
 	c.control.Close()
 	close(c.done)
-	c.mu.Unlock()
 }
 
 // follow moves the guard's deadline with the leadership's work deadline
 // until COMMAND has gone or the leadership ends; the last deadline sent
-// then holds. It looks again after a quarter of the time left, so that a
+// then holds, for the guard and for this process: if the tree has not gone
+// by then, this process kills it itself (Kill), in case the guard is
+// stopped. It looks again after a quarter of the time left, so that a
 // renewal is seen long before the old deadline.
-func (c *Child) follow(leading context.Context) {
+func (c *Child) follow(leading context.Context, until time.Time) {
 	for {
-		until, ok := election.WorkDeadline(leading)
+		next, ok := election.WorkDeadline(leading)
 		if !ok {
-			return
+			break
 		}
+		until = next
 		c.tell(fmt.Sprintf("deadline %d", monotonicAt(until)))
 		timer := time.NewTimer(max(time.Until(until)/4, time.Millisecond))
 		select {
@@ -137,20 +165,37 @@ func (c *Child) follow(leading context.Context) {
 		case <-timer.C:
 		}
 	}
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	select {
+	case <-c.done:
+	case <-timer.C:
+		c.Kill()
+	}
 }
 
-// tell writes one message to the guard, unless COMMAND has gone.
+// tellTimeout bounds a write to the guard: the pipe fills if the guard is
+// stopped long enough. A message dropped then is safe to lose: an older
+// deadline holds earlier, and this process kills the tree itself.
+const tellTimeout = 100 * time.Millisecond
+
+// tell writes one message to the guard, unless COMMAND has gone or the
+// pipe stays full for tellTimeout.
 func (c *Child) tell(msg string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.Exited() {
 		return
 	}
+	c.control.SetWriteDeadline(time.Now().Add(tellTimeout))
 	fmt.Fprintln(c.control, msg)
 }
 
-// Stop sends sig to COMMAND's process group, and kills the tree if COMMAND
-// has not exited after grace. It returns once the tree has gone.
+// Stop has the guard send sig to COMMAND's process group (and SIGCONT, so
+// that a stopped COMMAND can act on it), and kills the tree if COMMAND has
+// not exited after grace, or at the leadership's last work deadline if that
+// comes first. It returns once the tree has gone. A stopped guard passes no
+// signal: COMMAND is then killed at the end of grace or at the deadline.
 func (c *Child) Stop(sig syscall.Signal, grace time.Duration) {
 	c.tell(fmt.Sprintf("signal %d", sig))
 	timer := time.NewTimer(grace)
@@ -163,12 +208,66 @@ func (c *Child) Stop(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
-// Kill has the guard kill COMMAND's tree now. It does not wait: Done is
-// closed once the tree has gone.
-func (c *Child) Kill() { c.tell("kill") }
+// Kill kills COMMAND's tree now: it has the guard kill it, and kills it
+// itself as well, COMMAND's process group and every live descendant of the
+// guard (on Linux; the group alone elsewhere), again until none is left,
+// not relying on a guard that may be stopped. A guard that is stopped, or
+// has not exited guardConfirm after that, is killed too. Kill does not wait: Done is closed
+// once the tree has gone and the guard has exited.
+func (c *Child) Kill() {
+	c.tell("kill")
+	c.killing.Do(func() { go c.killTree() })
+}
+
+// killTree kills COMMAND's tree from this process, then the guard if it is
+// stopped or does not exit by itself within guardConfirm.
+func (c *Child) killTree() {
+	pause := time.Millisecond
+	for {
+		// COMMAND's process ID, and with it its group's, stays taken while
+		// it is the guard's child, even as a zombie: only then is the
+		// group surely still COMMAND's.
+		if isChildOf(c.pid, c.guard.Pid) {
+			syscall.Kill(-c.pid, syscall.SIGKILL)
+		}
+		live := descendants(c.guard.Pid)
+		for _, pid := range live {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if len(live) == 0 {
+			break
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-c.done:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+	if !isStopped(c.guard.Pid) {
+		timer := time.NewTimer(guardConfirm)
+		defer timer.Stop()
+		select {
+		case <-c.done:
+			return
+		case <-timer.C:
+		}
+	}
+	c.mu.Lock()
+	if !c.Exited() {
+		c.forced = true
+		c.guard.Kill()
+	}
+	c.mu.Unlock()
+}
 
 // PID is COMMAND's process ID, which is also its process group's.
 func (c *Child) PID() int { return c.pid }
+
+// GuardPID is the process ID of COMMAND's guard, COMMAND's parent.
+func (c *Child) GuardPID() int { return c.guard.Pid }
 
 // Done is closed once COMMAND and everything it started have gone, and the
 // guard has exited.
@@ -188,6 +287,18 @@ func (c *Child) Exited() bool {
 // deadline: this process did not move the deadline in time (was it
 // paused?). It is false until Done is closed.
 func (c *Child) Expired() bool { return c.Exited() && c.expired }
+
+// Forced reports whether this process killed COMMAND's tree itself and
+// then the guard, which did not exit in time after it: the guard was
+// stopped or hung. It is false until Done is closed.
+func (c *Child) Forced() bool {
+	if !c.Exited() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.forced
+}
 
 // ExitCode is COMMAND's status, 128+N if signal N killed it, as a shell
 // reports it. The tree must have gone: Done must be closed.
