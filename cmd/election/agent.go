@@ -42,7 +42,8 @@ of the TTL before another node can start the daemon, and SIGKILL half of
 that margin later (0.6 s at a 10 s TTL). Nothing a daemon starts outlives
 it, or this agent's hold on it: a guard process (kvelect-guard) kills the
 whole tree, setsid and double forks included on Linux, if the agent dies or
-is paused past that deadline.
+is paused past that deadline; if the guard is stopped, the agent kills the
+tree itself at the end of the grace or that deadline, whichever is first.
 
 --priority N (0, the default, or more) ranks this node, say 1 on a primary
 site's nodes and 0 on a standby's: each daemon starts only on the live nodes

@@ -250,6 +250,10 @@ func TestRunGivesNoSecondCopyWhenTheCommandStopsItsParent(t *testing.T) {
 		data, _ := os.ReadFile(starts)
 		return len(parseStarts(data)) > 1
 	})
+	data, _ := os.ReadFile(starts)
+	if len(parseStarts(data)) < 2 {
+		t.Fatalf("b did not start the command within %v of a's SIGTERM; a's log:\n%s\nb's log:\n%s", waitTimeout, a.logged(t), b.logged(t))
+	}
 	if second := waitStarts(t, starts, 2)[1]; second.name != "b" {
 		t.Errorf("the command started again on %s, want b", second.name)
 	}

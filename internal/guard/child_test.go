@@ -5,6 +5,8 @@ package guard
 import (
 	"context"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -273,5 +275,82 @@ func TestChildStopWakesAStoppedCommand(t *testing.T) {
 	c.Stop(syscall.SIGTERM, time.Hour)
 	if c.ExitCode() != 7 || c.Forced() {
 		t.Errorf("after Stop: ExitCode %d, Forced %v; want COMMAND's 7 from its trap, false", c.ExitCode(), c.Forced())
+	}
+}
+
+// TestStartReturnsWhenTheCommandStopsTheGuardAtOnce starts a COMMAND whose
+// first act is to stop its parent, the guard, often before the guard has
+// reported the start: Start returns all the same, with COMMAND's process
+// ID, and Stop kills the tree at the end of the grace.
+func TestStartReturnsWhenTheCommandStopsTheGuardAtOnce(t *testing.T) {
+	leading, _ := leadership(t)
+	for range 5 {
+		mark := testenv.NewMark()
+		c := start(t, leading, testenv.WithMark(`kill -STOP $PPID; sleep MARK; true`, mark))
+		t.Cleanup(func() { syscall.Kill(c.GuardPID(), syscall.SIGCONT) })
+		testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+		if parentOf := processParent(c.PID()); parentOf != c.GuardPID() {
+			t.Fatalf("Start gave COMMAND %d, whose parent is %d, not the guard %d", c.PID(), parentOf, c.GuardPID())
+		}
+		c.Stop(syscall.SIGTERM, 50*time.Millisecond)
+		if !c.Forced() {
+			t.Error("Forced is false: the stopped guard cannot have killed the tree")
+		}
+		if left := testenv.Marked(mark); len(left) > 0 {
+			t.Errorf("processes left after Stop: %v", left)
+		}
+	}
+}
+
+// processParent is the parent ID of process pid, 0 if it has gone.
+func processParent(pid int) int {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
+
+// TestAwaitStartFindsTheCommandOfAStoppedGuard stands a shell in for a
+// guard stopped before it reported COMMAND's start: awaitStart returns its
+// child that leads a process group of its own. A stand-in stopped before it
+// started anything is killed at the deadline, with an error.
+func TestAwaitStartFindsTheCommandOfAStoppedGuard(t *testing.T) {
+	mark := testenv.NewMark()
+	// setsid makes the sleep lead a group of its own, as COMMAND does
+	// under its guard.
+	stopped := exec.Command("sh", "-c", testenv.WithMark(`setsid sleep MARK & kill -STOP $$`, mark))
+	if err := stopped.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, pid := range descendants(stopped.Process.Pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		stopped.Process.Kill()
+		stopped.Wait()
+	})
+	pid, err := awaitStart(stopped, make(chan string), time.Now().Add(waitTimeout))
+	if err != nil || processParent(pid) != stopped.Process.Pid {
+		t.Fatalf("awaitStart: %d, %v; want the stopped stand-in's child, the sleep", pid, err)
+	}
+	if pgid, _ := syscall.Getpgid(pid); pgid != pid {
+		t.Errorf("awaitStart gave %d, of group %d: not a group leader", pid, pgid)
+	}
+
+	early := exec.Command("sh", "-c", `kill -STOP $$; sleep 1000`)
+	if err := early.Start(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	pid, err = awaitStart(early, make(chan string), began.Add(200*time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "reported nothing") {
+		t.Errorf("awaitStart of a stand-in stopped before it started anything: %d, %v; want an error at the deadline", pid, err)
+	}
+	early.Wait()
+	if took := time.Since(began); took < 200*time.Millisecond {
+		t.Errorf("awaitStart gave up after %v, before the deadline", took)
 	}
 }

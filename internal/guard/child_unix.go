@@ -53,10 +53,12 @@ type Child struct {
 // context is leading, and keeps the guard's deadline on the leadership's
 // work deadline (election.WorkDeadline) while the leadership lasts. COMMAND
 // gets this process's standard output and error, and runs in a process
-// group of its own. Start returns once COMMAND runs, or with an error if
+// group of its own. Start returns once COMMAND runs (also when COMMAND
+// stopped the guard before it could report the start), or with an error if
 // the leadership has ended or its work deadline passed first
 // (ErrLeadershipEnded), or the guard could not be started or could not
-// start COMMAND (the error is then the guard's reason).
+// start COMMAND (the error is then the guard's reason), or reported
+// nothing until the work deadline (it is then killed).
 func Start(leading context.Context, argv, env []string) (*Child, error) {
 	until, ok := election.WorkDeadline(leading)
 	if !ok {
@@ -90,42 +92,95 @@ func Start(leading context.Context, argv, env []string) (*Child, error) {
 		return nil, fmt.Errorf("starting the guard of COMMAND: %w", err)
 	}
 
-	report := bufio.NewReader(reportR)
-	first, _ := report.ReadString('\n')
-	verb, rest, _ := strings.Cut(strings.TrimSpace(first), " ")
-	if verb != "started" {
-		reportR.Close()
+	lines := make(chan string)
+	go readReports(reportR, lines)
+	pid, err := awaitStart(cmd, lines, until)
+	if err != nil {
 		controlW.Close()
-		cmd.Wait()
-		switch verb {
-		case "late":
-			return nil, ErrLeadershipEnded
-		case "failed":
-			_, msg, _ := strings.Cut(rest, " ")
-			return nil, errors.New(msg)
+		for range lines {
 		}
-		return nil, fmt.Errorf("the guard of COMMAND failed: %v", cmd.ProcessState)
+		cmd.Wait()
+		return nil, err
 	}
-	c.pid, _ = strconv.Atoi(rest)
-	c.guard = cmd.Process
-	go c.wait(cmd, report, reportR)
+	c.pid, c.guard = pid, cmd.Process
+	go c.wait(cmd, lines)
 	go c.follow(leading, until)
 	return c, nil
 }
 
-// wait reads the guard's reports until it exits, then records COMMAND's
-// status and closes done.
-func (c *Child) wait(cmd *exec.Cmd, report *bufio.Reader, r *os.File) {
+// startPoll is how often Start looks whether the guard, before it reported
+// COMMAND's start, was stopped.
+const startPoll = 5 * time.Millisecond
+
+// awaitStart waits for the guard's first report and returns COMMAND's
+// process ID, or the guard's reason for not starting it. A guard stopped
+// before it reported, as by a COMMAND whose first act is kill -STOP $PPID,
+// reports nothing: COMMAND is then its child that leads a process group of
+// its own, found in /proc (on Linux). A guard that reports nothing and has
+// no such child by the work deadline until is killed with whatever it
+// started.
+func awaitStart(cmd *exec.Cmd, lines <-chan string, until time.Time) (int, error) {
+	deadline := time.NewTimer(time.Until(until))
+	defer deadline.Stop()
+	poll := time.NewTicker(startPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case first := <-lines:
+			verb, rest, _ := strings.Cut(strings.TrimSpace(first), " ")
+			switch verb {
+			case "started":
+				pid, _ := strconv.Atoi(rest)
+				return pid, nil
+			case "late":
+				return 0, ErrLeadershipEnded
+			case "failed":
+				_, msg, _ := strings.Cut(rest, " ")
+				return 0, errors.New(msg)
+			}
+			cmd.Wait()
+			return 0, fmt.Errorf("the guard of COMMAND failed: %v", cmd.ProcessState)
+		case <-poll.C:
+			if isStopped(cmd.Process.Pid) {
+				if pid := groupLeaderChild(cmd.Process.Pid); pid > 0 {
+					return pid, nil
+				}
+			}
+		case <-deadline.C:
+			for _, pid := range descendants(cmd.Process.Pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			cmd.Process.Kill()
+			return 0, errors.New("the guard of COMMAND reported nothing until the leadership's work deadline (was it stopped?): killed it")
+		}
+	}
+}
+
+// readReports sends each line the guard reports on lines, and closes lines
+// at the end of the pipe: the guard has exited.
+func readReports(r *os.File, lines chan<- string) {
+	defer close(lines)
+	defer r.Close()
+	report := bufio.NewReader(r)
 	for {
 		line, err := report.ReadString('\n')
+		if line != "" {
+			lines <- line
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// wait reads the guard's reports until it exits, then records COMMAND's
+// status and closes done.
+func (c *Child) wait(cmd *exec.Cmd, lines <-chan string) {
+	for line := range lines {
 		if strings.TrimSpace(line) == "expired" {
 			c.expired = true
 		}
-		if err != nil {
-			break
-		}
 	}
-	r.Close()
 	cmd.Wait()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	c.code = ws.ExitStatus()

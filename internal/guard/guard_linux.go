@@ -35,9 +35,9 @@ func selfExecutable() string { return "/proc/self/exe" }
 
 // procState is one process as /proc/PID/stat shows it.
 type procState struct {
-	pid, ppid int
-	zombie    bool
-	stopped   bool // by a signal or a debugger
+	pid, ppid, pgid int
+	zombie          bool
+	stopped         bool // by a signal or a debugger
 }
 
 // processes lists every process in /proc with its parent and whether it
@@ -68,9 +68,13 @@ func readProc(pid int) (procState, bool) {
 	if len(fields) < 2 {
 		return procState{}, false
 	}
+	if len(fields) < 3 {
+		return procState{}, false
+	}
 	ppid, _ := strconv.Atoi(string(fields[1]))
+	pgid, _ := strconv.Atoi(string(fields[2]))
 	state := string(fields[0])
-	return procState{pid: pid, ppid: ppid, zombie: state == "Z" || state == "X", stopped: state == "T" || state == "t"}, true
+	return procState{pid: pid, ppid: ppid, pgid: pgid, zombie: state == "Z" || state == "X", stopped: state == "T" || state == "t"}, true
 }
 
 // isChildOf reports whether process pid exists, alive or a zombie, as a
@@ -85,6 +89,17 @@ func isChildOf(pid, parent int) bool {
 func isStopped(pid int) bool {
 	p, ok := readProc(pid)
 	return ok && p.stopped
+}
+
+// groupLeaderChild returns the child of process parent that leads a
+// process group of its own, or 0 if it has none.
+func groupLeaderChild(parent int) int {
+	for _, p := range processes() {
+		if p.ppid == parent && p.pgid == p.pid {
+			return p.pid
+		}
+	}
+	return 0
 }
 
 // descendants returns the live descendants of process root: its children,

@@ -31,3 +31,7 @@ func descendants(root int) []int { return nil }
 // isStopped reports false: without /proc, whether a process is stopped is
 // not known.
 func isStopped(pid int) bool { return false }
+
+// groupLeaderChild returns 0: without /proc, a process's children are not
+// known.
+func groupLeaderChild(parent int) int { return 0 }

@@ -71,6 +71,9 @@ func startGuard(t *testing.T, script string, deadline time.Duration) *testGuard 
 	t.Cleanup(func() {
 		g.cmd.Process.Kill()
 		<-g.exited
+		if g.pid > 0 { // a test that failed may leave COMMAND's group behind
+			syscall.Kill(-g.pid, syscall.SIGKILL)
+		}
 		controlW.Close()
 		reportR.Close()
 	})
