@@ -384,8 +384,8 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 			if c.Expired() {
 				return errors.New("the daemon was killed at its work deadline: this node did not renew its hold in time")
 			}
-			if c.Forced() {
-				return errors.New("the daemon was killed at its work deadline by this agent: its guard did not answer (was it stopped?)")
+			if c.Killed() {
+				return errors.New("the daemon was killed at its work deadline by this agent: its guard did not (was it stopped?)")
 			}
 			return fmt.Errorf("the daemon exited by itself: %s", exitReason(c.ExitCode()))
 		case <-ctx.Done():

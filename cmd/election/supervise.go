@@ -100,15 +100,15 @@ func (s *supervisor) lead(leading context.Context) {
 	byItself := false
 	select {
 	case <-c.Done():
-		byItself = !c.Expired() && !c.Forced()
+		byItself = !c.Expired() && !c.Killed()
 	case <-leading.Done():
-		byItself = c.Exited() && !c.Expired() && !c.Forced()
+		byItself = c.Exited() && !c.Expired() && !c.Killed()
 		if !byItself {
 			log.Warn("leadership ended: stopping COMMAND")
 			c.Stop(syscall.SIGTERM, s.grace)
 		}
 	case <-s.shutdown:
-		byItself = c.Exited() && !c.Expired() && !c.Forced()
+		byItself = c.Exited() && !c.Expired() && !c.Killed()
 		if !byItself {
 			log.WithField("signal", s.sig.String()).Info("passing the signal to COMMAND")
 			c.Stop(s.sig.(syscall.Signal), s.grace)

@@ -46,6 +46,7 @@ type Child struct {
 
 	mu      sync.Mutex
 	control *os.File // to the guard
+	killed  bool     // Kill was called: this process asked for the tree's end
 	forced  bool     // this process killed the tree and then the guard, which did not exit
 }
 
@@ -201,8 +202,9 @@ func (c *Child) wait(cmd *exec.Cmd, lines <-chan string) {
 // follow moves the guard's deadline with the leadership's work deadline
 // until COMMAND has gone or the leadership ends; the last deadline sent
 // then holds, for the guard and for this process: if the tree has not gone
-// by then, this process kills it itself (Kill), in case the guard is
-// stopped. It looks again after a quarter of the time left, so that a
+// by then, this process kills it itself (Kill) as soon as it sees the
+// guard stopped, or guardConfirm later if the guard, not stopped, has not
+// done it. It looks again after a quarter of the time left, so that a
 // renewal is seen long before the old deadline.
 func (c *Child) follow(leading context.Context, until time.Time) {
 	for {
@@ -224,9 +226,25 @@ func (c *Child) follow(leading context.Context, until time.Time) {
 	defer timer.Stop()
 	select {
 	case <-c.done:
+		return
 	case <-timer.C:
-		c.Kill()
 	}
+	// The guard kills the tree now, on its own clock, unless it is stopped.
+	poll := time.NewTicker(startPoll)
+	defer poll.Stop()
+	confirm := time.NewTimer(guardConfirm)
+	defer confirm.Stop()
+	for !isStopped(c.guard.Pid) {
+		select {
+		case <-c.done:
+			return
+		case <-confirm.C:
+			c.Kill()
+			return
+		case <-poll.C:
+		}
+	}
+	c.Kill()
 }
 
 // tellTimeout bounds a write to the guard: the pipe fills if the guard is
@@ -270,6 +288,9 @@ func (c *Child) Stop(sig syscall.Signal, grace time.Duration) {
 // has not exited guardConfirm after that, is killed too. Kill does not wait: Done is closed
 // once the tree has gone and the guard has exited.
 func (c *Child) Kill() {
+	c.mu.Lock()
+	c.killed = true
+	c.mu.Unlock()
 	c.tell("kill")
 	c.killing.Do(func() { go c.killTree() })
 }
@@ -342,6 +363,19 @@ func (c *Child) Exited() bool {
 // deadline: this process did not move the deadline in time (was it
 // paused?). It is false until Done is closed.
 func (c *Child) Expired() bool { return c.Exited() && c.expired }
+
+// Killed reports whether this process killed COMMAND's tree, or asked the
+// guard to: Kill, Stop past its grace, or the last work deadline of an
+// ended leadership passed with the guard stopped. COMMAND did not exit by
+// itself then. It is false until Done is closed.
+func (c *Child) Killed() bool {
+	if !c.Exited() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.killed
+}
 
 // Forced reports whether this process killed COMMAND's tree itself and
 // then the guard, which did not exit in time after it: the guard was
