@@ -305,6 +305,13 @@ func checkAgentFaults(rep *report, harness []Event, runs []*actorRun, ttl time.D
 					rep.Problems = append(rep.Problems, fmt.Sprintf("daemon %s (token %d) ran %.0f ms after its agent %s was killed, past the loss margin", r.daemon, r.token, ms(d), r.node))
 				}
 			}
+		case "guard-pause":
+			// How long the daemon whose guard was stopped ran on.
+			for _, r := range alive(ev.Target, ev.T) {
+				if r.pid == ev.PID && cur != nil {
+					cur.gone = append(cur.gone, ms(goneAt(r)-ev.T))
+				}
+			}
 		case "pause":
 			paused[ev.Target] = ev.T
 		case "resume":

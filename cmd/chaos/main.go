@@ -21,7 +21,10 @@
 // fork: each runs an actor, this binary again, as a grandchild of the agent
 // or deeper. The actors record their own runs and acts, and the checker
 // asks of them what it asks of a fleet's daemons, plus that the daemons of a
-// killed or paused agent die in time and that none outlives its agent.
+// killed or paused agent die in time and that none outlives its agent. Its
+// own faults stop (SIGSTOP) the guard of one of the leader's daemons while
+// the daemon's key is deleted (guard-stop) or the agent leaves
+// (guard-stop-leave): the agent must kill the daemon itself.
 //
 //	go run ./cmd/chaos -agents          # 3 agents, 8 daemons, TTL 2s
 //	go run ./cmd/chaos -short -agents -election /tmp/election-old
@@ -320,7 +323,7 @@ func (cfg config) chosen() []scenario {
 	mode := cfg.mode()
 	var out []scenario
 	for _, s := range scenarios(cfg.ttl) {
-		if s.mode != "" && s.mode != mode || s.fleetOnly && !cfg.fleet {
+		if s.mode != "" && s.mode != mode || s.fleetOnly && !cfg.fleet || s.agentsOnly && !cfg.agents {
 			continue
 		}
 		if len(cfg.scenarios) == 0 && cfg.shortTopology && s.mode == "" && !s.fleetOnly && !contains(shortWorkerFaults, s.name) {

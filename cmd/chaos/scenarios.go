@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +28,8 @@ type scenario struct {
 	mode string
 	// fleetOnly: membership changes of a fleet run.
 	fleetOnly bool
+	// agentsOnly: faults of an -agents run's processes.
+	agentsOnly bool
 	// prepare, if set, runs before the fault (and before it is recorded),
 	// against the leader; the fault aims at the leader settled after it.
 	prepare func(ctx context.Context, h *harness, leader *workerProc) error
@@ -51,6 +56,15 @@ func scenarios(ttl time.Duration) []scenario {
 		}},
 		{name: "leader-kill", inject: func(_ context.Context, h *harness, l *workerProc) error { return h.kill(l) }},
 		{name: "leader-stop", inject: func(_ context.Context, h *harness, l *workerProc) error { return h.stop(l) }},
+		// The guard between the leader's agent and one of its daemons
+		// stopped (SIGSTOP), then the daemon's key deleted, or the agent
+		// leaving: the agent must kill the daemon itself.
+		{name: "guard-stop", agentsOnly: true, inject: func(ctx context.Context, h *harness, l *workerProc) error {
+			return h.stopGuard(l, 2*ttl, func(daemon string) error { return h.kv.Delete(ctx, fleet.DaemonKey(daemon)) })
+		}},
+		{name: "guard-stop-leave", agentsOnly: true, inject: func(_ context.Context, h *harness, l *workerProc) error {
+			return h.stopGuard(l, 0, func(string) error { return h.stop(l) })
+		}},
 		{name: "candidate-kill", inject: func(_ context.Context, h *harness, l *workerProc) error {
 			c := h.candidate(l)
 			if c == nil {
@@ -259,6 +273,60 @@ func (h *harness) leaveBurst(l *workerProc) error {
 	h.mu.Unlock()
 	h.stopAll(leaving)
 	return nil
+}
+
+// stopGuard stops (SIGSTOP) the guard of one of the leader's daemons, runs
+// also with the daemon's name, and continues the guard hold later, if it
+// still runs.
+func (h *harness) stopGuard(l *workerProc, hold time.Duration, also func(daemon string) error) error {
+	h.mu.Lock()
+	var a *actorProc
+	for _, d := range h.cfg.daemonNames() {
+		if h.holders[d] == l.name && h.holderActor[d] != nil {
+			a = h.holderActor[d]
+			break
+		}
+	}
+	h.mu.Unlock()
+	if a == nil {
+		return fmt.Errorf("no daemon's actor of %s to stop the guard of", l.name)
+	}
+	guard, err := guardOf(a.pid)
+	if err != nil {
+		return fmt.Errorf("daemon %s on %s: %w", a.daemon, l.name, err)
+	}
+	h.rec.record(Event{Kind: "guard-pause", Target: l.name, Daemon: a.daemon, PID: a.pid})
+	syscall.Kill(guard, syscall.SIGSTOP)
+	err = also(a.daemon)
+	time.Sleep(hold)
+	if isGuard(guard) { // its agent kills it once the daemon is gone
+		syscall.Kill(guard, syscall.SIGCONT)
+	}
+	h.rec.record(Event{Kind: "guard-resume", Target: l.name, Daemon: a.daemon, PID: a.pid})
+	return err
+}
+
+// guardOf returns the process ID of the guard above process pid, an
+// actor: its nearest ancestor named kvelect-guard, found in /proc.
+func guardOf(pid int) (int, error) {
+	for p, depth := pid, 0; p > 1 && depth < 10; depth++ {
+		if isGuard(p) {
+			return p, nil
+		}
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+		if err != nil {
+			return 0, fmt.Errorf("the guard of actor %d: %w", pid, err)
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		p, _ = strconv.Atoi(fields[1])
+	}
+	return 0, fmt.Errorf("no kvelect-guard above actor %d", pid)
+}
+
+// isGuard reports whether process pid is a guard of an agent's daemon.
+func isGuard(pid int) bool {
+	comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return string(comm) == "kvelect-guard\n"
 }
 
 // pause stops the leader for d.

@@ -42,7 +42,8 @@ of the TTL before another node can start the daemon, and SIGKILL half of
 that margin later (0.6 s at a 10 s TTL). Nothing a daemon starts outlives
 it, or this agent's hold on it: a guard process (kvelect-guard) kills the
 whole tree, setsid and double forks included on Linux, if the agent dies or
-is paused past that deadline.
+is paused past that deadline; if the guard is stopped, the agent kills the
+tree itself at the end of the grace or that deadline, whichever is first.
 
 --priority N (0, the default, or more) ranks this node, say 1 on a primary
 site's nodes and 0 on a standby's: each daemon starts only on the live nodes
@@ -357,6 +358,14 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 			p.metrics.ran(d.Name, token)
 		}
 		c, err := guard.Start(ctx, []string{"/bin/sh", "-c", d.Command}, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+		if errors.Is(err, guard.ErrLeadershipEnded) {
+			// Paused between the win and here: the hold is over, and its
+			// context ends at its validity deadline, already past. The
+			// node campaigns on as placement says; not a crash.
+			log.WithField("token", token).Warn("the hold on the daemon ended before the daemon could start")
+			<-ctx.Done()
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -375,6 +384,9 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 			if c.Expired() {
 				return errors.New("the daemon was killed at its work deadline: this node did not renew its hold in time")
 			}
+			if c.Killed() {
+				return errors.New("the daemon was killed at its work deadline by this agent: its guard did not (was it stopped?)")
+			}
 			return fmt.Errorf("the daemon exited by itself: %s", exitReason(c.ExitCode()))
 		case <-ctx.Done():
 		}
@@ -384,6 +396,9 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 			log.WithField("cause", context.Cause(ctx).Error()).Warn("lost the daemon: stopping it")
 		}
 		c.Stop(syscall.SIGTERM, grace)
+		if c.Forced() {
+			log.WithField("guard_pid", c.GuardPID()).Warn("the daemon's guard did not answer (was it stopped?): this agent killed the daemon and everything it started, then the guard")
+		}
 		log.WithField("status", c.ExitCode()).Info("the daemon stopped")
 		return nil
 	}

@@ -53,9 +53,14 @@ runs COMMAND. The bucket must exist (election bucket create).
   COMMAND and everything it started, whether or not COMMAND execs, when
   COMMAND exits, when this process dies however it dies (the key then
   expires after the bucket's TTL), and at the leadership's work deadline
-  if this process is paused: always before the key can age out. On Linux
-  that includes what left the process group (setsid, a double fork); on
-  other systems, the process group only.
+  if this process is paused: always before the key can age out. If the
+  guard is stopped instead, this process kills COMMAND's tree itself, at
+  the end of the grace period or the work deadline, whichever comes
+  first. On Linux that includes what left the process group (setsid, a
+  double fork); on other systems, the process group only.
+- Ctrl-Z in a terminal stops this process alone: the guard kills COMMAND
+  at the work deadline, and another candidate leads once the key ages
+  out. Continued (fg, bg), this process campaigns on.
 
 With --priority N, a free key goes to the live candidate of the highest
 priority: lower ones wait a tenth of the TTL (at most 1s) per higher

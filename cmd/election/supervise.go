@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -64,12 +65,24 @@ func (s *supervisor) lead(leading context.Context) {
 		s.mu.Unlock()
 		return
 	}
+	if _, ok := election.WorkDeadline(leading); !ok {
+		// Paused between the win and here: this leadership is over, and
+		// neither the leader file nor COMMAND is for it.
+		s.endedBeforeStart(log)
+		s.mu.Unlock()
+		return
+	}
 	if s.leaderFile != nil {
 		// Written before COMMAND starts; removed when leadership ends,
 		// or else when lead returns, which is before the key's release.
 		defer s.leaderFile.hold(leading, token)()
 	}
 	c, err := guard.Start(leading, s.argv, append(s.env[:len(s.env):len(s.env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+	if errors.Is(err, guard.ErrLeadershipEnded) {
+		s.endedBeforeStart(log)
+		s.mu.Unlock()
+		return
+	}
 	if err != nil {
 		log.WithError(err).Error("could not start COMMAND; releasing the key")
 		s.code = exitCannotRun
@@ -87,19 +100,22 @@ func (s *supervisor) lead(leading context.Context) {
 	byItself := false
 	select {
 	case <-c.Done():
-		byItself = !c.Expired()
+		byItself = !c.Expired() && !c.Killed()
 	case <-leading.Done():
-		byItself = c.Exited() && !c.Expired()
+		byItself = c.Exited() && !c.Expired() && !c.Killed()
 		if !byItself {
 			log.Warn("leadership ended: stopping COMMAND")
 			c.Stop(syscall.SIGTERM, s.grace)
 		}
 	case <-s.shutdown:
-		byItself = c.Exited() && !c.Expired()
+		byItself = c.Exited() && !c.Expired() && !c.Killed()
 		if !byItself {
 			log.WithField("signal", s.sig.String()).Info("passing the signal to COMMAND")
 			c.Stop(s.sig.(syscall.Signal), s.grace)
 		}
+	}
+	if c.Forced() {
+		log.WithField("guard_pid", c.GuardPID()).Warn("COMMAND's guard did not answer (was it stopped?): this process killed COMMAND and everything it started, then the guard")
 	}
 	if c.Expired() {
 		// The validity deadline comes before the work deadline: the
@@ -128,6 +144,19 @@ func (s *supervisor) lead(leading context.Context) {
 	if !s.once {
 		s.endElection()
 	}
+}
+
+// endedBeforeStart is lead's end when the leadership ended before COMMAND
+// could start (this process was paused right after winning): with --once
+// the attempt is over, COMMAND not run; otherwise the election campaigns on
+// and COMMAND starts when this process leads again. s.mu is held.
+func (s *supervisor) endedBeforeStart(log *logrus.Entry) {
+	if s.once {
+		log.Warn("leadership ended before COMMAND could start; not running it")
+		s.code = exitCannotRun
+		return
+	}
+	log.Warn("leadership ended before COMMAND could start; campaigning again")
 }
 
 // watchSignals waits for SIGINT or SIGTERM until done is closed. The first

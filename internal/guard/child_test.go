@@ -5,6 +5,8 @@ package guard
 import (
 	"context"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,5 +189,168 @@ func TestChildExpiresWhenTheLeadershipEnds(t *testing.T) {
 	}
 	if left := testenv.Marked(mark); len(left) > 0 {
 		t.Errorf("processes left after the work deadline: %v", left)
+	}
+}
+
+// stopGuard stops c's guard with SIGSTOP until the test ends, and waits
+// until it is stopped.
+func stopGuard(t *testing.T, c *Child) {
+	t.Helper()
+	pid := c.GuardPID()
+	syscall.Kill(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	testenv.Poll(t, "the guard stopped", waitTimeout, func() (string, bool) {
+		state := processState(pid)
+		return state, state == "T" || state == ""
+	})
+}
+
+// TestChildKillsTheTreeOfAStoppedGuard stops COMMAND's guard, then stops
+// COMMAND, of every forking shape: this process kills the tree itself at
+// the end of the grace, what left the group included, then the guard.
+func TestChildKillsTheTreeOfAStoppedGuard(t *testing.T) {
+	leading, _ := leadership(t)
+	for _, shape := range testenv.ForkingShapes {
+		mark := testenv.NewMark()
+		c := start(t, leading, testenv.WithMark(shape.Script, mark))
+		testenv.AwaitSleeps(t, mark, shape.Sleeps, waitTimeout)
+		stopGuard(t, c)
+		began := time.Now()
+		c.Stop(syscall.SIGTERM, 100*time.Millisecond)
+		t.Logf("%s: Stop returned after %v", shape.Name, time.Since(began))
+		if !c.Forced() || c.ExitCode() != 128+int(syscall.SIGKILL) {
+			t.Errorf("%s: after Stop: Forced %v, ExitCode %d; want true and %d", shape.Name, c.Forced(), c.ExitCode(), 128+int(syscall.SIGKILL))
+		}
+		if left := testenv.Marked(mark); len(left) > 0 {
+			t.Errorf("%s: processes left after Stop: %v", shape.Name, left)
+		}
+		if testenv.Alive(c.GuardPID()) {
+			t.Errorf("%s: the stopped guard %d still runs after Stop", shape.Name, c.GuardPID())
+		}
+	}
+}
+
+// TestChildKillsAtTheDeadlineWhenTheGuardIsStopped stops COMMAND's guard
+// and ends the leadership without stopping COMMAND: this process kills the
+// tree at the last work deadline, before the key can age out (a sixteenth
+// of the TTL later).
+func TestChildKillsAtTheDeadlineWhenTheGuardIsStopped(t *testing.T) {
+	leading, end := leadership(t)
+	mark := testenv.NewMark()
+	c := start(t, leading, testenv.WithMark(`sh -c 'sleep MARK; true'`, mark))
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+	stopGuard(t, c)
+	deadline, ok := election.WorkDeadline(leading)
+	if !ok {
+		t.Fatal("the leadership ended before it was ended")
+	}
+	end()
+	testenv.Poll(t, "the tree gone", waitTimeout, func() (map[int]uint64, bool) {
+		left := testenv.Marked(mark)
+		delete(left, c.GuardPID()) // the guard's arguments hold the mark too
+		return left, len(left) == 0
+	})
+	gone := time.Now()
+	ageOut := deadline.Add(election.MinTTL / 16)
+	t.Logf("the tree was gone %v after the work deadline; the key could age out %v after it", gone.Sub(deadline), ageOut.Sub(deadline))
+	if gone.Before(deadline) || gone.After(ageOut) {
+		t.Errorf("the tree was gone %v after the work deadline, want after it and before the key can age out, %v after it", gone.Sub(deadline), ageOut.Sub(deadline))
+	}
+	awaitDone(t, c)
+	if !c.Forced() {
+		t.Error("Forced is false: the stopped guard cannot have killed the tree")
+	}
+}
+
+// TestChildStopWakesAStoppedCommand stops a COMMAND that stopped itself:
+// the SIGTERM is followed by a SIGCONT, and its trap gives its status.
+func TestChildStopWakesAStoppedCommand(t *testing.T) {
+	leading, _ := leadership(t)
+	mark := testenv.NewMark()
+	c := start(t, leading, testenv.WithMark(`trap 'exit 7' TERM; sleep MARK & kill -STOP $$; wait`, mark))
+	testenv.Poll(t, "COMMAND stopped", waitTimeout, func() (string, bool) {
+		state := processState(c.PID())
+		return state, state == "T"
+	})
+	c.Stop(syscall.SIGTERM, time.Hour)
+	if c.ExitCode() != 7 || c.Forced() {
+		t.Errorf("after Stop: ExitCode %d, Forced %v; want COMMAND's 7 from its trap, false", c.ExitCode(), c.Forced())
+	}
+}
+
+// TestStartReturnsWhenTheCommandStopsTheGuardAtOnce starts a COMMAND whose
+// first act is to stop its parent, the guard, often before the guard has
+// reported the start: Start returns all the same, with COMMAND's process
+// ID, and Stop kills the tree at the end of the grace.
+func TestStartReturnsWhenTheCommandStopsTheGuardAtOnce(t *testing.T) {
+	leading, _ := leadership(t)
+	for range 5 {
+		mark := testenv.NewMark()
+		c := start(t, leading, testenv.WithMark(`kill -STOP $PPID; sleep MARK; true`, mark))
+		t.Cleanup(func() { syscall.Kill(c.GuardPID(), syscall.SIGCONT) })
+		testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+		if parentOf := processParent(c.PID()); parentOf != c.GuardPID() {
+			t.Fatalf("Start gave COMMAND %d, whose parent is %d, not the guard %d", c.PID(), parentOf, c.GuardPID())
+		}
+		c.Stop(syscall.SIGTERM, 50*time.Millisecond)
+		if !c.Forced() {
+			t.Error("Forced is false: the stopped guard cannot have killed the tree")
+		}
+		if left := testenv.Marked(mark); len(left) > 0 {
+			t.Errorf("processes left after Stop: %v", left)
+		}
+	}
+}
+
+// processParent is the parent ID of process pid, 0 if it has gone.
+func processParent(pid int) int {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
+
+// TestAwaitStartFindsTheCommandOfAStoppedGuard stands a shell in for a
+// guard stopped before it reported COMMAND's start: awaitStart returns its
+// child that leads a process group of its own. A stand-in stopped before it
+// started anything is killed at the deadline, with an error.
+func TestAwaitStartFindsTheCommandOfAStoppedGuard(t *testing.T) {
+	mark := testenv.NewMark()
+	// setsid makes the sleep lead a group of its own, as COMMAND does
+	// under its guard.
+	stopped := exec.Command("sh", "-c", testenv.WithMark(`setsid sleep MARK & kill -STOP $$`, mark))
+	if err := stopped.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, pid := range descendants(stopped.Process.Pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		stopped.Process.Kill()
+		stopped.Wait()
+	})
+	pid, err := awaitStart(stopped, make(chan string), time.Now().Add(waitTimeout))
+	if err != nil || processParent(pid) != stopped.Process.Pid {
+		t.Fatalf("awaitStart: %d, %v; want the stopped stand-in's child, the sleep", pid, err)
+	}
+	if pgid, _ := syscall.Getpgid(pid); pgid != pid {
+		t.Errorf("awaitStart gave %d, of group %d: not a group leader", pid, pgid)
+	}
+
+	early := exec.Command("sh", "-c", `kill -STOP $$; sleep 1000`)
+	if err := early.Start(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	pid, err = awaitStart(early, make(chan string), began.Add(200*time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "reported nothing") {
+		t.Errorf("awaitStart of a stand-in stopped before it started anything: %d, %v; want an error at the deadline", pid, err)
+	}
+	early.Wait()
+	if took := time.Since(began); took < 200*time.Millisecond {
+		t.Errorf("awaitStart gave up after %v, before the deadline", took)
 	}
 }

@@ -1,11 +1,11 @@
 // Package guard runs the COMMANDs of election run and election agent so
 // that the command and every process it started are dead before its
 // leadership's key can age out, however the supervisor (the election
-// process that calls Start) ends: the command exits, leadership ends, the
-// supervisor is stopped, SIGKILLed, OOM-killed, panics or is paused. This
-// holds whether or not the command execs its program: sh -c 'sleep 9'
-// under dash (which does not exec the last command), ./script & wait,
-// pipelines, nested shells and programs that start helpers.
+// process that calls Start) ends, and whichever single process of the
+// chain between them is stopped. That guarantee, its limits, and what
+// happens when election, the guard, the command or the whole machine is
+// stopped, are stated once, in docs/operations.md ("Nothing the command
+// started outlives its supervisor"); this package implements them.
 //
 // Start runs each command under a guard: the supervisor's binary itself,
 // started again with Command as its first argument (kvelect-guard in ps),
@@ -15,41 +15,34 @@
 //
 //   - The guard starts the command in a process group of its own and, on
 //     Linux, is a child subreaper (PR_SET_CHILD_SUBREAPER): whatever a
-//     process of the command leaves behind when it dies (a setsid child, a
-//     double-forked daemon) is reparented to the guard instead of to init.
+//     process of the command leaves behind when it dies is reparented to
+//     the guard instead of to init.
 //   - It kills the command's process group and every process reparented to
 //     it, again and again until it has no child left, when: the command
 //     exits; the supervisor asks (Kill, or Stop once its grace is over); the
 //     pipe from the supervisor closes, which the kernel does the moment the
-//     supervisor dies, however it dies; or the leadership's work deadline
-//     (election.WorkDeadline) passes without the supervisor moving it. The
-//     supervisor moves it after each renewal; a paused supervisor cannot, so
-//     its command dies on time anyway. Both processes read the machine's
-//     monotonic clock.
-//   - The guard ignores SIGINT, SIGTERM, SIGHUP and SIGQUIT, and its name
-//     does not contain "election": pkill election reaches the supervisor
-//     alone, and even pkill -9 election leaves the guards to kill the
-//     commands. It keeps its pipes from the command. It exits with the
-//     command's status once the tree is gone, and only then is the Child's
-//     Done channel closed.
+//     supervisor dies; or the leadership's work deadline
+//     (election.WorkDeadline) passes without the supervisor moving it. Both
+//     processes read the machine's monotonic clock. A guard started past
+//     its deadline does not start the command (Start returns
+//     ErrLeadershipEnded).
+//   - The supervisor's side, Child, does not rely on the guard to end the
+//     tree: Kill, Stop past its grace and the last work deadline of an
+//     ended leadership kill the command's process group and every live
+//     descendant of the guard (found in /proc) from the supervisor too,
+//     then the guard if it is stopped or does not exit within guardConfirm
+//     (Forced then reports it).
+//   - The guard catches SIGINT, SIGTERM, SIGHUP, SIGQUIT and the job-control
+//     stops SIGTSTP, SIGTTIN and SIGTTOU (caught, not ignored, so that the
+//     command gets their default actions), and its name does not contain
+//     "election", so that pkill election reaches the supervisor alone. It
+//     keeps its pipes from the command. It exits with the command's status
+//     once the tree is gone, and only then is the Child's Done channel
+//     closed.
 //
-// Outside the guarantee:
-//
-//   - A process that leaves the command's tree altogether: started through
-//     another service (systemd-run, at, a container runtime, ssh to another
-//     host), or in another PID namespace.
-//   - The guard itself killed with SIGKILL (kill -9 of its PID, the OOM
-//     killer): the supervisor then kills the command's process group, but
-//     what had left the group is out of reach; and if both die at once
-//     (pkill -9 -f matching both), nothing kills the command.
-//   - A process that cannot die: SIGKILL takes effect only when a process
-//     leaves uninterruptible sleep (state D, a hung NFS mount).
-//   - The whole machine paused or suspended: the command is paused too, and
-//     may act once more when it resumes, before its guard kills it. Fencing
-//     tokens are for that.
-//   - Systems other than Linux: no subreaper, so the guard kills the
-//     command's process group only; a setsid or double-forked process
-//     survives there. On systems other than Unix, Start fails.
+// On systems other than Linux there is no subreaper and no /proc: the
+// guard and Child kill the command's process group only. On systems other
+// than Unix, Start fails.
 package guard
 
 // Command is the hidden command that runs the guard of a COMMAND: the first

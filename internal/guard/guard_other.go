@@ -20,3 +20,18 @@ func selfExecutable() string {
 	}
 	return path
 }
+
+// isChildOf reports true: without /proc, whether pid is still parent's
+// child is not known; the caller signals its group as if it were.
+func isChildOf(pid, parent int) bool { return true }
+
+// descendants returns no process: without /proc they cannot be listed.
+func descendants(root int) []int { return nil }
+
+// isStopped reports false: without /proc, whether a process is stopped is
+// not known.
+func isStopped(pid int) bool { return false }
+
+// groupLeaderChild returns 0: without /proc, a process's children are not
+// known.
+func groupLeaderChild(parent int) int { return 0 }

@@ -54,6 +54,10 @@ func startGuard(t *testing.T, script string, deadline time.Duration) *testGuard 
 	}
 	g.cmd.Env = append(os.Environ(), "KVELECT_TOKEN=7")
 	g.cmd.ExtraFiles = []*os.File{controlR, reportW}
+	// A group of its own, as Start gives it: its parent, in another group
+	// of the same session, keeps the group from being orphaned, so that
+	// job-control stops do stop what does not catch them.
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	g.cmd.Stderr = os.Stderr
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -67,6 +71,9 @@ func startGuard(t *testing.T, script string, deadline time.Duration) *testGuard 
 	t.Cleanup(func() {
 		g.cmd.Process.Kill()
 		<-g.exited
+		if g.pid > 0 { // a test that failed may leave COMMAND's group behind
+			syscall.Kill(-g.pid, syscall.SIGKILL)
+		}
 		controlW.Close()
 		reportR.Close()
 	})
@@ -230,7 +237,8 @@ func TestGuardReportsACommandItCannotStart(t *testing.T) {
 	reportR, reportW, _ := os.Pipe()
 	defer controlW.Close()
 	defer reportR.Close()
-	cmd := exec.Command("/proc/self/exe", Command, "0", "--", "no-such-command-kvelect")
+	later := strconv.FormatInt(monotonicAt(time.Now().Add(time.Hour)), 10)
+	cmd := exec.Command("/proc/self/exe", Command, later, "--", "no-such-command-kvelect")
 	cmd.ExtraFiles = []*os.File{controlR, reportW}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -274,5 +282,80 @@ func TestGuardKeepsItsPipesFromTheCommand(t *testing.T) {
 	}
 	if got := strings.Fields(string(data)); slices.Contains(got, "3") || slices.Contains(got, "4") {
 		t.Errorf("COMMAND's shell has file descriptors %v, among them the guard's pipes 3 and 4", got)
+	}
+}
+
+// processState is the state letter of process pid in /proc (R, S, T...),
+// "" if it does not exist.
+func processState(pid int) string {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return fields[0]
+}
+
+// TestGuardIsNotStoppedByJobControl sends SIGTSTP, SIGTTIN and SIGTTOU to
+// the guard, which they would stop, as they stop a sleep started the same
+// way: the guard goes on, and passes the SIGTERM it is then asked to.
+func TestGuardIsNotStoppedByJobControl(t *testing.T) {
+	jobControl := []syscall.Signal{syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU}
+	for _, sig := range jobControl {
+		control := exec.Command("sleep", "1000")
+		control.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := control.Start(); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(control.Process.Pid, sig)
+		testenv.Poll(t, fmt.Sprintf("a sleep stopped by %v", sig), waitTimeout, func() (string, bool) {
+			state := processState(control.Process.Pid)
+			return state, state == "T"
+		})
+		control.Process.Kill()
+		control.Wait()
+	}
+
+	mark := testenv.NewMark()
+	g := startGuard(t, testenv.WithMark(`trap 'exit 7' TERM; sleep MARK & wait`, mark), time.Hour)
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+	for _, sig := range jobControl {
+		syscall.Kill(g.cmd.Process.Pid, sig)
+	}
+	// A stopped guard would not read this: the stops were pending before
+	// it, and a process handles its pending signals before it reads on.
+	g.tell(t, "signal 15")
+	if code := g.wait(t); code != 7 {
+		t.Errorf("the guard exited %d, want COMMAND's 7 from its trap", code)
+	}
+	if left := testenv.Marked(mark); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+}
+
+// TestGuardDoesNotStartACommandPastItsDeadline starts a guard whose
+// deadline has passed, as when election is paused between reading it and
+// starting the guard: the guard reports it late and does not run COMMAND.
+func TestGuardDoesNotStartACommandPastItsDeadline(t *testing.T) {
+	ran := filepath.Join(t.TempDir(), "ran")
+	controlR, controlW, _ := os.Pipe()
+	reportR, reportW, _ := os.Pipe()
+	defer controlW.Close()
+	defer reportR.Close()
+	past := strconv.FormatInt(monotonicAt(time.Now().Add(-time.Millisecond)), 10)
+	cmd := exec.Command("/proc/self/exe", Command, past, "--", "touch", ran)
+	cmd.ExtraFiles = []*os.File{controlR, reportW}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	controlR.Close()
+	reportW.Close()
+	line, _ := bufio.NewReader(reportR).ReadString('\n')
+	cmd.Wait()
+	if line != "late\n" || cmd.ProcessState.ExitCode() != exitCannotRun {
+		t.Errorf("the guard reported %q and exited %d, want late and %d", line, cmd.ProcessState.ExitCode(), exitCannotRun)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the guard ran COMMAND past its deadline")
 	}
 }

@@ -28,9 +28,10 @@ import (
 //	signal N      send signal N to COMMAND's process group
 //	kill          kill the tree now
 //
-// The guard writes on its fd 4 "started PID" once COMMAND runs, or "failed
-// CODE MESSAGE" if it could not start it, and "expired" if it killed the tree
-// at the deadline. It exits with COMMAND's status (128+N if signal N killed
+// The guard writes on its fd 4 "started PID" once COMMAND runs, "late" if
+// the deadline had passed before COMMAND could start (it does not start
+// it), or "failed CODE MESSAGE" if it could not start it; then "expired" if
+// it killed the tree at the deadline. It exits with COMMAND's status (128+N if signal N killed
 // it) once the tree is gone.
 
 // The guard's file descriptors for the pipes to and from election.
@@ -62,7 +63,11 @@ func Main(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "election %s: deadline %q: %v\n", Command, args[0], err)
 		return exitUsage
 	}
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	// Caught, not ignored: COMMAND gets the default actions back on exec.
+	// The job-control stops are caught so that a SIGTSTP, SIGTTIN or
+	// SIGTTOU sent to the guard does not stop it.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
 	becomeReaper()
 	// The pipes are the guard's alone: a COMMAND holding the report pipe
 	// would hide the guard's death from election, and could write to it.
@@ -70,6 +75,12 @@ func Main(args []string, stderr io.Writer) int {
 	syscall.CloseOnExec(guardReportFD)
 
 	g := &guard{report: report, exited: make(chan int, 1), reaped: make(chan struct{}, 1), gone: make(chan struct{})}
+	if untilMonotonic(deadline) <= 0 {
+		// Election was paused between reading the deadline and starting
+		// the guard: the leadership may be over, so COMMAND must not run.
+		fmt.Fprintln(report, "late")
+		return exitCannotRun
+	}
 	pid, code, err := startCommand(args[2:])
 	if err != nil {
 		fmt.Fprintf(report, "failed %d %s\n", code, strings.ReplaceAll(err.Error(), "\n", " "))
@@ -210,6 +221,7 @@ func (g *guard) supervise(messages <-chan control, deadline int64) int {
 				timer.Reset(untilMonotonic(deadline))
 			case m.verb == "signal":
 				g.signalGroup(syscall.Signal(m.arg))
+				g.signalGroup(syscall.SIGCONT) // a stopped COMMAND acts on it within its grace
 			}
 		case <-timer.C:
 			if untilMonotonic(deadline) > 0 { // moved while the timer fired
