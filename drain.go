@@ -64,7 +64,10 @@ func drainingLeft(value []byte) (left time.Duration, ok bool) {
 }
 
 // drainedAt is when a candidate may claim over v's latest entry, a draining
-// mark seen at v.seenAt: once the time it names has surely passed. A mark
+// mark seen at v.seenAt: once the time it names has surely passed. The
+// time left was read before the mark was sent, and seenAt is when this
+// node's watcher delivered it, later: the wait's only slack is that gap, so
+// seenAt must never be earlier than the delivery. A mark
 // that cannot be read counts as naming the longest time any leader's work
 // can have left, the earliest expiry.
 func (c *campaigner) drainedAt(v *keyView) time.Time {
