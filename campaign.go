@@ -74,9 +74,32 @@ func (c *campaigner) run(ctx context.Context) {
 			return
 		}
 		c.hold(ctx, t)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !c.awaitReturn(ctx, t) {
 			return
 		}
+	}
+}
+
+// awaitReturn waits, before this node campaigns again, until the OnWon of
+// the tenure t has returned, and reports false if ctx was done first. A
+// node whose last leadership's work has not stopped could not start its
+// next anyway (callbacks run in order), so it leaves the key to the others.
+func (c *campaigner) awaitReturn(ctx context.Context, t *tenure) bool {
+	if t.returned == nil {
+		return true
+	}
+	select {
+	case <-t.returned:
+		return true
+	default:
+	}
+	c.log.Warn("OnWon of the last leadership has not returned; not campaigning until it does", "revision", t.token)
+	select {
+	case <-t.returned:
+		c.log.Info("OnWon of the last leadership returned; campaigning again", "revision", t.token)
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -17,12 +17,14 @@ import (
 // removal waits out the announce delay, about a TTL) nor wait a fixed
 // window, the leader answers the removal at once, by compare-and-set over
 // it, with a draining mark: "draining:" and its name, " for " and how long
-// until its work deadline (WorkDeadline, by when its work has stopped,
-// whatever it does). It writes its release over the mark once the work has
+// until its last write's earliest expiry (hardEnd): after its work deadline
+// (WorkDeadline, by when its work has stopped, whatever it does, a guard
+// killing what did not), with the same slack for the kill to take effect as
+// an expiry leaves. It writes its release over the mark once the work has
 // returned, and candidates claim over the release at once; if none comes,
 // they claim over the mark once outlast of the time it names has passed
 // since they saw it, and announce at once then too: the work has stopped by
-// its deadline.
+// then.
 //
 // Only a node that may vouch writes the mark (campaigner.vouch says why):
 // the announced leader, within its validity, when it saw the removal. Like a
@@ -84,7 +86,7 @@ func (c *campaigner) drainedAt(v *keyView) time.Time {
 func (c *campaigner) markDraining(t *tenure, removal uint64) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
-	left := t.lastSent.Add(c.timing.workDeadline).Sub(c.now())
+	left := t.lastSent.Add(c.timing.hardEnd).Sub(c.now())
 	sent := c.now()
 	rev, err := c.kv.Update(ctx, c.key, []byte(drainingValue(c.name, left)), removal)
 	c.roundTrip(sent, err)

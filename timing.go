@@ -64,7 +64,7 @@ const ServerClockOffset = 100 * time.Millisecond
 //     the previous holder's hardEnd, begun at its last write before the
 //     claim, has passed however the two clocks run.
 //   - A leader that sees its key removed while its work still runs answers
-//     at once with a draining mark naming how long until its work deadline
+//     at once with a draining mark naming how long until its write's hardEnd
 //     (drain.go); candidates claim over the mark only once outlast of that
 //     has passed since they saw it, and announce at once then.
 //

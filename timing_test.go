@@ -3,6 +3,9 @@ package election
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,3 +221,45 @@ func TestDefaultTimings(t *testing.T) {
 }
 
 func fmtMS(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// TestDesignDocGivesTheCodesTiming checks docs/design.md's Clocks section
+// against the code: the bounds it states and each deadline of its table,
+// at TTLs of 2 s, 10 s and a minute.
+func TestDesignDocGivesTheCodesTiming(t *testing.T) {
+	text, err := os.ReadFile("docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(text)
+	for _, want := range []string{
+		fmt.Sprintf("**ρ = %d%%**", int(ClockRate*100)),
+		fmt.Sprintf("**δ = %d ms**", ServerClockOffset.Milliseconds()),
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/design.md does not state %q", want)
+		}
+	}
+	cell := func(d time.Duration, digits int) string { return strconv.FormatFloat(d.Seconds(), 'f', digits, 64) + " s" }
+	rows := map[string]func(Timing) time.Duration{
+		"| earliest expiry `E` |": func(t Timing) time.Duration { return t.EarliestExpiry },
+		"| validity `V` |":        func(t Timing) time.Duration { return t.Validity },
+		"| work deadline `W` |":   func(t Timing) time.Duration { return t.WorkDeadline },
+		"| announce delay `D` |":  func(t Timing) time.Duration { return t.AnnounceDelay },
+	}
+	for prefix, of := range rows {
+		i := strings.Index(doc, prefix)
+		if i < 0 {
+			t.Errorf("docs/design.md has no row %q", prefix)
+			continue
+		}
+		line := doc[i : i+strings.Index(doc[i:], "\n")]
+		for _, c := range []struct {
+			ttl    time.Duration
+			digits int
+		}{{2 * time.Second, 3}, {10 * time.Second, 3}, {time.Minute, 2}} {
+			if want := cell(of(TimingFor(c.ttl, 0)), c.digits); !strings.Contains(line, "| "+want+" |") {
+				t.Errorf("docs/design.md's row %s lacks %s at TTL %v: %s", prefix, want, c.ttl, line)
+			}
+		}
+	}
+}

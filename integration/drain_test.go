@@ -199,6 +199,9 @@ func TestADrainingMarkNoReleaseFollowsIsClaimedAfterTheWorkDeadline(t *testing.T
 	mu.Lock()
 	deadline := deadlines[first.name]
 	mu.Unlock()
+	if next.name == first.name {
+		t.Errorf("%s led again while its last leadership's work still ran", first.name)
+	}
 	if want := "drained by " + first.name; next.after != want {
 		t.Errorf("%s won over %q, want %q", next.name, next.after, want)
 	}
