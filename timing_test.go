@@ -239,7 +239,9 @@ func TestDesignDocGivesTheCodesTiming(t *testing.T) {
 			t.Errorf("docs/design.md does not state %q", want)
 		}
 	}
-	cell := func(d time.Duration, digits int) string { return strconv.FormatFloat(d.Seconds(), 'f', digits, 64) + " s" }
+	cell := func(d time.Duration, digits int) string {
+		return strconv.FormatFloat(d.Seconds(), 'f', digits, 64) + " s"
+	}
 	rows := map[string]func(Timing) time.Duration{
 		"| earliest expiry `E` |": func(t Timing) time.Duration { return t.EarliestExpiry },
 		"| validity `V` |":        func(t Timing) time.Duration { return t.Validity },
