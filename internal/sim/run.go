@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -172,10 +173,36 @@ func Main(cfg Config, asJSON bool) {
 			t.Fail()
 		}
 	}
-	// testing.Main parses the command line only if nothing has: the
-	// command has parsed its own flags by now.
+	// testing.Main parses the command line unless something has; the
+	// command's flags are not the testing package's, so it gets none.
 	if !flag.Parsed() {
-		flag.Parse()
+		_ = flag.CommandLine.Parse(nil)
 	}
 	testing.Main(func(string, string) (bool, error) { return true, nil }, []testing.InternalTest{{Name: "Simulate", F: simulate}}, nil, nil)
+}
+
+// Command runs the simulator with the command line args (cmd/chaos
+// -simulate) and exits.
+func Command(args []string) {
+	fs := flag.NewFlagSet("chaos -simulate", flag.ExitOnError)
+	fs.Bool("simulate", true, "run the simulator (this mode)")
+	seeds := fs.Int("seeds", 0, "seeds to run (default 100, or 1 with -seed)")
+	first := fs.Uint64("seed", 1, "the first seed")
+	length := fs.Duration("length", 10*time.Minute, "simulated time of each seed")
+	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "seeds run at once")
+	asJSON := fs.Bool("json", false, "print the summary as one JSON object on the last line too")
+	_ = fs.Parse(args)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "chaos -simulate: unexpected argument %q\n", fs.Arg(0))
+		os.Exit(2)
+	}
+	if *seeds == 0 {
+		*seeds = 100
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "seed" {
+				*seeds = 1
+			}
+		})
+	}
+	Main(Config{First: *first, Seeds: *seeds, Length: *length, Parallel: *parallel}, *asJSON)
 }
