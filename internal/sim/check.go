@@ -7,11 +7,13 @@ import (
 	"time"
 )
 
-// What a run checks, and for whom. A candidate whose machine was suspended
-// is outside the clock assumption from the suspension until its leadership
-// then must have ended (three TTLs after it resumed): in that span neither
-// its IsLeader nor its work counts against another's, and only the
-// fencing checks (tokens) apply to it. Everywhere else:
+// What a run checks, and for whom. A suspended candidate is outside the
+// clock assumption, and so is every run while one is: resumed with its
+// clock behind, it believes it still leads and acts on that (it may vouch
+// over its successor's write, which ends the successor's tenure and lets
+// the next winner announce at once while the successor's work drains). So
+// from a suspension until three TTLs after the candidate resumed, only the
+// fencing check (tokens) applies, to every candidate. Everywhere else:
 //
 //   - never two leaders: at every event (a fault, a leader's work starting,
 //     a Once job starting) and every 100 ms, at most one candidate's
@@ -134,19 +136,22 @@ func (r *record) removed(key int) {
 	r.mu.Unlock()
 }
 
-// suspended exempts cand from the checks of the clock assumption in
-// [from, to].
+// suspended records that cand's suspension puts the run outside the clock
+// assumption in [from, to].
 func (r *record) suspended(cand int, from, to time.Duration) {
 	r.mu.Lock()
 	r.exempt[cand] = append(r.exempt[cand], [2]time.Duration{from, to})
 	r.mu.Unlock()
 }
 
-// exemptLocked reports whether cand is exempt at some moment of [from, to].
-func (r *record) exemptLocked(cand int, from, to time.Duration) bool {
-	for _, x := range r.exempt[cand] {
-		if from <= x[1] && x[0] <= to {
-			return true
+// exemptLocked reports whether some moment of [from, to] is outside the
+// clock assumption, for cand as for every candidate.
+func (r *record) exemptLocked(_ int, from, to time.Duration) bool {
+	for _, xs := range r.exempt {
+		for _, x := range xs {
+			if from <= x[1] && x[0] <= to {
+				return true
+			}
 		}
 	}
 	return false
