@@ -60,13 +60,6 @@ func (k *KV) set(f kvFault, until time.Time) {
 	}
 }
 
-// clear closes every window.
-func (k *KV) clear() {
-	k.mu.Lock()
-	k.lost, k.late, k.watch, k.cut = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	k.mu.Unlock()
-}
-
 // cutUntil is when the current cut ends (zero: not cut).
 func (k *KV) cutUntil() time.Time {
 	k.mu.Lock()

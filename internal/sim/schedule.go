@@ -68,6 +68,7 @@ type Fault struct {
 	For   time.Duration // how long the window lasts (faults of one candidate)
 	Purge bool          // DeleteDraining: purge rather than delete
 	Leap  bool          // Suspend: the clock leaps by the suspension when it resumes
+	Late  bool          // Cut: answers are late for the interval before the cut
 }
 
 func (f Fault) String() string {
@@ -79,6 +80,8 @@ func (f Fault) String() string {
 		return s + fmt.Sprintf(" key %d purge=%v", f.Key, f.Purge)
 	case Suspend:
 		return s + fmt.Sprintf(" c%d for %v leap=%v", f.Cand, f.For, f.Leap)
+	case Cut:
+		return s + fmt.Sprintf(" c%d for %v late-before=%v", f.Cand, f.For, f.Late)
 	}
 	return s + fmt.Sprintf(" c%d for %v", f.Cand, f.For)
 }
@@ -146,7 +149,7 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		case r < 74:
 			f.Class, f.For = LateWatch, ms(rng, 1000, 10000)
 		case r < 86:
-			f.Class, f.For = Cut, ms(rng, 500, 6000)
+			f.Class, f.For, f.Late = Cut, ms(rng, 500, 6000), rng.IntN(2) == 0
 		case r < 96:
 			f.Class, f.For = Restart, ms(rng, 100, 5000)
 		default:

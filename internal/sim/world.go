@@ -322,7 +322,18 @@ func (w *world) inject(f Fault, pending *sync.WaitGroup) {
 	case LateWatch:
 		c.kv.set(faultWatch, until)
 	case Cut:
-		c.kv.set(faultCut, until)
+		if !f.Late {
+			c.kv.set(faultCut, until)
+			return
+		}
+		// answers late for a campaign interval, then cut: a renewal
+		// answered late is the leader's last
+		late := time.Now().Add(w.s.TTL * 3 / 4)
+		c.kv.set(faultLate, late)
+		pending.Go(func() {
+			time.Sleep(time.Until(late))
+			c.kv.set(faultCut, time.Now().Add(f.For))
+		})
 	case Suspend:
 		now := w.rec.now()
 		w.rec.suspended(c.i, now, now+f.For+3*w.s.TTL)
