@@ -17,8 +17,8 @@ import (
 // the time once each, so a test can put them at any moment.
 type manualClock struct{ at time.Time }
 
-func (c *manualClock) now() time.Time                     { return c.at }
-func (c *manualClock) real(d time.Duration) time.Duration { return d }
+func (c *manualClock) Now() time.Time                     { return c.at }
+func (c *manualClock) Real(d time.Duration) time.Duration { return d }
 
 // deciding returns a campaigner of key "k" at TTL 2 s and the default
 // interval, on the manual clock clk, whose watcher has delivered entries (in
@@ -30,7 +30,7 @@ func deciding(clk *manualClock, entries ...jetstream.KeyValueEntry) *campaigner 
 	for _, en := range entries {
 		h.apply(en)
 	}
-	c := &campaigner{Election: e, hub: h, since: clk.now()}
+	c := &campaigner{Election: e, hub: h, since: clk.Now()}
 	return c
 }
 
@@ -117,7 +117,7 @@ func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
 func TestIsLeaderEndsWhenTheClockPassesValidity(t *testing.T) {
 	clk := newSkewedClock(1)
 	e := &Election{timing: newTiming(2*time.Second, 0), clock: clk, state: LeaderState, token: 9}
-	e.validUntil = clk.now().Add(e.timing.validity)
+	e.validUntil = clk.Now().Add(e.timing.validity)
 	ctx := context.WithValue(context.Background(), leadershipKey{}, leadershipRef{token: 9, e: e})
 	if !e.IsLeader() || e.Token() != 9 {
 		t.Fatal("a leader within its validity: not leading")
@@ -193,7 +193,7 @@ func slowLeaderRun(t *testing.T, bucket string, rate float64) time.Duration {
 	var lostAt, wonAt time.Time
 	won := make(chan struct{})
 	slow := &cutKV{KeyValue: kv}
-	a, err := NewElection(context.Background(), "a", "k", slow, WithoutSplay(), withClock(newSkewedClock(rate)),
+	a, err := NewElection(context.Background(), "a", "k", slow, WithoutSplay(), WithClock(newSkewedClock(rate)),
 		OnWon(func(leading context.Context) {
 			close(won)
 			<-leading.Done()

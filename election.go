@@ -21,7 +21,7 @@ type Election struct {
 	kv     jetstream.KeyValue
 	opts   options
 	timing timing
-	clock  clock // every reading of the time and every timer of the election
+	clock  Clock // every reading of the time and every timer of the election
 	log    *slog.Logger
 
 	hub    *hub    // shared with the Bucket that made this election; nil: its own
@@ -262,7 +262,7 @@ func (e *Election) Stop() {
 }
 
 // now reads the election's clock.
-func (e *Election) now() time.Time { return e.clock.now() }
+func (e *Election) now() time.Time { return e.clock.Now() }
 
 // wait is the real time a timer waits until the election's clock reads at.
 func (e *Election) wait(at time.Time) time.Duration { return untilOn(e.clock, at) }
@@ -270,7 +270,7 @@ func (e *Election) wait(at time.Time) time.Duration { return untilOn(e.clock, at
 // sleep waits for d on the election's clock, or until ctx is done, and
 // reports whether d passed.
 func (e *Election) sleep(ctx context.Context, d time.Duration) bool {
-	return sleep(ctx, e.clock.real(d))
+	return sleep(ctx, e.clock.Real(d))
 }
 
 // Key returns the election key.
@@ -290,7 +290,7 @@ func (e *Election) IsLeader() bool {
 
 // leadingLocked reports whether this node leads now; e.mu must be held.
 func (e *Election) leadingLocked() bool {
-	return e.state == LeaderState && e.clock.now().Before(e.validUntil)
+	return e.state == LeaderState && e.clock.Now().Before(e.validUntil)
 }
 
 // State returns where the election stands on this node.

@@ -32,7 +32,7 @@ func (e *Election) CheckHealth(tolerance time.Duration) error {
 	if state != LeaderState {
 		return nil
 	}
-	late := e.clock.now().Sub(validUntil)
+	late := e.clock.Now().Sub(validUntil)
 	if late <= tolerance {
 		return nil
 	}

@@ -28,7 +28,7 @@ type hub struct {
 	keys  []string // the keys to watch; nil watches the whole bucket
 	ttl   time.Duration
 	log   *slog.Logger
-	clock clock // when entries arrive, and how long the bucket is silent
+	clock Clock // when entries arrive, and how long the bucket is silent
 
 	mu        sync.Mutex
 	views     map[string]*keyView            // by key: every key seen or subscribed to
@@ -78,7 +78,7 @@ const watchAbortGrace = time.Second
 // this process made before it replaces the watcher.
 const echoTimeout = time.Second
 
-func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, clk clock, log *slog.Logger) *hub {
+func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, clk Clock, log *slog.Logger) *hub {
 	return &hub{
 		kv:        kv,
 		clock:     clk,
@@ -205,7 +205,7 @@ func (h *hub) wrote(rev uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.expected <= h.seenRev {
-		h.expectAt = h.clock.now() // nothing was owed: the clock starts now
+		h.expectAt = h.clock.Now() // nothing was owed: the clock starts now
 	}
 	h.expected = max(h.expected, rev)
 }
@@ -221,7 +221,7 @@ func (h *hub) highest() uint64 {
 // progressLocked records that the watcher delivered revision rev: a write
 // still owed is owed from now on.
 func (h *hub) progressLocked(rev uint64) {
-	h.lastMsg = h.clock.now()
+	h.lastMsg = h.clock.Now()
 	if rev > h.seenRev {
 		h.seenRev = rev
 		h.expectAt = h.lastMsg
@@ -325,11 +325,11 @@ func (h *hub) startWatcher(ctx context.Context) (w jetstream.KeyWatcher, done co
 // revision written.
 func (h *hub) consume(ctx context.Context, w jetstream.KeyWatcher, written uint64) {
 	h.mu.Lock()
-	h.lastMsg = h.clock.now()
+	h.lastMsg = h.clock.Now()
 	h.mu.Unlock()
 	initial := make(map[string]jetstream.KeyValueEntry)
 	synced := false
-	check := time.NewTicker(h.clock.real(min(h.ttl/8, 250*time.Millisecond)))
+	check := time.NewTicker(h.clock.Real(min(h.ttl/8, 250*time.Millisecond)))
 	defer check.Stop()
 	for {
 		select {
@@ -381,7 +381,7 @@ func (h *hub) apply(e jetstream.KeyValueEntry) {
 		h.views[e.Key()] = v
 		h.indexLocked(e.Key(), true)
 	}
-	if v.observe(e, h.clock.now()) {
+	if v.observe(e, h.clock.Now()) {
 		h.logLocked(e.Key(), e)
 		h.wakeLocked(e.Key())
 	}
@@ -401,7 +401,7 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64)
 	}
 	for key, v := range h.views {
 		e := initial[key]
-		if v.replace(e, h.clock.now()) {
+		if v.replace(e, h.clock.Now()) {
 			h.logLocked(key, e)
 			h.wakeLocked(key)
 		}
@@ -413,7 +413,7 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64)
 	for key, e := range initial {
 		if h.views[key] == nil {
 			v := &keyView{ready: true}
-			v.observe(e, h.clock.now())
+			v.observe(e, h.clock.Now())
 			h.views[key] = v
 			h.indexLocked(key, true)
 			h.logLocked(key, e)
@@ -454,7 +454,7 @@ func wake(s *hubSub) {
 func (h *hub) stalled() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := h.clock.now()
+	now := h.clock.Now()
 	switch {
 	case h.expected > h.seenRev && now.Sub(h.expectAt) > echoTimeout:
 		return "a write of this process was not delivered"
@@ -501,7 +501,7 @@ func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
 	add := func(records map[string]struct{}) {
 		for k := range records {
 			v := h.views[k]
-			if v == nil || v.latest == nil || h.clock.now().Sub(v.seenAt) >= ttl {
+			if v == nil || v.latest == nil || h.clock.Now().Sub(v.seenAt) >= ttl {
 				continue
 			}
 			if c, ok := candidateOf(v.latest); ok {

@@ -25,7 +25,7 @@ type options struct {
 	readyFor      time.Duration
 	hooks         []func(Event)
 	metadata      map[string]string
-	clock         clock // nil: machineClock; tests set others (clock.go)
+	clock         Clock // nil: machineClock; WithClock sets another (clock.go)
 }
 
 // wonCallback is a callback OnWon accepts: func(), or func(ctx) whose

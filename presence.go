@@ -176,7 +176,7 @@ func (b *Bucket) AllCandidates(ctx context.Context) (map[string][]Candidate, err
 func (c *campaigner) present(ctx context.Context) {
 	since := c.now().UTC()
 	key := candidateKey(c.key, c.name)
-	tick := time.NewTicker(c.clock.real(c.timing.ttl / presenceRefreshes))
+	tick := time.NewTicker(c.clock.Real(c.timing.ttl / presenceRefreshes))
 	defer tick.Stop()
 	for {
 		c.mu.Lock()

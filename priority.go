@@ -145,7 +145,7 @@ func (c *campaigner) preferred(now time.Time) (Candidate, bool) {
 func (c *campaigner) awaitOwnRecord(ctx context.Context) {
 	own := c.hub.subscribe(candidateKey(c.key, c.name))
 	defer c.hub.unsubscribe(own)
-	timeout := time.NewTimer(c.clock.real(c.timing.opTimeout))
+	timeout := time.NewTimer(c.clock.Real(c.timing.opTimeout))
 	defer timeout.Stop()
 	for {
 		if slices.ContainsFunc(c.hub.candidates(c.key, c.timing.ttl), func(other Candidate) bool { return other.Name == c.name }) {

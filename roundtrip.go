@@ -85,7 +85,7 @@ func (c *campaigner) roundTrip(sent time.Time, err error) {
 	if err != nil && !isCASConflict(err) {
 		return // a timeout or a broken connection measures nothing
 	}
-	now := c.clock.now()
+	now := c.clock.Now()
 	if c.rtt.observe(now.Sub(sent), c.timing.renewRetry, now) {
 		rtt := c.rtt.median()
 		c.log.Warn("the round trip to the bucket is long for its TTL: fewer than four tries of a renewal fit in the renewal window, so one late acknowledgement can end leadership; use a longer TTL (see docs/topologies.md)",

@@ -49,10 +49,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/sim"
 )
 
 // config is what the harness's flags say.
@@ -121,6 +123,9 @@ func (cfg config) daemonNames() []string {
 
 // main runs the harness, or one of the roles it re-executes itself as.
 func main() {
+	if slices.Contains(os.Args[1:], "-simulate") || slices.Contains(os.Args[1:], "--simulate") {
+		sim.Command(os.Args[1:]) // the simulator (internal/sim), in place of real processes
+	}
 	roles := map[string]func([]string) error{"worker": runWorker, "node": runNode, "actor": runActor, "server": runServer}
 	if run, ok := roles[firstArg(os.Args)]; ok {
 		if err := run(os.Args[2:]); err != nil {

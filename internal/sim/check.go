@@ -1,0 +1,229 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// What a run checks, and for whom. A suspended candidate is outside the
+// clock assumption, and so is every run while one is: resumed with its
+// clock behind, it believes it still leads and acts on that (it may vouch
+// over its successor's write, which ends the successor's tenure and lets
+// the next winner announce at once while the successor's work drains). So
+// from a suspension until three TTLs after the candidate resumed, only the
+// fencing check (tokens) applies, to every candidate. Everywhere else:
+//
+//   - never two leaders: at every event (a fault, a leader's work starting,
+//     a Once job starting) and every 100 ms, at most one candidate's
+//     IsLeader is true for each key, all read at one instant of simulated
+//     time;
+//   - never two works: the intervals from OnWon's start to its return (and
+//     from a Once job's start to its return) of different leaderships of a
+//     key never overlap;
+//   - tokens strictly increasing: each leadership's token, in the order
+//     their work started, is greater than the one before it on that key;
+//   - a Once job that returned OnceRan with a nil error is not run again
+//     while its done mark stands: no job starts on the key within the TTL
+//     the server keeps the mark, counted from the end of the work (the mark
+//     is written after it), unless the key was deleted or purged meanwhile;
+//   - liveness: each Start key has a leader at the end of the run, Quiet
+//     after the last fault.
+
+// Violation is a broken check.
+type Violation struct {
+	At     time.Duration // simulated time since the start of the run
+	Check  string
+	Detail string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%9.3fs %s: %s", v.At.Seconds(), v.Check, v.Detail)
+}
+
+// interval is one leadership's work on a key.
+type interval struct {
+	key       int
+	cand      int
+	token     uint64
+	start     time.Duration
+	cancelled time.Duration // -1 while its context stands
+	end       time.Duration // -1 while it runs
+	once      bool
+}
+
+// onceResult is what a Once call returned.
+type onceResult struct {
+	cand     int
+	work     int // index of its work interval, -1 if it ran none
+	outcome  string
+	err      error
+	returned time.Duration
+}
+
+// record collects what a run did, for the checks.
+type record struct {
+	mu         sync.Mutex
+	start      time.Time
+	works      []interval
+	lastToken  map[int]uint64
+	onces      []onceResult
+	removals   map[int][]time.Duration
+	exempt     map[int][][2]time.Duration
+	violations []Violation
+}
+
+func newRecord() *record {
+	return &record{start: time.Now(), lastToken: map[int]uint64{}, removals: map[int][]time.Duration{}, exempt: map[int][][2]time.Duration{}}
+}
+
+func (r *record) now() time.Duration { return time.Since(r.start) }
+
+func (r *record) violate(check, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.violateLocked(check, format, args...)
+}
+
+func (r *record) violateLocked(check, format string, args ...any) {
+	r.violations = append(r.violations, Violation{At: r.now(), Check: check, Detail: fmt.Sprintf(format, args...)})
+}
+
+// begin records the start of a leadership's work and checks its token.
+func (r *record) begin(key, cand int, token uint64, once bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if last := r.lastToken[key]; token <= last {
+		r.violateLocked("tokens increase", "key %d: c%d's work started with token %d after token %d", key, cand, token, last)
+	}
+	r.lastToken[key] = max(r.lastToken[key], token)
+	r.works = append(r.works, interval{key: key, cand: cand, token: token, start: r.now(), cancelled: -1, end: -1, once: once})
+	return len(r.works) - 1
+}
+
+// cancel records that work id's leadership context ended.
+func (r *record) cancel(id int) {
+	r.mu.Lock()
+	r.works[id].cancelled = r.now()
+	r.mu.Unlock()
+}
+
+// end records that work id returned.
+func (r *record) end(id int) {
+	r.mu.Lock()
+	r.works[id].end = r.now()
+	r.mu.Unlock()
+}
+
+// draining reports whether some work on key had its context end and has not
+// returned, or returned within the last 20 ms.
+func (r *record) draining(key int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	for _, w := range slices.Backward(r.works) {
+		if w.key == key && w.cancelled >= 0 && (w.end < 0 || now-w.end < 20*time.Millisecond) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *record) removed(key int) {
+	r.mu.Lock()
+	r.removals[key] = append(r.removals[key], r.now())
+	r.mu.Unlock()
+}
+
+// suspended records that cand's suspension puts the run outside the clock
+// assumption in [from, to].
+func (r *record) suspended(cand int, from, to time.Duration) {
+	r.mu.Lock()
+	r.exempt[cand] = append(r.exempt[cand], [2]time.Duration{from, to})
+	r.mu.Unlock()
+}
+
+// exemptLocked reports whether some moment of [from, to] is outside the
+// clock assumption, for cand as for every candidate.
+func (r *record) exemptLocked(_ int, from, to time.Duration) bool {
+	for _, xs := range r.exempt {
+		for _, x := range xs {
+			if from <= x[1] && x[0] <= to {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// leaders checks one sample: the candidates whose IsLeader was true on key
+// at one instant.
+func (r *record) leaders(key int, cands []int, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	var in []int
+	for _, c := range cands {
+		if !r.exemptLocked(c, now, now) {
+			in = append(in, c)
+		}
+	}
+	if len(in) > 1 {
+		r.violateLocked("one leader", "key %d: IsLeader true on c%v at once (sampled at %s)", key, in, why)
+	}
+}
+
+// finish runs the checks over the whole run, with end the time the run
+// ended, and ttl the time the server keeps a write.
+func (r *record) finish(end, ttl time.Duration) []Violation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	upTo := func(t time.Duration) time.Duration {
+		if t < 0 {
+			return end
+		}
+		return t
+	}
+	for i, a := range r.works {
+		for _, b := range r.works[i+1:] {
+			if b.start >= upTo(a.end) {
+				break // works are recorded in the order they start
+			}
+			if a.key != b.key || (a.cand == b.cand && a.token == b.token) {
+				continue
+			}
+			aEnd, bEnd := upTo(a.end), upTo(b.end)
+			if a.start < bEnd && b.start < aEnd && !r.exemptLocked(a.cand, a.start, aEnd) && !r.exemptLocked(b.cand, b.start, bEnd) {
+				r.violations = append(r.violations, Violation{At: max(a.start, b.start), Check: "one work",
+					Detail: fmt.Sprintf("key %d: c%d's work (token %d, %.3fs–%.3fs) overlaps c%d's (token %d, %.3fs–%.3fs)",
+						a.key, a.cand, a.token, a.start.Seconds(), aEnd.Seconds(), b.cand, b.token, b.start.Seconds(), bEnd.Seconds())})
+			}
+		}
+	}
+	for _, o := range r.onces {
+		if o.outcome != "ran" || o.err != nil || o.work < 0 {
+			continue
+		}
+		done := r.works[o.work]
+		if done.end < 0 || r.exemptLocked(o.cand, done.start, o.returned) {
+			continue
+		}
+		for _, w := range r.works[o.work+1:] {
+			if w.key != done.key || w.start <= done.end || w.start >= done.end+ttl || r.exemptLocked(w.cand, w.start, w.start) {
+				continue
+			}
+			removed := false
+			for _, at := range r.removals[done.key] {
+				removed = removed || (at >= done.end && at <= w.start)
+			}
+			if !removed {
+				r.violations = append(r.violations, Violation{At: w.start, Check: "once",
+					Detail: fmt.Sprintf("c%d's job (token %d) ran at %.3fs, %v after c%d's job (token %d) completed and was marked done",
+						w.cand, w.token, w.start.Seconds(), w.start-done.end, o.cand, done.token)})
+			}
+		}
+	}
+	slices.SortStableFunc(r.violations, func(a, b Violation) int { return int(a.At - b.At) })
+	return r.violations
+}

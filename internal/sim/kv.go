@@ -1,0 +1,250 @@
+package sim
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// KV is a real bucket whose answers lie the ways a network and a busy
+// server can, while the store itself stays linearizable. Each fault is a
+// window, set by the simulation: while writes are lost, a write is applied
+// but answered with a timeout; while answers are late, it is applied and
+// answered late (with a timeout if the answer comes after the caller's
+// deadline); while watches are late, watched entries arrive late, in order;
+// and while cut, every call fails with a timeout and no watched entry
+// arrives, as when the client's link stalls both ways. A fault window hits
+// each write with probability one half.
+//
+// TTL, if set, is the TTL Status reports in place of the bucket's own: a
+// bucket whose real TTL is shorter by the clock assumption's server offset
+// stands for a server whose wall clock is that far ahead of the one that
+// stamped the write, which ages keys out that much early.
+type KV struct {
+	jetstream.KeyValue
+	TTL time.Duration
+
+	mu    sync.Mutex
+	rng   *rand.Rand
+	lost  time.Time // writes lost until then
+	late  time.Time // answers late until then
+	watch time.Time // watched entries late until then
+	cut   time.Time // cut off until then
+}
+
+// NewKV wraps kv; seed seeds its draws.
+func NewKV(kv jetstream.KeyValue, ttl time.Duration, seed uint64) *KV {
+	return &KV{KeyValue: kv, TTL: ttl, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
+}
+
+// Fault windows a KV can be given.
+type kvFault int
+
+const (
+	faultLost kvFault = iota
+	faultLate
+	faultWatch
+	faultCut
+)
+
+// set opens a window of fault f until the given moment.
+func (k *KV) set(f kvFault, until time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	w := map[kvFault]*time.Time{faultLost: &k.lost, faultLate: &k.late, faultWatch: &k.watch, faultCut: &k.cut}[f]
+	if until.After(*w) {
+		*w = until
+	}
+}
+
+// cutUntil is when the current cut ends (zero: not cut).
+func (k *KV) cutUntil() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if time.Now().Before(k.cut) {
+		return k.cut
+	}
+	return time.Time{}
+}
+
+// draw picks what happens to one write, and an answer's lateness.
+func (k *KV) draw() (kvFault, time.Duration, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := time.Now()
+	switch {
+	case now.Before(k.cut):
+		return faultCut, 0, true
+	case now.Before(k.lost) && k.rng.IntN(2) == 0:
+		return faultLost, 0, true
+	case now.Before(k.late) && k.rng.IntN(2) == 0:
+		return faultLate, time.Duration(k.rng.IntN(600)) * time.Millisecond, true
+	}
+	return 0, 0, false
+}
+
+// watchDelay is how late the next watched entry arrives.
+func (k *KV) watchDelay() time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !time.Now().Before(k.watch) {
+		return 0
+	}
+	return time.Duration(k.rng.IntN(300)) * time.Millisecond
+}
+
+// timeout waits as a call without an answer does, until ctx's deadline (at
+// most 5 s, jetstream's default), and returns its error.
+func timeout(ctx context.Context) error {
+	wait := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d))
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return context.DeadlineExceeded
+}
+
+// write runs do, a write, under the faults open now.
+func (k *KV) write(ctx context.Context, do func(context.Context) (uint64, error)) (uint64, error) {
+	f, late, ok := k.draw()
+	if !ok {
+		return do(ctx)
+	}
+	switch f {
+	case faultCut:
+		return 0, timeout(ctx)
+	case faultLost:
+		do(ctx)
+		return 0, timeout(ctx)
+	}
+	rev, err := do(ctx)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < late {
+		return 0, timeout(ctx)
+	}
+	t := time.NewTimer(late)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return rev, err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (k *KV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	return k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
+}
+
+func (k *KV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	return k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Update(ctx, key, value, last) })
+}
+
+func (k *KV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	return k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Put(ctx, key, value) })
+}
+
+func (k *KV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	_, err := k.write(ctx, func(ctx context.Context) (uint64, error) { return 0, k.KeyValue.Delete(ctx, key, opts...) })
+	return err
+}
+
+func (k *KV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	_, err := k.write(ctx, func(ctx context.Context) (uint64, error) { return 0, k.KeyValue.Purge(ctx, key, opts...) })
+	return err
+}
+
+func (k *KV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if !k.cutUntil().IsZero() {
+		return nil, timeout(ctx)
+	}
+	return k.KeyValue.Get(ctx, key)
+}
+
+// Status reports TTL in place of the bucket's, if set.
+func (k *KV) Status(ctx context.Context) (jetstream.KeyValueStatus, error) {
+	if !k.cutUntil().IsZero() {
+		return nil, timeout(ctx)
+	}
+	st, err := k.KeyValue.Status(ctx)
+	if err != nil || k.TTL == 0 {
+		return st, err
+	}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		bs.StreamInfo().Config.MaxAge = k.TTL
+	}
+	return st, nil
+}
+
+func (k *KV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	w, err := k.KeyValue.WatchFiltered(ctx, keys, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return k.delayed(w), nil
+}
+
+func (k *KV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	w, err := k.KeyValue.WatchAll(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return k.delayed(w), nil
+}
+
+// lateWatcher delivers a watcher's entries in order, each after the delay
+// its KV's windows give it, and none while the KV is cut.
+type lateWatcher struct {
+	jetstream.KeyWatcher
+	updates  chan jetstream.KeyValueEntry
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+func (k *KV) delayed(w jetstream.KeyWatcher) *lateWatcher {
+	lw := &lateWatcher{KeyWatcher: w, updates: make(chan jetstream.KeyValueEntry), stopped: make(chan struct{})}
+	go func() {
+		defer close(lw.updates)
+		for e := range w.Updates() {
+			for {
+				wait := k.watchDelay()
+				if until := k.cutUntil(); !until.IsZero() {
+					wait = time.Until(until)
+				}
+				if wait <= 0 {
+					break
+				}
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-lw.stopped:
+					t.Stop()
+					return
+				}
+				if k.cutUntil().IsZero() {
+					break
+				}
+			}
+			select {
+			case lw.updates <- e:
+			case <-lw.stopped:
+				return
+			}
+		}
+	}()
+	return lw
+}
+
+func (w *lateWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+
+func (w *lateWatcher) Stop() error {
+	w.stopOnce.Do(func() { close(w.stopped) })
+	return w.KeyWatcher.Stop()
+}

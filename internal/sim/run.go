@@ -1,0 +1,208 @@
+// Package sim is a deterministic simulator of elections: each seed runs
+// the real library against a real embedded nats-server inside a
+// testing/synctest bubble, where time is fake and advances only when every
+// goroutine of the bubble waits, so that ten simulated minutes of
+// leadership, renewals and faults pass in a fraction of a second. A seed
+// decides the world and its fault schedule; the run checks the election's
+// promises (check.go). docs/simulation.md says what it covers and what it
+// cannot.
+package sim
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server/ats"
+)
+
+// Result is one seed's run.
+type Result struct {
+	Seed       uint64
+	Schedule   Schedule
+	Faults     map[Class]int // faults applied, by class
+	Simulated  time.Duration
+	Violations []Violation
+}
+
+var registerATS sync.Once
+
+// RunSeed runs the seed's schedule for length in a bubble of its own,
+// under t, and returns what it found. It never fails t: violations are in
+// the result.
+func RunSeed(t *testing.T, seed uint64, length time.Duration) Result {
+	// ats starts a goroutine on first use; started inside a bubble, it
+	// would keep the bubble from ever idling, so time would never advance.
+	registerATS.Do(func() { ats.Register() })
+	res := Result{Seed: seed, Schedule: NewSchedule(seed, length)}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		w, err := newWorld(res.Schedule, t.TempDir())
+		if err != nil {
+			res.Violations = []Violation{{Check: "setup", Detail: err.Error()}}
+			return
+		}
+		w.run()
+		res.Simulated = time.Since(start)
+		res.Faults = w.faults
+		res.Violations = w.rec.finish(res.Simulated, res.Schedule.TTL-res.Schedule.ServerLead)
+	})
+	return res
+}
+
+// Config says which seeds to run.
+type Config struct {
+	First    uint64        // the first seed
+	Seeds    int           // how many, from First
+	Length   time.Duration // simulated time of each
+	Parallel int           // seeds run at once
+}
+
+// Summary is what a set of runs found.
+type Summary struct {
+	Seeds          int           `json:"seeds"`
+	FirstSeed      uint64        `json:"first_seed"`
+	SimulatedHours float64       `json:"simulated_hours"`
+	Faults         map[Class]int `json:"faults"`
+	Violations     int           `json:"violations"`
+	FailedSeeds    []uint64      `json:"failed_seeds"`
+	WallSeconds    float64       `json:"wall_seconds"`
+	SeedsPerMinute float64       `json:"seeds_per_wall_minute"`
+	failed         []Result
+}
+
+// Run runs cfg's seeds under t, Parallel at a time, and sums them up.
+func Run(t *testing.T, cfg Config) Summary {
+	wall := time.Now()
+	sum := Summary{FirstSeed: cfg.First, Faults: map[Class]int{}}
+	var mu sync.Mutex
+	next := cfg.First
+	end := cfg.First + uint64(cfg.Seeds)
+	var wg sync.WaitGroup
+	for range max(cfg.Parallel, 1) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				seed := next
+				next++
+				mu.Unlock()
+				if seed >= end {
+					return
+				}
+				var res Result
+				t.Run(fmt.Sprint(seed), func(t *testing.T) { res = RunSeed(t, seed, cfg.Length) })
+				mu.Lock()
+				sum.Seeds++
+				sum.SimulatedHours += res.Simulated.Hours()
+				for c, n := range res.Faults {
+					sum.Faults[c] += n
+				}
+				if len(res.Violations) > 0 {
+					sum.Violations += len(res.Violations)
+					sum.FailedSeeds = append(sum.FailedSeeds, seed)
+					sum.failed = append(sum.failed, res)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	sum.WallSeconds = time.Since(wall).Seconds()
+	sum.SeedsPerMinute = float64(sum.Seeds) / sum.WallSeconds * 60
+	return sum
+}
+
+// Report writes a failing seed's violations, the command that replays it
+// and its schedule.
+func Report(out io.Writer, res Result) {
+	fmt.Fprintf(out, "seed %d: %d violations\n", res.Seed, len(res.Violations))
+	for i, v := range res.Violations {
+		if i == 20 {
+			fmt.Fprintf(out, "  … and %d more\n", len(res.Violations)-i)
+			break
+		}
+		fmt.Fprintf(out, "  %v\n", v)
+	}
+	fmt.Fprintf(out, "replay: go run ./cmd/chaos -simulate -seed %d -seeds 1\n", res.Seed)
+	fmt.Fprint(out, res.Schedule)
+}
+
+// Print writes the summary as text: seeds, simulated hours, faults by
+// class, violations, wall time, and each failing seed's report.
+func (s Summary) Print(out io.Writer) {
+	for _, res := range s.failed {
+		Report(out, res)
+	}
+	var faults []string
+	for _, c := range Classes {
+		faults = append(faults, fmt.Sprintf("%s %d", c, s.Faults[c]))
+	}
+	fmt.Fprintf(out, "simulation: %d seeds from %d, %.1f simulated hours, %d violations", s.Seeds, s.FirstSeed, s.SimulatedHours, s.Violations)
+	if len(s.FailedSeeds) > 0 {
+		fmt.Fprintf(out, " (seeds %v)", s.FailedSeeds)
+	}
+	fmt.Fprintf(out, "\nfaults: %s\nwall time %.1f s: %.0f seeds per wall minute\n", strings.Join(faults, ", "), s.WallSeconds, s.SeedsPerMinute)
+}
+
+// Main runs the simulator as a command (cmd/chaos -simulate) and exits: 0
+// if every seed kept every check, 1 if one did not. synctest.Test needs a *testing.T, and the testing package
+// makes one only for a test it runs, so Main runs the seeds as one test
+// through testing.Main, the testing package's entry point for programs
+// that run tests themselves. The testing package's own lines (PASS, FAIL)
+// go to stderr; the summary, last, to stdout, with -json as one JSON
+// object on its last line.
+func Main(cfg Config, asJSON bool) {
+	out := os.Stdout
+	os.Stdout = os.Stderr
+	simulate := func(t *testing.T) {
+		sum := Run(t, cfg)
+		sum.Print(out)
+		if asJSON {
+			b, _ := json.Marshal(sum)
+			fmt.Fprintln(out, string(b))
+		}
+		if sum.Violations > 0 {
+			t.Fail()
+		}
+	}
+	// testing.Main parses the command line unless something has; the
+	// command's flags are not the testing package's, so it gets none.
+	if !flag.Parsed() {
+		_ = flag.CommandLine.Parse(nil)
+	}
+	testing.Main(func(string, string) (bool, error) { return true, nil }, []testing.InternalTest{{Name: "Simulate", F: simulate}}, nil, nil)
+}
+
+// Command runs the simulator with the command line args (cmd/chaos
+// -simulate) and exits.
+func Command(args []string) {
+	fs := flag.NewFlagSet("chaos -simulate", flag.ExitOnError)
+	fs.Bool("simulate", true, "run the simulator (this mode)")
+	seeds := fs.Int("seeds", 0, "seeds to run (default 100, or 1 with -seed)")
+	first := fs.Uint64("seed", 1, "the first seed")
+	length := fs.Duration("length", 10*time.Minute, "simulated time of each seed")
+	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "seeds run at once")
+	asJSON := fs.Bool("json", false, "print the summary as one JSON object on the last line too")
+	_ = fs.Parse(args)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "chaos -simulate: unexpected argument %q\n", fs.Arg(0))
+		os.Exit(2)
+	}
+	if *seeds == 0 {
+		*seeds = 100
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "seed" {
+				*seeds = 1
+			}
+		})
+	}
+	Main(Config{First: *first, Seeds: *seeds, Length: *length, Parallel: *parallel}, *asJSON)
+}

@@ -1,0 +1,212 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	election "github.com/kvelect/election"
+)
+
+// Class is a class of fault.
+type Class string
+
+// The fault classes a schedule draws from.
+const (
+	Delete         Class = "delete"          // another client deletes a key
+	Purge          Class = "purge"           // another client purges a key
+	DeleteDraining Class = "delete-draining" // a key deleted or purged while its old leader's work drains
+	LostAnswers    Class = "lost-answers"    // a candidate's writes applied but answered with a timeout
+	LateAnswers    Class = "late-answers"    // a candidate's writes applied and answered late
+	LateWatch      Class = "late-watch"      // a candidate's watched entries arrive late
+	Cut            Class = "cut"             // a candidate cut off both ways
+	Suspend        Class = "suspend"         // a candidate's machine suspended: clock stopped, nothing sent
+	Restart        Class = "restart"         // a candidate stopped (Stop) and started again
+)
+
+// Classes lists every class, in the order summaries print them.
+var Classes = []Class{Delete, Purge, DeleteDraining, LostAnswers, LateAnswers, LateWatch, Cut, Suspend, Restart}
+
+// StopMode is how a leader's work stops once its leadership context is
+// cancelled.
+type StopMode int
+
+const (
+	StopAtOnce     StopMode = iota // returns at once
+	StopAfterDelay                 // returns after a delay, never past its WorkDeadline
+	StopAtDeadline                 // returns only at its WorkDeadline
+)
+
+func (m StopMode) String() string {
+	return [...]string{"at once", "after delay", "at deadline"}[m]
+}
+
+// Work is what a candidate's OnWon does on one key.
+type Work struct {
+	Stop  StopMode
+	Delay time.Duration // StopAfterDelay: how long, on the candidate's clock
+}
+
+// CandidateSpec describes one candidate.
+type CandidateSpec struct {
+	// Rate is how fast the candidate's clock runs against the server's: a
+	// span it measures as d lasts d/Rate, within 1 ± ClockRate of d.
+	Rate float64
+	// Work is its OnWon work on each Start key.
+	Work []Work
+	// OnceEvery is how often it fires the Once job (0: never).
+	OnceEvery time.Duration
+}
+
+// Fault is one fault of a schedule.
+type Fault struct {
+	At    time.Duration // from the start of the run
+	Class Class
+	Cand  int           // the candidate it hits (faults of one candidate)
+	Key   int           // the key it hits (removals): Start keys first, then the Once key
+	For   time.Duration // how long the window lasts (faults of one candidate)
+	Purge bool          // DeleteDraining: purge rather than delete
+	Leap  bool          // Suspend: the clock leaps by the suspension when it resumes
+	Late  bool          // Cut: answers are late for the interval before the cut
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("%9.3fs %-15s", f.At.Seconds(), f.Class)
+	switch f.Class {
+	case Delete, Purge:
+		return s + fmt.Sprintf(" key %d", f.Key)
+	case DeleteDraining:
+		return s + fmt.Sprintf(" key %d purge=%v", f.Key, f.Purge)
+	case Suspend:
+		return s + fmt.Sprintf(" c%d for %v leap=%v", f.Cand, f.For, f.Leap)
+	case Cut:
+		return s + fmt.Sprintf(" c%d for %v late-before=%v", f.Cand, f.For, f.Late)
+	}
+	return s + fmt.Sprintf(" c%d for %v", f.Cand, f.For)
+}
+
+// Schedule is everything a seed decides: the world and its faults.
+type Schedule struct {
+	Seed       uint64
+	Length     time.Duration // faults come within it, the last ending Quiet before its end
+	TTL        time.Duration // the TTL the candidates read
+	ServerLead time.Duration // how much earlier than TTL the server ages keys out
+	StartKeys  int           // keys elected with Start; one more key runs the Once jobs
+	Candidates []CandidateSpec
+	Faults     []Fault
+}
+
+// Quiet is how long before the end of a run the last fault ends: a key
+// must have a leader again by then.
+const Quiet = 20 * time.Second
+
+// NewSchedule draws the schedule of seed, for a run of length.
+func NewSchedule(seed uint64, length time.Duration) Schedule {
+	rng := rand.New(rand.NewPCG(seed, 0x51ed))
+	ttl := 2 * time.Second
+	s := Schedule{
+		Seed:       seed,
+		Length:     length,
+		TTL:        ttl,
+		ServerLead: min(election.ServerClockOffset, ttl/20),
+		StartKeys:  1 + rng.IntN(2),
+	}
+	margin := election.TimingFor(ttl, 0).WorkMargin()
+	for range 3 + rng.IntN(3) {
+		c := CandidateSpec{Rate: rate(rng)}
+		for range s.StartKeys {
+			w := Work{Stop: StopMode(rng.IntN(3))}
+			if w.Stop == StopAfterDelay {
+				w.Delay = time.Duration(rng.Int64N(int64(margin)))
+			}
+			c.Work = append(c.Work, w)
+		}
+		if rng.IntN(4) != 0 {
+			c.OnceEvery = time.Duration(2000+rng.IntN(8000)) * time.Millisecond
+		}
+		s.Candidates = append(s.Candidates, c)
+	}
+	suspends := 0
+	if rng.IntN(3) == 0 {
+		suspends = 1
+	}
+	n := len(s.Candidates)
+	for at := 3 * time.Second; ; {
+		at += time.Duration(1000+rng.IntN(15000)) * time.Millisecond
+		f := Fault{At: at, Cand: rng.IntN(n), Key: rng.IntN(s.StartKeys + 1)}
+		switch r := rng.IntN(100); {
+		case r < 15:
+			f.Class = Delete
+		case r < 25:
+			f.Class = Purge
+		case r < 40:
+			f.Class, f.Purge = DeleteDraining, rng.IntN(3) == 0
+		case r < 52:
+			f.Class, f.For = LostAnswers, ms(rng, 1000, 10000)
+		case r < 64:
+			f.Class, f.For = LateAnswers, ms(rng, 1000, 10000)
+		case r < 74:
+			f.Class, f.For = LateWatch, ms(rng, 1000, 10000)
+		case r < 86:
+			f.Class, f.For, f.Late = Cut, ms(rng, 500, 6000), rng.IntN(2) == 0
+		case r < 96:
+			f.Class, f.For = Restart, ms(rng, 100, 5000)
+		default:
+			if suspends == 0 {
+				continue
+			}
+			suspends--
+			f.Class, f.For, f.Leap = Suspend, ms(rng, 1000, 10000), rng.IntN(2) == 0
+		}
+		if at+f.For+5*time.Second > length-Quiet {
+			break
+		}
+		s.Faults = append(s.Faults, f)
+	}
+	return s
+}
+
+// rate draws a clock rate within the clock assumption, at its edges a
+// third of the time each: a span measured as d lasts d·s on the server's
+// clock, s in [1−ρ, 1+ρ].
+func rate(rng *rand.Rand) float64 {
+	var s float64
+	switch rng.IntN(3) {
+	case 0:
+		s = 1 - election.ClockRate
+	case 1:
+		s = 1 + election.ClockRate
+	default:
+		s = 1 + election.ClockRate*(2*rng.Float64()-1)
+	}
+	return 1 / s
+}
+
+func ms(rng *rand.Rand, lo, hi int) time.Duration {
+	return time.Duration(lo+rng.IntN(hi-lo)) * time.Millisecond
+}
+
+// String prints the schedule, one line per candidate and per fault.
+func (s Schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %v, TTL %v (server ages keys out %v early), %d Start keys and a Once key\n",
+		s.Seed, s.Length, s.TTL, s.ServerLead, s.StartKeys)
+	for i, c := range s.Candidates {
+		fmt.Fprintf(&b, "  c%d clock ×%.4f", i, c.Rate)
+		for k, w := range c.Work {
+			fmt.Fprintf(&b, ", key %d: stops %v", k, w.Stop)
+			if w.Stop == StopAfterDelay {
+				fmt.Fprintf(&b, " %v", w.Delay)
+			}
+		}
+		if c.OnceEvery > 0 {
+			fmt.Fprintf(&b, ", Once every %v", c.OnceEvery)
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range s.Faults {
+		fmt.Fprintf(&b, "  %v\n", f)
+	}
+	return b.String()
+}

@@ -1,0 +1,405 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	election "github.com/kvelect/election"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// bucket is the name of the simulation's bucket.
+const bucket = "SIM"
+
+// world is one seed's run: inside a synctest bubble, a real embedded
+// nats-server (JetStream, memory storage, no listener), candidates of the
+// real library on their own in-process connections and clocks, and the
+// schedule's faults.
+type world struct {
+	s      Schedule
+	srv    *server.Server
+	adminC *nats.Conn
+	admin  jetstream.KeyValue // another client's connection: removals
+	keys   []string           // the Start keys, then the Once key
+	cands  []*cand
+	rec    *record
+	faults map[Class]int
+	ctx    context.Context
+	stop   context.CancelFunc
+}
+
+// cand is one candidate: a process with its connection, clock and
+// elections.
+type cand struct {
+	w     *world
+	i     int
+	spec  CandidateSpec
+	nc    *nats.Conn
+	kv    *KV
+	clock *Clock
+	rng   *rand.Rand // its Once jobs' lengths
+
+	mu         sync.Mutex
+	elections  []*election.Election // its Start elections, while up
+	once       *election.Election   // its Once election, while one runs
+	cancel     context.CancelFunc   // ends its Once loop
+	running    sync.WaitGroup       // its Start and Once loops
+	restarting bool
+}
+
+// newWorld starts the server and the candidates of s. It runs in the
+// bubble; dir is the server's store directory.
+func newWorld(s Schedule, dir string) (*world, error) {
+	opts := &server.Options{JetStream: true, DontListen: true, StoreDir: dir, NoLog: true, NoSigs: true, JetStreamMaxMemory: 64 << 20}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("the embedded server did not start")
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	w := &world{s: s, srv: srv, faults: map[Class]int{}, ctx: ctx, stop: stop}
+	for k := range s.StartKeys {
+		w.keys = append(w.keys, fmt.Sprintf("job%d", k))
+	}
+	w.keys = append(w.keys, "cron")
+	nc, err := w.connect()
+	if err != nil {
+		return nil, err
+	}
+	w.adminC = nc
+	js, _ := jetstream.New(nc)
+	w.admin, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: s.TTL - s.ServerLead, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		return nil, err
+	}
+	w.rec = newRecord()
+	for i, spec := range s.Candidates {
+		nc, err := w.connect()
+		if err != nil {
+			return nil, err
+		}
+		js, _ := jetstream.New(nc)
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			return nil, err
+		}
+		c := &cand{w: w, i: i, spec: spec, nc: nc, clock: NewClock(spec.Rate),
+			kv:  NewKV(kv, s.TTL, s.Seed^uint64(i+1)<<32),
+			rng: rand.New(rand.NewPCG(s.Seed, uint64(i)))}
+		w.cands = append(w.cands, c)
+	}
+	for _, c := range w.cands {
+		c.start()
+	}
+	return w, nil
+}
+
+func (w *world) connect() (*nats.Conn, error) {
+	return nats.Connect("", nats.InProcessServer(w.srv), nats.MaxReconnects(-1))
+}
+
+// name is candidate i's name.
+func name(i int) string { return fmt.Sprintf("c%d", i) }
+
+// start starts the candidate's elections and its Once loop.
+func (c *cand) start() {
+	ctx, cancel := context.WithCancel(c.w.ctx)
+	var es []*election.Election
+	for k := range c.w.s.StartKeys {
+		e := c.election(ctx, c.w.keys[k], election.OnWon(func(ctx context.Context) { c.work(ctx, k) }))
+		if e == nil {
+			break
+		}
+		es = append(es, e)
+		c.running.Go(func() { e.Start(ctx) })
+	}
+	c.mu.Lock()
+	c.elections, c.cancel = es, cancel
+	c.mu.Unlock()
+	if c.spec.OnceEvery > 0 {
+		c.running.Go(func() { c.onceLoop(ctx) })
+	}
+}
+
+// election makes one of the candidate's elections, retrying while its
+// link is cut; nil if ctx ends first.
+func (c *cand) election(ctx context.Context, key string, opts ...election.Option) *election.Election {
+	opts = append(opts, election.WithoutSplay(), election.WithClock(c.clock))
+	for {
+		e, err := election.NewElection(ctx, name(c.i), key, c.kv, opts...)
+		if err == nil {
+			return e
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// halt stops the candidate as its process would stop: Stop on each
+// election, its Once loop cancelled, and waits for them.
+func (c *cand) halt() {
+	c.mu.Lock()
+	es, cancel := c.elections, c.cancel
+	c.elections = nil
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range es {
+		wg.Go(e.Stop)
+	}
+	wg.Wait()
+	if cancel != nil {
+		cancel()
+	}
+	c.running.Wait()
+}
+
+// work is the candidate's OnWon on Start key k.
+func (c *cand) work(ctx context.Context, k int) {
+	token, _ := election.TokenFromContext(ctx)
+	id := c.w.rec.begin(k, c.i, token, false)
+	c.w.sample("c" + fmt.Sprint(c.i) + " won")
+	spec := c.spec.Work[k]
+	var deadline time.Time
+	if spec.Stop == StopAtDeadline {
+		for ctx.Err() == nil {
+			if d, ok := election.WorkDeadline(ctx); ok {
+				deadline = d
+			}
+			sleep(ctx, c.clock.Real(100*time.Millisecond))
+		}
+	}
+	<-ctx.Done()
+	c.w.rec.cancel(id)
+	switch spec.Stop {
+	case StopAfterDelay:
+		time.Sleep(c.clock.Real(spec.Delay))
+	case StopAtDeadline:
+		time.Sleep(c.clock.Real(deadline.Sub(c.clock.Now())))
+	}
+	c.w.rec.end(id)
+}
+
+// onceLoop fires the candidate's Once job every OnceEvery, on its clock.
+func (c *cand) onceLoop(ctx context.Context) {
+	key := len(c.w.keys) - 1
+	for sleep(ctx, c.clock.Real(c.spec.OnceEvery)) {
+		e := c.election(ctx, c.w.keys[key])
+		if e == nil {
+			return
+		}
+		c.mu.Lock()
+		c.once = e
+		c.mu.Unlock()
+		id := -1
+		c.mu.Lock()
+		length := time.Duration(c.rng.IntN(300)) * time.Millisecond
+		c.mu.Unlock()
+		out, err := e.Once(ctx, 500*time.Millisecond, func(ctx context.Context) error {
+			token, _ := election.TokenFromContext(ctx)
+			id = c.w.rec.begin(key, c.i, token, true)
+			c.w.sample("c" + fmt.Sprint(c.i) + " runs its Once job")
+			if !sleep(ctx, c.clock.Real(length)) {
+				c.w.rec.cancel(id)
+			}
+			c.w.rec.end(id)
+			return nil
+		})
+		e.Stop()
+		c.mu.Lock()
+		c.once = nil
+		c.mu.Unlock()
+		c.w.rec.mu.Lock()
+		c.w.rec.onces = append(c.w.rec.onces, onceResult{cand: c.i, work: id, outcome: out.String(), err: err, returned: c.w.rec.now()})
+		c.w.rec.mu.Unlock()
+	}
+}
+
+// sleep waits d, or until ctx ends: false then.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// sample reads IsLeader of every election of every key at one instant of
+// simulated time (time stands still while this goroutine runs) and checks
+// that at most one is true per key.
+func (w *world) sample(why string) {
+	leaders := make([][]int, len(w.keys))
+	for _, c := range w.cands {
+		c.mu.Lock()
+		for k, e := range c.elections {
+			if e.IsLeader() {
+				leaders[k] = append(leaders[k], c.i)
+			}
+		}
+		if c.once != nil && c.once.IsLeader() {
+			leaders[len(w.keys)-1] = append(leaders[len(w.keys)-1], c.i)
+		}
+		c.mu.Unlock()
+	}
+	for k, l := range leaders {
+		w.rec.leaders(k, l, why)
+	}
+}
+
+// run plays the schedule, then checks liveness and stops the world.
+func (w *world) run() {
+	start := w.rec.start
+	sampler := make(chan struct{})
+	go func() {
+		defer close(sampler)
+		for sleep(w.ctx, 100*time.Millisecond) {
+			w.sample("tick")
+		}
+	}()
+	var pending sync.WaitGroup
+	for _, f := range w.s.Faults {
+		time.Sleep(time.Until(start.Add(f.At)))
+		w.sample(string(f.Class))
+		w.inject(f, &pending)
+	}
+	time.Sleep(time.Until(start.Add(w.s.Length)))
+	pending.Wait()
+	for k := range w.s.StartKeys {
+		found := false
+		for _, c := range w.cands {
+			c.mu.Lock()
+			found = found || (k < len(c.elections) && c.elections[k].IsLeader())
+			c.mu.Unlock()
+		}
+		if !found {
+			w.rec.violate("liveness", "key %d has no leader %v after the last fault", k, Quiet)
+		}
+	}
+	w.stop()
+	<-sampler
+	var wg sync.WaitGroup
+	for _, c := range w.cands {
+		wg.Go(c.halt)
+	}
+	wg.Wait()
+	for _, c := range w.cands {
+		c.nc.Close()
+	}
+	w.adminC.Close()
+	w.srv.Shutdown()
+	w.srv.WaitForShutdown()
+}
+
+// inject applies fault f; faults that take time run on their own
+// goroutines, counted in pending.
+func (w *world) inject(f Fault, pending *sync.WaitGroup) {
+	c := w.cands[f.Cand]
+	until := time.Now().Add(f.For)
+	w.faults[f.Class]++
+	switch f.Class {
+	case Delete, Purge:
+		w.remove(f.Key, f.Class == Purge)
+	case DeleteDraining:
+		pending.Go(func() { w.removeWhileDraining(f) })
+	case LostAnswers:
+		c.kv.set(faultLost, until)
+	case LateAnswers:
+		c.kv.set(faultLate, until)
+	case LateWatch:
+		c.kv.set(faultWatch, until)
+	case Cut:
+		if !f.Late {
+			c.kv.set(faultCut, until)
+			return
+		}
+		// answers late for a campaign interval, then cut: a renewal
+		// answered late is the leader's last
+		late := time.Now().Add(w.s.TTL * 3 / 4)
+		c.kv.set(faultLate, late)
+		pending.Go(func() {
+			time.Sleep(time.Until(late))
+			c.kv.set(faultCut, time.Now().Add(f.For))
+		})
+	case Suspend:
+		now := w.rec.now()
+		w.rec.suspended(c.i, now, now+f.For+3*w.s.TTL)
+		c.clock.Suspend()
+		c.kv.set(faultCut, until)
+		pending.Go(func() {
+			time.Sleep(f.For)
+			c.clock.Resume(f.Leap)
+		})
+	case Restart:
+		c.mu.Lock()
+		busy := c.restarting
+		c.restarting = true
+		c.mu.Unlock()
+		if busy {
+			return
+		}
+		pending.Go(func() {
+			c.halt()
+			time.Sleep(f.For)
+			c.start()
+			c.mu.Lock()
+			c.restarting = false
+			c.mu.Unlock()
+		})
+	}
+}
+
+// remove deletes or purges key k as another client.
+func (w *world) remove(k int, purge bool) {
+	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+	defer cancel()
+	var err error
+	if purge {
+		err = w.admin.Purge(ctx, w.keys[k])
+	} else {
+		err = w.admin.Delete(ctx, w.keys[k])
+	}
+	if err == nil {
+		w.rec.removed(k)
+	}
+}
+
+// removeWhileDraining cuts the key's leader off, so that its leadership
+// ends while its work runs, and removes the key once that work drains (or
+// has just returned); if no work drains within three TTLs, it does not.
+func (w *world) removeWhileDraining(f Fault) {
+	for _, c := range w.cands {
+		c.mu.Lock()
+		var e *election.Election
+		if f.Key < len(c.elections) {
+			e = c.elections[f.Key]
+		} else if f.Key == len(w.keys)-1 {
+			e = c.once
+		}
+		leads := e != nil && e.IsLeader()
+		c.mu.Unlock()
+		if leads {
+			c.kv.set(faultCut, time.Now().Add(w.s.TTL+w.s.TTL/2))
+			break
+		}
+	}
+	for end := time.Now().Add(3 * w.s.TTL); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if w.rec.draining(f.Key) {
+			w.remove(f.Key, f.Purge)
+			return
+		}
+	}
+}
