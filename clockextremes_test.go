@@ -58,7 +58,7 @@ func runSkewedHandover(t *testing.T, bucket string, cut bool, stop func(wd time.
 	renewed := make(chan struct{}, 16)
 	won := make(chan struct{})
 	stuck := make(chan struct{})
-	a, err := NewElection(context.Background(), "a", "k", aKV, WithoutSplay(), withClock(aClock),
+	a, err := NewElection(context.Background(), "a", "k", aKV, WithoutSplay(), WithClock(aClock),
 		WithLogger(testenv.Logger(t).With("candidate", "a")),
 		OnWon(func(leading context.Context) {
 			close(won)
@@ -99,7 +99,7 @@ func runSkewedHandover(t *testing.T, bucket string, cut bool, stop func(wd time.
 		t.Fatal(err)
 	}
 	bLed := make(chan struct{})
-	b, err := NewElection(context.Background(), "b", "k", kv, WithoutSplay(), withClock(bClock),
+	b, err := NewElection(context.Background(), "b", "k", kv, WithoutSplay(), WithClock(bClock),
 		WithLogger(testenv.Logger(t).With("candidate", "b")),
 		WithEventHook(func(ev Event) {
 			if ev.Kind == EventWon {
