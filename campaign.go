@@ -577,10 +577,12 @@ func (c *campaigner) announce(ctx context.Context, t *tenure) {
 // only once this node's work has stopped: leaders that do their work in
 // OnWon never overlap on a handover.
 func (c *campaigner) awaitWork(t *tenure, until time.Time) bool {
+	began := c.now()
 	if c.workReturned(t, until) {
 		return true
 	}
-	c.log.Warn("OnWon did not return after leadership ended; the key is left to expire", "revision", t.revision, "waited", c.now().Sub(c.since))
+	c.log.Warn("the leadership's work (OnWon) had not stopped by the last moment the key could be released for it; the key is left to expire",
+		"revision", t.revision, "waited", c.now().Sub(began).Round(time.Millisecond), "deadline_passed", c.now().Sub(until).Round(time.Millisecond))
 	return false
 }
 
