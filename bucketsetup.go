@@ -154,6 +154,9 @@ func (cfg BucketConfig) Validate() error {
 //     than one fewer;
 //   - memory storage, whose keys and revisions do not survive a restart of
 //     all the bucket's servers (fencing tokens then start again);
+//   - a replicated bucket whose TTL is too short for a leader to ride out a
+//     stream-leader election (4–9 s after a server crash): a validity under
+//     9 s at the default interval, a TTL under 11 s;
 //   - a stream configuration that cannot be read through kv, so the checks
 //     above could not be made.
 func CheckBucket(ctx context.Context, kv jetstream.KeyValue) (warnings []string, err error) {
@@ -188,6 +191,22 @@ func CheckBucket(ctx context.Context, kv jetstream.KeyValue) (warnings []string,
 	return warnings, nil
 }
 
+// maxStreamLeaderElection is the longest a replicated stream went without a
+// leader after its leader's server was killed, on nats-server 2.15.2 with
+// its default raft timers (4–9 s: docs/topologies.md): renewals fail
+// meanwhile.
+const maxStreamLeaderElection = 9 * time.Second
+
+// minTTLThroughElection is the smallest whole-second TTL whose validity, at
+// the default interval, outlasts maxStreamLeaderElection.
+func minTTLThroughElection() time.Duration {
+	ttl := MinTTL
+	for TimingFor(ttl, 0).Validity < maxStreamLeaderElection {
+		ttl += time.Second
+	}
+	return ttl
+}
+
 // checkStream checks the stream behind a bucket.
 func checkStream(sc jetstream.StreamConfig) (problems, warnings []string) {
 	if sc.Discard == jetstream.DiscardOld && (sc.MaxMsgs > 0 || sc.MaxBytes > 0) {
@@ -210,6 +229,12 @@ func checkStream(sc jetstream.StreamConfig) (problems, warnings []string) {
 	if sc.Replicas%2 == 0 {
 		warnings = append(warnings, fmt.Sprintf("%d replicas tolerate no more server failures than %d; use 1, 3 or 5",
 			sc.Replicas, sc.Replicas-1))
+	}
+	if sc.Replicas > 1 && sc.MaxAge > 0 && TimingFor(sc.MaxAge, 0).Validity < maxStreamLeaderElection {
+		warnings = append(warnings, fmt.Sprintf("a stream-leader election on this R%d bucket (4–%v after its leader's server crashes, "+
+			"measured on nats-server 2.15.2) outlasts a leader's validity at TTL %v (%v after its last renewal, at the default interval): "+
+			"such a crash costs the leadership; at a TTL of %v or more a leader rides out one that starts early enough in its renewal cycle",
+			sc.Replicas, maxStreamLeaderElection, sc.MaxAge, TimingFor(sc.MaxAge, 0).Validity.Round(time.Millisecond), minTTLThroughElection()))
 	}
 	if sc.Storage == jetstream.MemoryStorage {
 		warnings = append(warnings, "memory storage: keys and revisions do not survive a restart of all the bucket's servers, "+

@@ -249,7 +249,7 @@ func TestCheckBucketWarnsAboutEvenReplicas(t *testing.T) {
 	nodes := testenv.Cluster(t)
 	_, js := testenv.Connect(t, embedded.ClientURLs(nodes))
 	for replicas, want := range map[int]string{2: "2 replicas tolerate no more server failures than 1", 3: ""} {
-		kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: fmt.Sprintf("R%d", replicas), TTL: 10 * time.Second, Replicas: replicas})
+		kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: fmt.Sprintf("R%d", replicas), TTL: 15 * time.Second, Replicas: replicas}) // long enough to ride out a stream-leader election
 		warnings, err := election.CheckBucket(context.Background(), kv)
 		if err != nil {
 			t.Fatalf("R%d: %v", replicas, err)
