@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/natscause"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -188,7 +190,7 @@ func (h *History) record(ctx context.Context, ev Event, timeout time.Duration) e
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		h.failure("could not record a leadership event in the history; retrying", "key", ev.Key, "name", ev.Name, "event", ev.Kind, "token", ev.Token, "error", err)
+		h.failure("could not record a leadership event in the history; retrying", err, "key", ev.Key, "name", ev.Name, "event", ev.Kind, "token", ev.Token)
 		if !sleep(ctx, wait) {
 			return err
 		}
@@ -323,7 +325,7 @@ func (h *History) startRecorder() *recorder {
 		defer close(r.done)
 		for ev := range r.events {
 			if err := h.record(ctx, ev, attemptTimeout); err != nil {
-				h.failure("could not record a leadership event in the history", "key", ev.Key, "name", ev.Name, "event", ev.Kind, "token", ev.Token, "error", err)
+				h.failure("could not record a leadership event in the history", err, "key", ev.Key, "name", ev.Name, "event", ev.Kind, "token", ev.Token)
 			}
 		}
 	}()
@@ -342,28 +344,39 @@ func (h *History) queue(ev election.Event, rec Event) {
 	select {
 	case r.events <- rec:
 	default:
-		h.failureLocked("the history recorder is behind; dropped an event", "key", ev.Key, "name", ev.Name, "event", rec.Kind, "token", rec.Token)
+		h.failureLocked("the history recorder is behind; dropped an event", nil, "key", ev.Key, "name", ev.Name, "event", rec.Kind, "token", rec.Token)
 	}
 }
 
-// failure logs what the history could not record: the History's first
-// failure as a warning, saying what permission writing needs, and later
-// ones at debug level.
-func (h *History) failure(msg string, args ...any) {
+// failure logs what the history could not record, and err, why (nil: no
+// call failed): the History's first failure as a warning, with what err
+// means about the link to the servers, and, for a call that got no answer
+// (which is also how a denied publish looks), what permission writing
+// needs; later failures at debug level.
+func (h *History) failure(msg string, err error, args ...any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.failureLocked(msg, args...)
+	h.failureLocked(msg, err, args...)
 }
 
 // failureLocked is failure with h.mu held.
-func (h *History) failureLocked(msg string, args ...any) {
+func (h *History) failureLocked(msg string, err error, args ...any) {
+	if err != nil {
+		args = append(args, "error", err)
+		if cause := natscause.Explain(err); cause != "" {
+			args = append(args, "cause", cause)
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
+			args = append(args, "hint", "a denied publish gets no answer too: recording needs the permission to publish to "+
+				historySubject(h.bucket)+".> (election permissions --role candidate --history)")
+		}
+	}
 	if h.failed {
 		h.log.Debug(msg, args...)
 		return
 	}
 	h.failed = true
-	h.log.Warn(msg+"; later failures are logged at debug level", append(args,
-		"hint", "recording needs the permission to publish to "+historySubject(h.bucket)+".> (election permissions --role candidate --history)")...)
+	h.log.Warn(msg+"; later failures are logged at debug level", args...)
 }
 
 // stop sends what is queued, within timeout, and ends the recorder.

@@ -68,8 +68,8 @@ func cause(err error) string {
 			"--tags the tags in their server_tags, and the cluster needs as many such servers as --replicas"
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		if domain != "" {
-			return fmt.Sprintf("no server of the bucket's stream answered: the bucket's cluster or JetStream domain %q "+
-				"is unreachable from this server, over a cut gateway or leaf node link", domain)
+			return fmt.Sprintf("no server of the bucket's stream answered: the stream in JetStream domain %q has no leader "+
+				"right now, or that domain is unreachable from this server (the leaf node link to it)", domain)
 		}
 		return natscause.StreamUnreachable
 	case domain != "" && (errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)):

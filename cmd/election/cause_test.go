@@ -21,9 +21,9 @@ func TestHintNamesTheTopologyFault(t *testing.T) {
 	// JetStream meta group has no leader in reach: nats.go returns the
 	// response's *APIError as it is.
 	noMeta := &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
-	meta := "no JetStream meta quorum reachable from this server's region"
-	stream := "no server of the bucket's stream answered: the bucket's cluster is unreachable"
-	timeout := "no reply in time: the server, or the link to the bucket's region, is slow or silently dead"
+	meta := "no JetStream meta leader reachable from this server"
+	stream := "no server of the bucket's stream answered: the stream has no leader right now"
+	timeout := "no reply in time: the server, or the link to the bucket's servers, is slow or silently dead"
 	noJS := "no JetStream answered: enable JetStream for this account"
 	domain := `JetStream domain "hub" cannot be reached from this server`
 	hub := site{domain: "hub"}
@@ -40,7 +40,7 @@ func TestHintNamesTheTopologyFault(t *testing.T) {
 		// after nats.go's retries.
 		{"no stream response", fmt.Errorf("renewing: %w", jetstream.ErrNoStreamResponse), stream},
 		{"no stream response in a domain", withDomain(hub, jetstream.ErrNoStreamResponse),
-			`the bucket's cluster or JetStream domain "hub" is unreachable`},
+			`the stream in JetStream domain "hub" has no leader right now, or that domain is unreachable`},
 		{"no responders to the JetStream API", fmt.Errorf("opening bucket %q: %w", "B", nats.ErrNoResponders), noJS},
 		{"jetstream not enabled", jetstream.ErrJetStreamNotEnabled, noJS},
 		{"jetstream not enabled for the account", jetstream.ErrJetStreamNotEnabledForAccount, noJS},
@@ -100,5 +100,19 @@ func TestUnreachableDomainIsNamed(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "check", "-s", s.ClientURL(), "--js-domain", "nowhere", "--bucket", "HERE", "--key", "k")
 	if code != checkUnknown || !strings.Contains(stdout, want) {
 		t.Errorf("election check: exit %d, stdout %q, stderr %q; want %d, saying %q", code, stdout, stderr, checkUnknown, want)
+	}
+}
+
+// TestHintsPresumeNoGatewayOrLeafNode: without a JetStream domain, which
+// only a leaf node setup gives, no hint blames a gateway or a leaf node:
+// the client cannot tell one lies on the way.
+func TestHintsPresumeNoGatewayOrLeafNode(t *testing.T) {
+	for _, err := range []error{
+		jetstream.ErrNoStreamResponse, context.DeadlineExceeded, nats.ErrTimeout,
+		&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"},
+	} {
+		if h := hint(err); strings.Contains(h, "gateway") || strings.Contains(h, "leaf") {
+			t.Errorf("hint for %v presumes a gateway or leaf node: %s", err, h)
+		}
 	}
 }

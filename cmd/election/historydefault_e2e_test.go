@@ -131,8 +131,12 @@ func TestRunDeniedTheHistoryWarnsOnceAndLeads(t *testing.T) {
 	daemons[second.name].wait(t)
 	for name, d := range daemons {
 		log := d.logged(t)
-		if n := strings.Count(log, `"level":"warning"`); n != 1 || !strings.Contains(log, "publish to kvelect.history.E2E.") {
-			t.Errorf("%s: %d warnings, want one naming the history's subjects:\n%s", name, n, log)
+		// The first leader's first record timed out, as a denied publish
+		// does: its warning names the permission. The second's may instead
+		// be cut short by its SIGTERM, which blames no permission.
+		n := strings.Count(log, `"level":"warning"`)
+		if n != 1 || name == first.name && !strings.Contains(log, "publish to kvelect.history.E2E.") {
+			t.Errorf("%s: %d warnings, want one (naming the history's subjects for the first leader):\n%s", name, n, log)
 		}
 		if strings.Contains(log, `"level":"error"`) {
 			t.Errorf("%s logged an error:\n%s", name, log)

@@ -1,7 +1,7 @@
-// Package natscause says what nats.go's generic errors mean when the path
-// between a client and a bucket crosses regions or a leaf node: "timeout",
-// "no response from stream" and the API error code 10008 are what a cut
-// supercluster or leaf link looks like (docs/topologies.md, measured on
+// Package natscause says what nats.go's generic errors mean about the path
+// between a client and a bucket: "timeout", "no response from stream" and
+// the API error code 10008 are what a stream without a leader, a cut link
+// or a lost JetStream majority look like (docs/topologies.md, measured on
 // nats-server 2.15.2). The library's logs and the commands' errors both
 // use it, so each meaning is stated once.
 package natscause
@@ -22,19 +22,21 @@ import (
 // split and neither has it.
 const ClusterNotAvailable jetstream.ErrorCode = 10008
 
-// The meanings Explain gives.
+// The meanings Explain gives. They name what the client can tell apart:
+// none of these errors says whether a gateway or a leaf node link lies on
+// the way, so none presumes one.
 const (
 	// NoMetaQuorum is what ClusterNotAvailable means.
-	NoMetaQuorum = "no JetStream meta quorum reachable from this server's region (a region cut off from the majority, " +
-		"or two regions split): watchers and buckets cannot be created until it heals"
+	NoMetaQuorum = "no JetStream meta leader reachable from this server (a majority of the JetStream servers down, " +
+		"or cut off from this one, as a region cut off from a supercluster's majority is): " +
+		"watchers and buckets cannot be created until it heals"
 	// StreamUnreachable is what jetstream.ErrNoStreamResponse means: the
 	// JetStream API answered, the bucket's stream did not.
-	StreamUnreachable = "no server of the bucket's stream answered: the bucket's cluster is unreachable from this server, " +
-		"over a cut gateway or leaf node link"
+	StreamUnreachable = "no server of the bucket's stream answered: the stream has no leader right now (its servers elect " +
+		"one 4–9 s after its leader's server crashes or restarts), or its servers are cut off from this one"
 	// NoReply is what a timeout means.
-	NoReply = "no reply in time: the server, or the link to the bucket's region, is slow or silently dead; " +
-		"a silent cut is noticed only by missed pings, within 15 s on a gateway and after the leaf server's " +
-		"ping_interval (default 2 minutes) on a leaf node"
+	NoReply = "no reply in time: the server, or the link to the bucket's servers, is slow or silently dead " +
+		"(a silently dead link is noticed only by missed pings: docs/topologies.md)"
 )
 
 // Explain says what err means about the link between this client and a
