@@ -125,7 +125,8 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 		return err
 	}
 
-	record := demoHistory(ctx, log, js, &cfg.conn)
+	server := redactURLs(nc.ConnectedUrlRedacted()) // for the commands the demo suggests
+	record := demoHistory(ctx, log, js, &cfg.conn, server)
 
 	host, _ := os.Hostname()
 	elections := make([]*election.Election, cfg.workers)
@@ -142,7 +143,8 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 		elections[i] = e
 	}
 	log.WithFields(logrus.Fields{"workers": cfg.workers, "bucket": bucket, "key": cfg.key}).
-		Infof("campaigning; delete the key to force a failover: nats kv del %s %s", bucket, cfg.key)
+		Infof("campaigning; from another terminal, hand over: election resign -s %s --bucket %s --key %s; or delete the key: nats -s %s kv del %s %s",
+			server, bucket, cfg.key, server, bucket, cfg.key)
 
 	done := make(chan struct{})
 	for _, e := range elections {
@@ -241,7 +243,7 @@ func connect(log *logrus.Logger, cfg config) (nc *nats.Conn, js jetstream.JetStr
 		embedded.Shutdown(s)
 		os.RemoveAll(dir)
 	}
-	log.WithField("url", s.ClientURL()).Infof("started an embedded nats-server %s; connect other clients with: nats --server %s kv ls", server.VERSION, s.ClientURL())
+	log.WithField("url", s.ClientURL()).Infof("started an embedded nats-server %s; see who leads with: election status -s %s --bucket %s", server.VERSION, s.ClientURL(), bucket)
 	nc, err = nats.Connect(s.ClientURL(), nats.Name("election demo"), nats.MaxReconnects(-1))
 	if err == nil {
 		js, err = jetstream.New(nc)
@@ -290,7 +292,7 @@ func bindBucket(ctx context.Context, log *logrus.Logger, js jetstream.JetStream,
 // the one it has, for the workers to record in: election history --bucket
 // DEMO_ELECTION prints it. Without it (a denied permission), one warning,
 // and the workers run the same.
-func demoHistory(ctx context.Context, log *logrus.Logger, js jetstream.JetStream, conn *connFlags) *history.History {
+func demoHistory(ctx context.Context, log *logrus.Logger, js jetstream.JetStream, conn *connFlags, server string) *history.History {
 	historyCtx, done := conn.historyContext(ctx)
 	defer done()
 	h, err := history.Create(historyCtx, js, bucket, 0, history.WithLogger(slogrus.New(log)))
@@ -302,7 +304,7 @@ func demoHistory(ctx context.Context, log *logrus.Logger, js jetstream.JetStream
 		return nil
 	}
 	log.WithFields(logrus.Fields{"bucket": bucket, "retention": h.Retention().String()}).
-		Infof("recording the leadership history: election history --bucket %s", bucket)
+		Infof("recording the leadership history: election history -s %s --bucket %s", server, bucket)
 	return h
 }
 
