@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
+	"time"
 
 	"github.com/kvelect/election"
 )
@@ -121,14 +123,26 @@ func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) (code int, ok 
 	return 0, true
 }
 
-// hint points from a flag the command lacks to the command that has it.
+// hint points from a flag the command lacks to the command that has it,
+// and says what a duration flag takes.
 func (fs *flagSet) hint(err error) string {
 	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
 	if ok && name == "ttl" && fs.Lookup("ttl") == nil {
 		return "; the TTL belongs to the bucket: election bucket create --ttl 10s (election bucket check shows it)"
 	}
+	if m := invalidFlag.FindStringSubmatch(err.Error()); m != nil {
+		if f := fs.Lookup(m[1]); f != nil {
+			if _, isDuration := f.Value.(flag.Getter).Get().(time.Duration); isDuration {
+				return "; allowed: a number with a unit, such as 10s, 1m30s, 500ms or 24h"
+			}
+		}
+	}
 	return ""
 }
+
+// invalidFlag matches the flag package's error for a value a flag refused,
+// capturing the flag's name.
+var invalidFlag = regexp.MustCompile(`^invalid value ".*" for flag -([^:]+): `)
 
 // usageError writes msg on one line and returns the usage exit code.
 func (fs *flagSet) usageError(stderr io.Writer, format string, args ...any) int {

@@ -27,13 +27,15 @@ func TestRunErrorsAreOneLine(t *testing.T) {
 		code int
 		says []string
 	}{
-		"no key":             {[]string{"-s", url, "--", "true"}, 2, []string{"--key is required"}},
-		"empty key":          {[]string{"-s", url, "--key", "", "--", "true"}, 2, []string{"--key is required"}},
-		"invalid key":        {[]string{"-s", url, "--key", "a b", "--", "true"}, 2, []string{`invalid argument: key "a b"`, "allowed: letters, digits"}},
-		"invalid name":       {[]string{"-s", url, "--key", "k", "--name", "released:x", "--", "true"}, 2, []string{`invalid argument: candidate name "released:x"`}},
-		"name with a space":  {[]string{"-s", url, "--key", "k", "--name", "svc a", "--", "true"}, 2, []string{`invalid argument: candidate name "svc a": allowed: letters, digits and - / _ = .`}},
-		"no command":         {[]string{"-s", url, "--key", "k"}, 2, []string{"no COMMAND given"}},
-		"negative grace":     {[]string{"-s", url, "--key", "k", "--grace", "-1s", "--", "true"}, 2, []string{"--grace -1s: want a duration of 0 or more"}},
+		"no key":            {[]string{"-s", url, "--", "true"}, 2, []string{"--key is required"}},
+		"empty key":         {[]string{"-s", url, "--key", "", "--", "true"}, 2, []string{"--key is required"}},
+		"invalid key":       {[]string{"-s", url, "--key", "a b", "--", "true"}, 2, []string{`invalid argument: key "a b"`, "allowed: letters, digits"}},
+		"invalid name":      {[]string{"-s", url, "--key", "k", "--name", "released:x", "--", "true"}, 2, []string{`invalid argument: candidate name "released:x"`}},
+		"name with a space": {[]string{"-s", url, "--key", "k", "--name", "svc a", "--", "true"}, 2, []string{`invalid argument: candidate name "svc a": allowed: letters, digits and - / _ = .`}},
+		"no command":        {[]string{"-s", url, "--key", "k"}, 2, []string{"no COMMAND given"}},
+		"negative grace":    {[]string{"-s", url, "--key", "k", "--grace", "-1s", "--", "true"}, 2, []string{"--grace -1s: want a duration of 0 or more"}},
+		"grace without a unit": {[]string{"-s", url, "--key", "k", "--grace", "10", "--", "true"}, 2,
+			[]string{`invalid value "10" for flag -grace`, "allowed: a number with a unit, such as 10s"}},
 		"bad log format":     {[]string{"-s", url, "--key", "k", "--log-format", "xml", "--", "true"}, 2, []string{`--log-format "xml": want text or json`}},
 		"negative priority":  {[]string{"-s", url, "--key", "k", "--priority", "-1", "--", "true"}, 2, []string{"--priority -1: want 0 (never leads) or more"}},
 		"ready-for alone":    {[]string{"-s", url, "--key", "k", "--ready-for", "5s", "--", "true"}, 2, []string{"--ready-for is for --prefer-higher"}},
