@@ -172,7 +172,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		case err != nil:
 			fmt.Fprintf(stdout, "warning: no leadership history for bucket %s: %v (--history 0 asks for none)\n", cfg.Name, err)
 		default:
-			fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, h.Retention())
+			fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, retentionFlag{d: ptr(h.Retention())})
 		}
 	}
 	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), false)
@@ -350,6 +350,8 @@ func (r retentionFlag) Set(value string) error {
 	*r.d = d
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // parseRetention reads a retention such as 7d, 36h or 90m: a minute or more.
 func parseRetention(value string) (time.Duration, error) {

@@ -18,7 +18,7 @@ func TestBucketCreateMakesOrKeepsTheBucket(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	want := "created bucket JOBS\nhistory of bucket JOBS: kept 168h0m0s\nbucket JOBS: TTL 3s, history 1, replicas 1, file storage\nusable for elections\n"
+	want := "created bucket JOBS\nhistory of bucket JOBS: kept 7d\nbucket JOBS: TTL 3s, history 1, replicas 1, file storage\nusable for elections\n"
 	if stdout != want {
 		t.Errorf("stdout %q, want %q", stdout, want)
 	}
@@ -31,7 +31,7 @@ func TestBucketCreateMakesOrKeepsTheBucket(t *testing.T) {
 	}
 
 	code, stdout, _ = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS")
-	if code != 0 || !strings.HasPrefix(stdout, "bucket JOBS exists; left as it is\nhistory of bucket JOBS: kept 168h0m0s\nbucket JOBS: TTL 3s") {
+	if code != 0 || !strings.HasPrefix(stdout, "bucket JOBS exists; left as it is\nhistory of bucket JOBS: kept 7d\nbucket JOBS: TTL 3s") {
 		t.Errorf("again without settings: exit %d, stdout %q; want 0, the bucket left at TTL 3s", code, stdout)
 	}
 	code, stdout, stderr = runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS", "--ttl", "20s", "--replicas", "1", "--storage", "memory")

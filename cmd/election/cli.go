@@ -132,12 +132,17 @@ func (fs *flagSet) hint(err error) string {
 	}
 	if m := invalidFlag.FindStringSubmatch(err.Error()); m != nil {
 		if f := fs.Lookup(m[1]); f != nil {
-			if _, isDuration := f.Value.(flag.Getter).Get().(time.Duration); isDuration {
+			if g, ok := f.Value.(flag.Getter); ok && isDuration(g.Get()) {
 				return "; allowed: a number with a unit, such as 10s, 1m30s, 500ms or 24h"
 			}
 		}
 	}
 	return ""
+}
+
+func isDuration(v any) bool {
+	_, ok := v.(time.Duration)
+	return ok
 }
 
 // invalidFlag matches the flag package's error for a value a flag refused,

@@ -25,7 +25,7 @@ func TestHistoryRecordsRunAndPrintsIt(t *testing.T) {
 	}
 
 	code, stdout, stderr = runCLI(t, "bucket", "create", "-s", url, "--bucket", "E", "--history", "7d")
-	if code != 0 || !strings.Contains(stdout, "history of bucket E: kept 168h0m0s\n") {
+	if code != 0 || !strings.Contains(stdout, "history of bucket E: kept 7d\n") {
 		t.Fatalf("bucket create --history 7d: exit %d, %s%s", code, stdout, stderr)
 	}
 	for range 2 {

@@ -57,7 +57,7 @@ func TestPlainBucketAndRunRecordEveryChange(t *testing.T) {
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	url := s.ClientURL()
-	if code, stdout, stderr := runCLI(t, "bucket", "create", "-s", url, "--bucket", "E2E", "--ttl", "2s"); code != 0 || !strings.Contains(stdout, "history of bucket E2E: kept 168h0m0s") {
+	if code, stdout, stderr := runCLI(t, "bucket", "create", "-s", url, "--bucket", "E2E", "--ttl", "2s"); code != 0 || !strings.Contains(stdout, "history of bucket E2E: kept 7d") {
 		t.Fatalf("bucket create: exit %d, %s%s; want a history kept 7 days", code, stdout, stderr)
 	}
 	starts, cmd := recordedStarts(t)

@@ -352,7 +352,7 @@ var historyExercises = map[string]func(t *testing.T, user, root string) error{
 				return expect(user, exitOK, "history of bucket ELECTIONS", "bucket", "create", "--history", "7d")
 			},
 			// Asked again with another retention, it opens the one there.
-			func() error { return expect(user, exitOK, "kept 168h0m0s", "bucket", "create", "--history", "30d") },
+			func() error { return expect(user, exitOK, "kept 7d", "bucket", "create", "--history", "30d") },
 		)
 	},
 }
