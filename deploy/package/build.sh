@@ -13,7 +13,10 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir "$stage/dist"
 cp "$binary" "$stage/dist/election"
-ln -s "$repo/deploy" "$repo/README.md" "$repo/LICENSE" "$stage/"
+# Copies, not symlinks: nfpm packages a symlink as a symlink, so a linked
+# README.md would be installed pointing into this build's tree. -L: were
+# one of these a symlink in the repo, its file goes in, not the link.
+cp -RL "$repo/deploy" "$repo/README.md" "$repo/LICENSE" "$stage/"
 mkdir -p "$out"
 cd "$stage"
 for format in "$@"; do
