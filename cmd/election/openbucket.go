@@ -22,7 +22,11 @@ func openBucket(ctx context.Context, js jetstream.JetStream, name string) (jetst
 	kv, err := js.KeyValue(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrBucketNotFound):
-		return nil, fmt.Errorf("bucket %q does not exist; create it with: election bucket create --bucket %s --ttl 10s", name, name)
+		create := "--ttl 10s"
+		if nc := js.Conn(); nc != nil && nc.ConnectedClusterName() != "" {
+			create = "--ttl 15s --replicas 3" // a cluster: a replicated bucket, with a TTL that rides out a stream-leader election
+		}
+		return nil, fmt.Errorf("bucket %q does not exist; create it with: election bucket create --bucket %s %s", name, name, create)
 	case err != nil:
 		return nil, inDomain(js, fmt.Errorf("opening bucket %q: %w", name, err))
 	}
