@@ -17,9 +17,16 @@ type deniedError struct {
 }
 
 func (e *deniedError) Error() string {
-	return fmt.Sprintf("permission denied: %s %q (grant the %s role's permissions: election permissions --role %s)",
-		e.action, e.subject, e.role, e.role)
+	grant := "election permissions --role " + e.role
+	if m := bucketOfSubject.FindStringSubmatch(e.subject); m != nil && m[1] != defaultBucket {
+		grant += " --bucket " + m[1]
+	}
+	return fmt.Sprintf("permission denied: %s %q (grant the %s role's permissions: %s)", e.action, e.subject, e.role, grant)
 }
+
+// bucketOfSubject finds the bucket a denied subject belongs to: a key's
+// ($KV.B.), the bucket's stream's (KV_B) or its history's (kvelect.history.B).
+var bucketOfSubject = regexp.MustCompile(`(?:\$KV\.|KV_|kvelect\.history\.)([-_A-Za-z0-9]+)`)
 
 // violation matches the server's permissions violation as nats.go reports it.
 var violation = regexp.MustCompile(`Permissions Violation for (Publish|Subscription) to "([^"]+)"`)

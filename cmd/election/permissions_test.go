@@ -277,6 +277,9 @@ func TestRunLogsADeniedPermissionAtEachAttempt(t *testing.T) {
 	if strings.Contains(log, "nats: permissions violation") || strings.Contains(log, secret) {
 		t.Errorf("the log holds the client's raw error or the password:\n%s", log)
 	}
+	if !strings.Contains(log, "election permissions --role candidate --bucket E2E") {
+		t.Errorf("the denial does not name the command that grants the bucket's permissions:\n%s", log)
+	}
 }
 
 type droppedPermission struct {
