@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,7 +72,10 @@ func historyMain(args []string, stdout, stderr io.Writer) int {
 	}
 	defer nc.Close()
 	h, err := history.Open(ctx, js, bucket)
-	if err != nil {
+	switch {
+	case errors.Is(err, history.ErrNoHistory):
+		return fail(stderr, fs.path, fmt.Errorf("bucket %q keeps no leadership history; start one with: election bucket create --bucket %s --history 7d (an existing bucket is left as it is)", bucket, bucket))
+	case err != nil:
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
 	var from time.Time

@@ -18,6 +18,9 @@ func TestHistoryRecordsRunAndPrintsIt(t *testing.T) {
 
 	code, stdout, stderr := runCLI(t, "history", "-s", url, "--bucket", "E")
 	wantOneLineError(t, code, exitError, stdout, stderr, "no leadership history", "election bucket create --bucket E --history 7d")
+	if strings.Contains(stderr, "history.Create") {
+		t.Errorf("the error points a command's user at the Go API: %s", stderr)
+	}
 	// A bucket without a history: run says so once, and runs.
 	code, stdout, stderr = runCLI(t, "run", "-s", url, "--bucket", "E", "--key", "job", "--once", "--", "true")
 	if code != 0 || strings.Count(stderr, "keeps no leadership history") != 1 || strings.Contains(stderr, "level=warn") {
