@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/testenv"
 )
 
@@ -139,4 +141,14 @@ func TestAgentHelpListsPriorities(t *testing.T) {
 	}
 	code, stdout, stderr = runCLI(t, "agent", "--daemon", "x=a", "--priority", "-2")
 	wantOneLineError(t, code, exitUsage, stdout, stderr, "--priority -2: want 0 (the default: every node equal) or more")
+}
+
+// TestFailDoesNotRepeatTheCommandsName: a library error's "election: "
+// prefix is dropped after the command's own name.
+func TestFailDoesNotRepeatTheCommandsName(t *testing.T) {
+	var out strings.Builder
+	fail(&out, "election run", fmt.Errorf("%w: bucket TTL 1s", election.ErrBucketConfig))
+	if got := out.String(); strings.Contains(got, "election: ") || !strings.HasPrefix(got, "election run: bucket unusable for elections: bucket TTL 1s") {
+		t.Errorf("fail wrote %q", got)
+	}
 }
