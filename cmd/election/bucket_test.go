@@ -96,6 +96,8 @@ func TestBucketErrorsAreOneLine(t *testing.T) {
 		"missing bucket":      {[]string{"check", "-s", url, "--bucket", "NOPE"}, 1, []string{`bucket "NOPE" does not exist`, "election bucket create --bucket NOPE"}},
 		"invalid bucket name": {[]string{"check", "-s", url, "--bucket", "a.b"}, 2, []string{`invalid value "a.b" for flag -bucket`, "allowed: letters, digits, - and _"}},
 		"malformed server":    {[]string{"check", "-s", "http://127.0.0.1:1"}, 2, []string{`server "http://127.0.0.1:1": scheme "http": want nats, tls, ws or wss`}},
+		"server of colons":    {[]string{"check", "-s", "nats://::::"}, 2, []string{`server "nats://::::" is not a URL`}},
+		"port out of range":   {[]string{"check", "-s", "nats://h:70000"}, 2, []string{`server "nats://h:70000" is not a URL`}},
 		"unreachable server":  {[]string{"check", "-s", "nats://127.0.0.1:1"}, 1, []string{"connecting to nats://127.0.0.1:1", "no servers available"}},
 		"TTL too short":       {[]string{"create", "-s", url, "--ttl", "1s"}, 2, []string{"TTL 1s, allowed 2s to 1h0m0s"}},
 		"TTL not a duration":  {[]string{"create", "-s", url, "--ttl", "ten"}, 2, []string{`invalid value "ten" for flag -ttl`}},

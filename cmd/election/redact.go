@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -53,11 +55,25 @@ func checkServers(servers string) error {
 		}
 		u, err := url.Parse(target)
 		switch {
-		case err != nil || u.Host == "" || u.Hostname() == "":
+		case err != nil || u.Host == "" || u.Hostname() == "" || !validHostPort(u.Host):
 			return usageErr{fmt.Errorf("server %q is not a URL: want nats://HOST:PORT (or tls://, ws://, wss://), comma separated", redactURL(s))}
 		case u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss":
 			return usageErr{fmt.Errorf("server %q: scheme %q: want nats, tls, ws or wss", redactURL(s), u.Scheme)}
 		}
 	}
 	return nil
+}
+
+// validHostPort reports whether hostport is a host, or a host and a port
+// number (an IPv6 address in brackets).
+func validHostPort(hostport string) bool {
+	if !strings.Contains(hostport, ":") {
+		return true
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n < 65536
 }
