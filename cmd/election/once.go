@@ -24,7 +24,7 @@ func runOnce(ctx context.Context, e *election.Election, sup *supervisor, wait ti
 		case errors.Is(err, election.ErrWorkInterrupted):
 			log.Warn("leadership ended before COMMAND did: the key is not marked done")
 		case errors.Is(err, election.ErrDoneUnconfirmed):
-			log.Warn("COMMAND ran, but the key's done mark could not be confirmed: another host may run the job again")
+			log.Warn("the command ran, but the key's done mark could not be confirmed: another host may run the job again")
 		}
 		return sup.exitCode(), nil
 	case err != nil && sup.shuttingDown():

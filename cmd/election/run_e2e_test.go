@@ -124,7 +124,7 @@ func TestRunMovesTheCommandBetweenProcesses(t *testing.T) {
 		t.Errorf("election run exited %d after SIGTERM, want the command's status %d", code, 128+int(syscall.SIGTERM))
 	}
 	waitDead(t, second.pid)
-	wantLogged(t, leader.logged(t), "passing the signal to COMMAND", "COMMAND stopped; releasing the key", "released the key")
+	wantLogged(t, leader.logged(t), "passing the signal to COMMAND", "the command stopped; releasing the key", "released the key")
 	third := waitStarts(t, starts, 3)[2]
 	if third.name == first.name || third.name == second.name || third.token <= second.token {
 		t.Fatalf("after SIGTERM to %s (token %d), the command started on %s with token %d; want the third node, a larger token",
@@ -155,7 +155,7 @@ func TestRunRestartsTheCommandWhenItLeadsAgain(t *testing.T) {
 	if second.name != "solo" || second.token <= first.token {
 		t.Fatalf("second start %+v after token %d: want solo again with a larger token", second, first.token)
 	}
-	wantLogged(t, d.logged(t), "leadership ended: stopping COMMAND", "COMMAND stopped; campaigning again")
+	wantLogged(t, d.logged(t), "leadership ended: stopping COMMAND", "the command stopped; campaigning again")
 
 	d.cmd.Process.Signal(syscall.SIGINT)
 	if code := d.wait(t); code != 128+int(syscall.SIGINT) {

@@ -72,7 +72,7 @@ func TestRunExitsWithTheCommandsStatus(t *testing.T) {
 	if code != 3 {
 		t.Fatalf("exit %d, want 3; log:\n%s", code, stderr)
 	}
-	wantLogged(t, stderr, "COMMAND exited by itself; releasing the key", "released the key")
+	wantLogged(t, stderr, "the command exited by itself; releasing the key", "released the key")
 }
 
 // TestRunKeepsTheLeaderFileWhileItLeads runs a command that copies the

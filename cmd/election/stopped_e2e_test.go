@@ -179,7 +179,7 @@ func TestRunGivesNoSecondCopyWhenItsGuardIsStopped(t *testing.T) {
 	if len(seen.first) < 2 {
 		t.Errorf("no leader started the command again within 12 s: tokens seen %v", slices.Collect(maps.Keys(seen.first)))
 	}
-	wantLogged(t, a.logged(t), "COMMAND's guard did not answer")
+	wantLogged(t, a.logged(t), "the command's guard did not answer")
 	if testenv.Alive(guard) {
 		t.Errorf("a's stopped guard %d still runs", guard)
 	}
@@ -261,7 +261,7 @@ func TestRunGivesNoSecondCopyWhenTheCommandStopsItsParent(t *testing.T) {
 	if code := a.wait(t); code != 128+int(syscall.SIGKILL) {
 		t.Errorf("a exited %d, want %d: its command killed, the stopped guard having passed no SIGTERM", code, 128+int(syscall.SIGKILL))
 	}
-	wantLogged(t, a.logged(t), "COMMAND's guard did not answer", "released the key")
+	wantLogged(t, a.logged(t), "the command's guard did not answer", "released the key")
 }
 
 // pty is a pseudo-terminal whose output is kept.
@@ -393,8 +393,8 @@ func TestRunCtrlZInATerminalGivesNoSecondCopy(t *testing.T) {
 
 	syscall.Kill(a, syscall.SIGCONT) // bg
 	testenv.Eventually(t, "a campaigning again", waitTimeout, func() bool {
-		return strings.Contains(term.output(), "COMMAND was killed at the leadership's work deadline") &&
-			strings.Contains(term.output(), "COMMAND stopped; campaigning again")
+		return strings.Contains(term.output(), "the command was killed at the leadership's work deadline") &&
+			strings.Contains(term.output(), "the command stopped; campaigning again")
 	})
 	sampleCopies(t, mark, ttl/2, func() bool { return false })
 }

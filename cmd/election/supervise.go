@@ -115,12 +115,12 @@ func (s *supervisor) lead(leading context.Context) {
 		}
 	}
 	if c.Forced() {
-		log.WithField("guard_pid", c.GuardPID()).Warn("COMMAND's guard did not answer (was it stopped?): this process killed COMMAND and everything it started, then the guard")
+		log.WithField("guard_pid", c.GuardPID()).Warn("the command's guard did not answer (was it stopped?): this process killed the command and everything it started, then the guard")
 	}
 	if c.Expired() {
 		// The validity deadline comes before the work deadline: the
 		// election stands down, if it has not yet.
-		log.Warn("COMMAND was killed at the leadership's work deadline: this process did not renew in time (was it paused?)")
+		log.Warn("the command was killed at the leadership's work deadline: this process did not renew in time (was it paused?)")
 		<-leading.Done()
 	}
 	code := c.ExitCode()
@@ -131,13 +131,13 @@ func (s *supervisor) lead(leading context.Context) {
 	s.child = nil
 	switch {
 	case byItself && s.once:
-		log.Info("COMMAND exited by itself; marking the key done")
+		log.Info("the command exited by itself; marking the key done")
 	case byItself:
-		log.Info("COMMAND exited by itself; releasing the key")
+		log.Info("the command exited by itself; releasing the key")
 	case s.shuttingDown() || s.once:
-		log.Info("COMMAND stopped; releasing the key")
+		log.Info("the command stopped; releasing the key")
 	default:
-		log.Info("COMMAND stopped; campaigning again")
+		log.Info("the command stopped; campaigning again")
 		return
 	}
 	s.code = code
