@@ -182,7 +182,7 @@ func (c *campaigner) present(ctx context.Context) {
 		c.mu.Lock()
 		metadata := c.metadata
 		c.mu.Unlock()
-		rtt := float64(c.rtt.median()) / float64(time.Millisecond)
+		rtt := float64(c.rtt.median().Round(time.Microsecond)) / float64(time.Millisecond) // to the microsecond: no float noise in the record
 		value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt})
 		if err != nil {
 			c.log.Error("encoding the candidate record", "error", err)
