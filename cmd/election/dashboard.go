@@ -553,8 +553,10 @@ func (d *dashboard) record(l election.Leader, now time.Time) {
 		return // a holder it already knew, or still nobody
 	case l.Name == "":
 		delete(d.leaders, l.Key)
-	default:
+	case l.Claimed:
 		d.leaders[l.Key] = seenLeader{name: l.Name, since: now, token: l.Revision}
+	default: // a holder first seen by a renewal: it led before now, from a claim unseen
+		d.leaders[l.Key] = seenLeader{name: l.Name, since: now, before: true}
 	}
 	c := keyChange{At: now, Key: l.Key, Leader: l.Name, Token: d.leaders[l.Key].token}
 	d.changes = append(d.changes, c)
