@@ -43,6 +43,15 @@ type hub struct {
 	intervals map[time.Duration]int // the campaign intervals of the elections running here, counted
 	replaced  int                   // watchers replaced as stalled so far
 	reason    string                // why the latest was replaced
+
+	// What the current watcher may have missed, for observers to tell a
+	// holder's claim from its renewal (keyEntry.follows). synced is the
+	// highest revision of its initial state, delivered the highest revision
+	// it delivered since, and gapEnd the first revision it delivered after
+	// skipping some (0: none skipped since the initial state). A revision
+	// is skipped when the server removed it before sending it: replaced
+	// under a one-revision history, or aged out, while the watcher lagged.
+	synced, delivered, gapEnd uint64
 }
 
 // hubSub is one subscriber's interest in one key, or in every election key
@@ -60,6 +69,11 @@ type hubSub struct {
 type keyEntry struct {
 	key   string
 	entry jetstream.KeyValueEntry
+	// follows says that entry is the write right after the key's previous
+	// entry the hub had (or after none, for a key that had none): the
+	// watcher delivered every revision of the bucket in between. False for
+	// a watcher's initial state and a subscriber's first entries.
+	follows bool
 }
 
 // covers reports whether s is interested in key.
@@ -167,7 +181,7 @@ func (h *hub) add(s *hubSub) *hubSub {
 		case s.prefix:
 			for key, v := range h.views {
 				if s.covers(key) {
-					s.entries = append(s.entries, keyEntry{key, v.latest})
+					s.entries = append(s.entries, keyEntry{key: key, entry: v.latest})
 				}
 			}
 		default:
@@ -375,14 +389,27 @@ func (h *hub) apply(e jetstream.KeyValueEntry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.progressLocked(e.Revision())
+	rev := e.Revision()
+	if rev > h.delivered+1 {
+		h.gapEnd = rev
+	}
+	h.delivered = max(h.delivered, rev)
 	v := h.views[e.Key()]
 	if v == nil {
 		v = &keyView{ready: true}
 		h.views[e.Key()] = v
 		h.indexLocked(e.Key(), true)
 	}
+	// The key's state is known as of its previous entry, and of the
+	// initial state for a key that has none there: nothing was skipped
+	// since if the latest skip ended no later.
+	known := h.synced
+	if v.latest != nil {
+		known = max(known, v.latest.Revision())
+	}
+	follows := h.gapEnd <= known
 	if v.observe(e, h.clock.Now()) {
-		h.logLocked(e.Key(), e)
+		h.logLocked(e.Key(), e, follows)
 		h.wakeLocked(e.Key())
 	}
 }
@@ -395,6 +422,11 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.progressLocked(written)
+	h.synced, h.gapEnd = 0, 0
+	for _, e := range initial {
+		h.synced = max(h.synced, e.Revision())
+	}
+	h.delivered = h.synced
 	if !h.ready {
 		h.ready = true
 		close(h.readyCh)
@@ -402,7 +434,7 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64)
 	for key, v := range h.views {
 		e := initial[key]
 		if v.replace(e, h.clock.Now()) {
-			h.logLocked(key, e)
+			h.logLocked(key, e, false)
 			h.wakeLocked(key)
 		}
 		if e == nil {
@@ -416,7 +448,7 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64)
 			v.observe(e, h.clock.Now())
 			h.views[key] = v
 			h.indexLocked(key, true)
-			h.logLocked(key, e)
+			h.logLocked(key, e, false)
 			h.wakeLocked(key)
 		}
 	}
@@ -425,11 +457,12 @@ func (h *hub) resync(initial map[string]jetstream.KeyValueEntry, written uint64)
 	}
 }
 
-// logLocked keeps e (nil: no entry) for the key's observers.
-func (h *hub) logLocked(key string, e jetstream.KeyValueEntry) {
+// logLocked keeps e (nil: no entry) for the key's observers; follows as
+// keyEntry's.
+func (h *hub) logLocked(key string, e jetstream.KeyValueEntry, follows bool) {
 	for s := range h.subs {
 		if s.logs && s.covers(key) {
-			s.entries = append(s.entries, keyEntry{key, e})
+			s.entries = append(s.entries, keyEntry{key: key, entry: e, follows: follows})
 		}
 	}
 }

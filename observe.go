@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Leader is who holds an election key, as a watcher sees it. A holder that
@@ -20,6 +18,15 @@ type Leader struct {
 	Revision uint64
 	// Written is when that write reached the server, by the server's clock.
 	Written time.Time
+	// Claimed says that Revision is the holder's claim, its fencing token:
+	// the watcher delivered that write right after the key's previous one,
+	// another's or none, missing nothing of the bucket in between. Only
+	// Observe and ObservePrefix set it, on a change to a new holder. False
+	// when that cannot be told: the holder held the key when the watcher
+	// started or was replaced, or the watcher lagged (a paused process)
+	// and the server had replaced the claim before sending it, or the
+	// holder is the one last seen before its key was reported aged out.
+	Claimed bool
 }
 
 // leaderOf reads who holds key from its view.
@@ -121,6 +128,10 @@ type observer struct {
 	started bool
 	pending []Leader
 	renewed time.Time // when the holder's latest write arrived, on the local clock
+	// written is the holder of the latest entry delivered ("" for none, a
+	// release or a removal), which an age-out reported without a marker
+	// does not change: its next renewal is no claim.
+	written string
 }
 
 func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub, h *hub, out chan<- Leader) {
@@ -143,7 +154,7 @@ func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub,
 		case <-sub.changed:
 			ready, entries := h.drain(sub)
 			for _, ke := range entries {
-				o.see(ke.entry)
+				o.see(ke)
 			}
 			if ready && !o.started {
 				o.started = true
@@ -161,16 +172,19 @@ func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub,
 }
 
 // see applies one entry (nil: the key has none).
-func (o *observer) see(e jetstream.KeyValueEntry) {
+func (o *observer) see(ke keyEntry) {
 	v := keyView{ready: true}
-	v.observe(e, time.Now())
+	v.observe(ke.entry, time.Now())
 	l := leaderOf(o.key, &v)
+	previous := o.written
+	o.written = l.Name
 	if l.Name != "" && l.Name == o.current.Name {
 		o.current.Revision, o.current.Written, o.renewed = l.Revision, l.Written, time.Now() // a renewal
 		return
 	}
 	if l.Name != "" {
 		o.renewed = time.Now()
+		l.Claimed = ke.follows && previous != l.Name
 	}
 	o.change(l)
 }

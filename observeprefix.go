@@ -116,7 +116,7 @@ func (p *prefixObserver) see(ke keyEntry) {
 		o = &observer{key: ke.key, ttl: p.ttl, current: Leader{Key: ke.key}, started: p.started}
 		p.current[ke.key] = o
 	}
-	o.see(ke.entry)
+	o.see(ke)
 	p.collect(o)
 	if o.current.Name != "" {
 		heap.Push(&p.deadlines, deadline{at: o.renewed.Add(p.ttl), key: ke.key})

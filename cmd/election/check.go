@@ -23,8 +23,12 @@ const checkAbout = `Usage:
 For monitoring systems that poll, in the shape of nats server check: checks
 the bucket B and prints one result.
 
-  --key K   K has a leader, which renewed within the bucket's TTL: CRITICAL
-            without a leader or past the TTL, WARNING past half the TTL
+  --key K   K has a leader that renews on time: WARNING when its latest
+            write is older than the renewal interval plus a quarter of the
+            leader's retry window (a renewal is late), CRITICAL past its
+            validity deadline (the leader has stood down by its own clock)
+            or without a leader. At TTL 5 s: WARNING past 3.979 s,
+            CRITICAL past 4.208 s
   --fleet   every daemon of the bucket's fleet runs on a node: CRITICAL if
             one runs nowhere (stopped) or no node is live, WARNING while one
             is being assigned
@@ -37,7 +41,11 @@ performance datum, named NS_... (NS: --namespace, default kvelect_check);
 text prints one line per check.
 
 The renewal's age compares the server's time of the leader's latest write
-with this machine's clock: skew between them adds to it.
+with this machine's clock: skew between them adds to it. The limits assume
+the default campaign interval, three quarters of the TTL (what election run,
+sidecar and agent use): a candidate's record does not say its interval, so
+a program that sets a longer one with election.WithCampaignInterval shows
+as late.
 
 Exit status, as Nagios plugins do: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 (the server unreachable, the bucket missing or a permission denied, and
@@ -200,14 +208,15 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 		}
 		hasLeader.Value = 1
 		age := max(time.Since(l.Written), 0)
+		late, lapsed := renewalLimits(ttl, 0)
 		r.perf(hasLeader)
-		r.perf(perfDatum{Name: "renew_age:" + key, Value: age.Seconds(), Warning: (ttl / 2).Seconds(), Critical: ttl.Seconds(), Unit: "s",
+		r.perf(perfDatum{Name: "renew_age:" + key, Value: age.Seconds(), Warning: late.Seconds(), Critical: lapsed.Seconds(), Unit: "s",
 			help: "seconds since the leader's latest write (claim or renewal)"})
 		switch {
-		case age > ttl:
-			r.critical("%s: %s last renewed %v ago, past the TTL %v", key, l.Name, age.Round(time.Millisecond), ttl)
-		case age > ttl/2:
-			r.warn("%s: %s last renewed %v ago, past half the TTL %v", key, l.Name, age.Round(time.Millisecond), ttl)
+		case age > lapsed:
+			r.critical("%s: %s last renewed %v ago, past its validity %v: it has stood down", key, l.Name, age.Round(time.Millisecond), lapsed.Round(time.Millisecond))
+		case age > late:
+			r.warn("%s: %s last renewed %v ago: its renewal is late (due by %v)", key, l.Name, age.Round(time.Millisecond), late.Round(time.Millisecond))
 		default:
 			r.ok("%s led by %s, renewed %v ago", key, l.Name, age.Round(time.Millisecond))
 		}
@@ -242,6 +251,31 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 		r.perf(perfDatum{Name: "fleet_daemons_assigning", Value: float64(assigning), help: "daemons being assigned to a node"})
 		r.perf(perfDatum{Name: "fleet_daemons_stopped", Value: float64(stopped), help: "daemons that run nowhere"})
 	}
+}
+
+// renewalLimits returns the ages of a leader's latest write (claim or
+// renewal) past which its renewal is late and its leadership has lapsed, on
+// a bucket with the given TTL, for a leader renewing every interval (0: the
+// default, three quarters of the TTL). They are election check's WARNING
+// and CRITICAL and the dashboard's late and lapsed; KvelectRenewalsSlow in
+// deploy/prometheus/kvelect-rules.yml fires at the same point (a renewal
+// slower than late − interval), which TestRulesRenewalThresholdIsRenewalLimits
+// checks.
+//
+// With I the interval, E the earliest moment a server can age the write
+// out and G = E − I: a leader sends its renewal I after its previous write
+// was sent, and a renewal not acknowledged is retried until Validity =
+// I + G/2, when the leader stands down. The write's age by the server's
+// clock exceeds I only by how much later the renewal reached the server
+// than the previous write did, plus the leader's clock rate: milliseconds.
+// Late is I + G/4, halfway through the retry window: at least 75 ms past I
+// (G is at least MinIntervalGap), 229 ms at a 5 s TTL, 482 ms at 10 s. A
+// renewal missing then has failed or is stuck. Lapsed is Validity: past it
+// the leader no longer leads by its own clock, though the key names it
+// until it ages out.
+func renewalLimits(ttl, interval time.Duration) (late, lapsed time.Duration) {
+	t := election.TimingFor(ttl, interval)
+	return t.Interval + (t.EarliestExpiry-t.Interval)/4, t.Validity
 }
 
 // promName is a valid Prometheus metric name.

@@ -33,7 +33,9 @@ const dashboardAbout = `Usage:
 
 Serves a web page on ADDR (HOST:PORT) that shows, for every key of the
 bucket B: its leader, fencing token, since when it leads, the age of its
-latest renewal, its candidates and whether it is healthy; a timeline of each
+latest renewal, its candidates and whether it is healthy (a leader whose
+renewal is late or whose leadership has lapsed is not, at the ages election
+check warns and fails at); a timeline of each
 key's holders, from the leadership history (election bucket create
 --history); the latest changes; and the bucket's fleet, if it has one: its
 nodes with their capacity, load and labels, and its daemons with their node,
@@ -234,18 +236,27 @@ type keyRow struct {
 	Since      *time.Time `json:"since,omitempty"`        // when the leader won, as the dashboard or the history saw it
 	Before     bool       `json:"since_before,omitempty"` // the leader led before since, the dashboard's start
 	RenewedAgo *float64   `json:"renewed_ago,omitempty"`  // seconds since the leader's latest write, by the server's clock
-	Candidates []string   `json:"candidates"`
-	Healthy    bool       `json:"healthy"` // a leader that renewed within the TTL, or nobody to expect
+	// Renewal is, with a leader, "on time", "late" (past the page's
+	// renewal_late_seconds) or "lapsed" (past renewal_lapsed_seconds: the
+	// leader has stood down by its own clock).
+	Renewal    string   `json:"renewal,omitempty"`
+	Candidates []string `json:"candidates"`
+	Healthy    bool     `json:"healthy"` // a leader whose renewal is on time, or nobody to expect
 }
 
 // keysPage is a page of keys.
 type keysPage struct {
-	Bucket  string      `json:"bucket"`
-	Mirror  *mirrorJSON `json:"mirror,omitempty"` // with --mirror: where the page comes from, not authoritative
-	Total   int         `json:"total"`
-	Offset  int         `json:"offset"`
-	Keys    []keyRow    `json:"keys"`
-	Changes []keyChange `json:"changes"`
+	Bucket string      `json:"bucket"`
+	Mirror *mirrorJSON `json:"mirror,omitempty"` // with --mirror: where the page comes from, not authoritative
+	// RenewalLate and RenewalLapsed are the ages of a leader's latest write
+	// past which its renewal is late and its leadership has lapsed, for
+	// the default campaign interval (renewalLimits).
+	RenewalLate   float64     `json:"renewal_late_seconds"`
+	RenewalLapsed float64     `json:"renewal_lapsed_seconds"`
+	Total         int         `json:"total"`
+	Offset        int         `json:"offset"`
+	Keys          []keyRow    `json:"keys"`
+	Changes       []keyChange `json:"changes"`
 }
 
 // maxPage bounds the keys of one page.
@@ -264,7 +275,9 @@ func (d *dashboard) serveKeys(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	page := keysPage{Bucket: d.name, Mirror: d.mirrorJSON(r.Context()), Total: len(rows), Offset: offset, Keys: rows[min(offset, len(rows)):min(offset+limit, len(rows))]}
+	late, lapsed := renewalLimits(d.bucket.TTL(), 0)
+	page := keysPage{Bucket: d.name, Mirror: d.mirrorJSON(r.Context()), RenewalLate: late.Seconds(), RenewalLapsed: lapsed.Seconds(),
+		Total: len(rows), Offset: offset, Keys: rows[min(offset, len(rows)):min(offset+limit, len(rows))]}
 	d.mu.Lock()
 	page.Changes = slices.Clone(d.changes)
 	d.mu.Unlock()
@@ -304,14 +317,22 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 		return nil, err
 	}
 	byKey := map[string]keyRow{}
+	late, lapsed := renewalLimits(d.bucket.TTL(), 0)
 	now := time.Now()
 	d.mu.Lock()
 	for _, l := range leaders {
 		if fleet.IsFleetKey(l.Key) {
 			continue
 		}
-		row := keyRow{Key: l.Key, Leader: l.Name, Revision: l.Revision}
-		ago := max(now.Sub(l.Written), 0).Seconds()
+		row := keyRow{Key: l.Key, Leader: l.Name, Revision: l.Revision, Renewal: "on time"}
+		age := max(now.Sub(l.Written), 0)
+		switch {
+		case age > lapsed:
+			row.Renewal = "lapsed"
+		case age > late:
+			row.Renewal = "late"
+		}
+		ago := age.Seconds()
 		row.RenewedAgo = &ago
 		if seen, ok := d.leaders[l.Key]; ok && seen.name == l.Name {
 			row.Token, row.Since, row.Before = seen.token, &seen.since, seen.before
@@ -330,7 +351,6 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 		}
 		byKey[key] = row
 	}
-	ttl := d.bucket.TTL()
 	rows := make([]keyRow, 0, len(byKey))
 	for _, row := range byKey {
 		if search != "" && !strings.Contains(strings.ToLower(row.Key), search) {
@@ -339,7 +359,7 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 		if row.Candidates == nil {
 			row.Candidates = []string{}
 		}
-		row.Healthy = row.Leader == "" && len(row.Candidates) == 0 || row.RenewedAgo != nil && *row.RenewedAgo < ttl.Seconds()
+		row.Healthy = row.Leader == "" && len(row.Candidates) == 0 || row.Renewal == "on time"
 		rows = append(rows, row)
 	}
 	slices.SortFunc(rows, func(a, b keyRow) int { return cmp.Compare(a.Key, b.Key) })
@@ -533,8 +553,10 @@ func (d *dashboard) record(l election.Leader, now time.Time) {
 		return // a holder it already knew, or still nobody
 	case l.Name == "":
 		delete(d.leaders, l.Key)
-	default:
+	case l.Claimed:
 		d.leaders[l.Key] = seenLeader{name: l.Name, since: now, token: l.Revision}
+	default: // a holder first seen by a renewal: it led before now, from a claim unseen
+		d.leaders[l.Key] = seenLeader{name: l.Name, since: now, before: true}
 	}
 	c := keyChange{At: now, Key: l.Key, Leader: l.Name, Token: d.leaders[l.Key].token}
 	d.changes = append(d.changes, c)

@@ -45,8 +45,11 @@ act only while its pod leads. The bucket must exist (election bucket create).
                 leading, or a rolling update stalls (docs/sidecar.md)
 
 The token is exact on the leader's own sidecar. Another sidecar gives the
-revision at which it saw the leader claim the key, or null if the leader
-led before it started. since is when this sidecar saw the claim (or won).
+revision at which it saw the leader claim the key, or null if it did not
+see the claim itself (the leader led before it started, or claimed while
+the sidecar was paused or its watcher lagged: it then sees only a renewal).
+since is when the claim reached the server (on the leader's own sidecar,
+when it began leading), or null likewise.
 
 With --leader-file FILE, FILE exists only while this instance leads: it is
 written with the fencing token (a temporary file renamed over FILE) when

@@ -28,9 +28,12 @@ type sidecar struct {
 	// holder: until then the sidecar cannot say who leads.
 	watching chan struct{}
 	holder   election.Leader // the key's holder, as the watcher last reported it
-	// holderSince is when the sidecar saw holder claim the key, and
-	// holderToken that claim's revision; zero if holder held the key when
-	// the sidecar started watching, or nobody holds it.
+	// holderSince is when holder's claim reached the server, by the
+	// server's clock, and holderToken that claim's revision; zero unless
+	// the watcher delivered
+	// the claim itself (election.Leader.Claimed): a holder that held the
+	// key when the sidecar started watching, or first seen by a renewal
+	// after the sidecar lagged, has them unknown.
 	holderSince time.Time
 	holderToken uint64
 	leading     bool      // between this instance's OnWon and the end of its leadership
@@ -52,10 +55,12 @@ type leadership struct {
 	Name string `json:"name"`
 	// Token is the leader's fencing token: exact when this instance leads,
 	// else the revision at which the sidecar saw the leader claim the key;
-	// null when the leader led before the sidecar started watching.
+	// null when it did not see the claim (the leader led before the
+	// sidecar started watching, or claimed while the sidecar lagged).
 	Token *uint64 `json:"token"`
-	// Since is when this instance began leading, or when the sidecar saw
-	// the leader claim the key; null when it led before.
+	// Since is when this instance began leading, or when the leader's
+	// claim reached the server, by the server's clock; null when the
+	// sidecar did not see the claim.
 	Since *time.Time `json:"since"`
 	// Renewed is when the leader's latest write (its claim or a renewal)
 	// reached the server, by the server's clock.
@@ -122,21 +127,21 @@ func (s *sidecar) lead(leading context.Context) {
 func (s *sidecar) follow(changes <-chan election.Leader) {
 	first := true
 	for l := range changes {
-		s.observed(l, first, time.Now())
+		s.observed(l, first)
 		first = false
 	}
 }
 
-// observed records l, the key's holder, seen at now.
-func (s *sidecar) observed(l election.Leader, first bool, now time.Time) {
+// observed records l, the key's holder.
+func (s *sidecar) observed(l election.Leader, first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case first:
 		s.holder, s.holderSince, s.holderToken = l, time.Time{}, 0
 		close(s.watching)
-	case l.Name != s.holder.Name && l.Name != "":
-		s.holder, s.holderSince, s.holderToken = l, now, l.Revision
+	case l.Name != s.holder.Name && l.Claimed:
+		s.holder, s.holderSince, s.holderToken = l, l.Written, l.Revision
 	case l.Name != s.holder.Name:
 		s.holder, s.holderSince, s.holderToken = l, time.Time{}, 0
 	default:

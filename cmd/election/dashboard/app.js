@@ -33,7 +33,7 @@ async function loadKeys(changedKey) {
     if (k.key === changedKey) tr.classList.add("changed");
     tr.append(cell(k.key), cell(k.leader || "none", k.leader ? "" : "none"), tokenCell(k),
       sinceCell(k), cell(ago(k.renewed_ago)),
-      cell(k.candidates.join(", ") || "–"), cell(k.healthy ? "ok" : "no leader", k.healthy ? "" : "unhealthy"));
+      cell(k.candidates.join(", ") || "–"), healthCell(k, page));
     tr.addEventListener("click", () => showTimeline(k.key));
     body.append(tr);
   }
@@ -73,6 +73,22 @@ function sinceCell(k) {
   if (!k.since_before) return cell(at);
   const td = cell("before " + at, "unknown");
   td.title = "led before the dashboard started, and the leadership history does not record its win";
+  return td;
+}
+
+// healthCell says whether the key is healthy: a leader whose renewal is on
+// time, or nobody to expect; else why not, at the ages election check warns
+// and fails at.
+function healthCell(k, page) {
+  let td;
+  if (!k.leader) td = cell(k.healthy ? "ok" : "no leader", k.healthy ? "" : "unhealthy");
+  else if (k.renewal === "late") td = cell("renewal late", "late");
+  else if (k.renewal === "lapsed") td = cell("leadership lapsed", "unhealthy");
+  else td = cell("ok");
+  if (k.leader) {
+    td.title = `renewal late past ${page.renewal_late_seconds.toFixed(3)} s, leadership lapsed (the leader stood down) ` +
+      `past ${page.renewal_lapsed_seconds.toFixed(3)} s, for leaders renewing at the default interval`;
+  }
   return td;
 }
 
