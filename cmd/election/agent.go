@@ -213,11 +213,18 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	defer cancel()
 	ctx, endSetup := cfg.conn.watchDenials(ctx, roleCandidate)
 	defer endSetup()
+	// A denied permission ends the set-up, or, once joined, the agent: a
+	// node that may not write the bucket can never run a daemon, and a
+	// permission is not granted by waiting.
 	setupDenied := cfg.conn.onDenied
 	var joined atomic.Bool
+	denials := make(chan error, 1)
 	cfg.conn.onDenied = func(denied error) {
 		if joined.Load() {
-			alog.Error(denied.Error())
+			select {
+			case denials <- denied:
+			default:
+			}
 			return
 		}
 		setupDenied(denied)
@@ -286,6 +293,12 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	// not by the set-up timeout.
 	joinCtx, stopJoining := context.WithCancel(context.Background())
 	defer stopJoining()
+	stopOnDenial := context.AfterFunc(ctx, func() {
+		if deniedOr(ctx, nil) != nil {
+			stopJoining()
+		}
+	})
+	defer stopOnDenial()
 	go func() {
 		select {
 		case <-signals:
@@ -302,8 +315,13 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	joinedNode.Store(node)
 	endSetup() // fleet.Join logged "joined the fleet"
 
-	<-signals
-	alog.Info("leaving the fleet: stopping the daemons and handing them over")
+	var denied error
+	select {
+	case <-signals:
+		alog.Info("leaving the fleet: stopping the daemons and handing them over")
+	case denied = <-denials:
+		alog.WithError(denied).Error("leaving the fleet: this node may not write the bucket, so it can never run a daemon")
+	}
 	left := make(chan struct{})
 	go func() {
 		node.Leave()
@@ -312,7 +330,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	for {
 		select {
 		case <-left:
-			return nil
+			return denied
 		case <-signals:
 			alog.Warn("second signal: killing the daemons")
 			procs.killAll()

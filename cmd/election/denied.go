@@ -25,8 +25,9 @@ func (e *deniedError) Error() string {
 }
 
 // bucketOfSubject finds the bucket a denied subject belongs to: a key's
-// ($KV.B.), the bucket's stream's (KV_B) or its history's (kvelect.history.B).
-var bucketOfSubject = regexp.MustCompile(`(?:\$KV\.|KV_|kvelect\.history\.)([-_A-Za-z0-9]+)`)
+// ($KV.B.), the bucket's stream's (KV_B) or its history's (kvelect.history.B,
+// KVELECT_HISTORY_B).
+var bucketOfSubject = regexp.MustCompile(`(?:\$KV\.|KV_|KVELECT_HISTORY_|kvelect\.history\.)([-_A-Za-z0-9]+)`)
 
 // violation matches the server's permissions violation as nats.go reports it.
 var violation = regexp.MustCompile(`Permissions Violation for (Publish|Subscription) to "([^"]+)"`)

@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,10 +247,12 @@ func requireExactly(t *testing.T, history bool, exercises map[string]func(t *tes
 	}
 }
 
-// TestRunLogsADeniedPermissionAtEachAttempt runs election run as a user
-// who may watch but not campaign: it logs the denied subject through its
-// logger at each attempt, as JSON, and never the client's raw error.
-func TestRunLogsADeniedPermissionAtEachAttempt(t *testing.T) {
+// TestACandidateDeniedItsWritesExitsAtOnce runs election run, sidecar and
+// agent as a user who may watch but not campaign: each exits non-zero
+// within 5 s with the denied subject and the command that grants it, logged
+// as JSON, never the client's raw error or the password; the sidecar's
+// /healthz is never ok meanwhile.
+func TestACandidateDeniedItsWritesExitsAtOnce(t *testing.T) {
 	bin := buildElection(t)
 	perms, err := rolePermissions(roleObserver, "E2E", "", "", false)
 	if err != nil {
@@ -258,28 +261,79 @@ func TestRunLogsADeniedPermissionAtEachAttempt(t *testing.T) {
 	user, root := roleServer(t, perms.serverBlock())
 	_, js := testenv.Connect(t, root)
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
-	d := startDaemon(t, bin, "denied", "--server", user, "--user", roleUser, "--password", secret, "--bucket", "E2E", "--key", "job", "--", "true")
-	const denied = `permission denied: publish to \"$KV.E2E.job\"`
-	testenv.Eventually(t, "two attempts denied in the log", waitTimeout, func() bool {
-		return strings.Count(d.logged(t), denied) >= 2
-	})
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	if code := d.wait(t); code != exitOK {
-		t.Errorf("exit %d after SIGTERM, want 0", code)
+	conn := []string{"--server", user, "--user", roleUser, "--password", secret, "--bucket", "E2E", "--log-format", "json"}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"run", append(append([]string{"run", "--name", "denied"}, conn...), "--key", "job", "--", "true")},
+		{"sidecar", append(append([]string{"sidecar", "--name", "denied"}, conn...), "--key", "job", "--listen", "127.0.0.1:0")},
+		{"agent", append(append([]string{"agent", "--name", "denied"}, conn...), "--daemon", "d=true")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			started := time.Now()
+			d := startProcess(t, bin, c.name, c.args...)
+			var healthOK atomic.Bool
+			if c.name == "sidecar" {
+				stopPolling := pollHealth(t, d, &healthOK)
+				defer stopPolling()
+			}
+			select {
+			case <-d.done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s still runs 5 s after it started:\n%s", c.name, d.logged(t))
+			}
+			log := d.logged(t)
+			if d.code == exitOK {
+				t.Errorf("%s exited 0 after %v, want an error:\n%s", c.name, time.Since(started), log)
+			}
+			if !strings.Contains(log, `permission denied: publish to "$KV.E2E.`) || !strings.Contains(log, "election permissions --role candidate --bucket E2E") {
+				t.Errorf("%s: the log does not name the denied subject and the grant:\n%s", c.name, log)
+			}
+			if strings.Contains(log, "nats: permissions violation") || strings.Contains(log, secret) {
+				t.Errorf("%s: the log holds the client's raw error or the password:\n%s", c.name, log)
+			}
+			if healthOK.Load() {
+				t.Errorf("%s: /healthz answered ok for a candidate that cannot write", c.name)
+			}
+		})
 	}
-	log := d.logged(t)
-	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
-		var entry map[string]any
-		if err := json.Unmarshal([]byte(line), &entry); err != nil {
-			t.Errorf("a line of the log is not JSON: %q", line)
+}
+
+// pollHealth polls the /healthz of sidecar d, once its log gives the
+// address, until the returned function is called, and records whether any
+// answer was ok.
+func pollHealth(t *testing.T, d *daemon, ok *atomic.Bool) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		addr := regexp.MustCompile(`"url":"(http://[^"]+/)"`)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			data, err := os.ReadFile(d.log)
+			if err != nil {
+				continue
+			}
+			m := addr.FindSubmatch(data)
+			if m == nil {
+				continue
+			}
+			resp, err := http.Get(string(m[1]) + "healthz")
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				ok.Store(true)
+			}
 		}
-	}
-	if strings.Contains(log, "nats: permissions violation") || strings.Contains(log, secret) {
-		t.Errorf("the log holds the client's raw error or the password:\n%s", log)
-	}
-	if !strings.Contains(log, "election permissions --role candidate --bucket E2E") {
-		t.Errorf("the denial does not name the command that grants the bucket's permissions:\n%s", log)
-	}
+	}()
+	return func() { close(done); <-finished }
 }
 
 type droppedPermission struct {

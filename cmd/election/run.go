@@ -203,9 +203,9 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	}
 
 	clog := log.WithFields(logrus.Fields{"bucket": cfg.bucket, "key": cfg.key, "name": cfg.name})
-	// A denied permission ends the set-up, and --once's attempt, with its
-	// cause; while campaigning it is logged, once per attempt the election
-	// makes, which retries with backoff.
+	// A denied permission ends the set-up, or the election, with its cause:
+	// a candidate that may not write the key or its record can never lead,
+	// and a permission is not granted by waiting.
 	ctx, cancel := context.WithTimeout(context.Background(), bucketTimeout)
 	defer cancel()
 	ctx, endSetup := cfg.conn.watchDenials(ctx, roleCandidate)
@@ -218,10 +218,8 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		switch {
 		case !campaigning.Load():
 			setupDenied(denied)
-		case cfg.once:
-			endElection(denied)
 		default:
-			clog.Error(denied.Error())
+			endElection(denied)
 		}
 	}
 	if cfg.history {
@@ -274,6 +272,9 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	}
 	clog.Info("campaigning")
 	if err := e.Start(electionCtx); err != nil {
+		return 0, err
+	}
+	if err := deniedOr(electionCtx, nil); err != nil {
 		return 0, err
 	}
 	return sup.exitCode(), nil

@@ -153,17 +153,17 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	}
 
 	clog := log.WithFields(logrus.Fields{"bucket": cfg.bucket, "key": cfg.key, "name": cfg.name})
-	// A denied permission ends the set-up with its cause; while
-	// campaigning it is logged, once per attempt the election makes.
+	// A denied permission ends the set-up, or the election, with its cause:
+	// a candidate that may not write can never lead (endOnDenial).
 	setupCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
 	defer cancel()
 	setupCtx, endSetup := cfg.conn.watchDenials(setupCtx, roleCandidate)
 	defer endSetup()
-	var campaigning atomic.Bool
+	var endOnDenial atomic.Pointer[context.CancelCauseFunc] // the election's end, once it runs
 	setupDenied := cfg.conn.onDenied
 	cfg.conn.onDenied = func(denied error) {
-		if campaigning.Load() {
-			clog.Error(denied.Error())
+		if end := endOnDenial.Load(); end != nil {
+			(*end)(denied)
 			return
 		}
 		setupDenied(denied)
@@ -231,6 +231,7 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	// fails ends the election too.
 	electionCtx, endElection := context.WithCancelCause(ctx)
 	defer endElection(nil)
+	endOnDenial.Store(&endElection)
 	srv := &http.Server{Handler: sc.handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})
 	go func() {
@@ -239,7 +240,6 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 			endElection(fmt.Errorf("serving on --listen: %w", err))
 		}
 	}()
-	campaigning.Store(true)
 	clog.WithField("url", "http://"+ln.Addr().String()+"/").Info("campaigning; serving the leadership over HTTP")
 	startErr := e.Start(electionCtx)
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -349,18 +350,24 @@ type sidecarHealth struct {
 	Connected   bool   `json:"connected"`   // to a NATS server
 	Campaigning bool   `json:"campaigning"` // the election runs
 	Watching    bool   `json:"watching"`    // the watcher has read the key
+	Listed      bool   `json:"listed"`      // this candidate's record is in the bucket: it can write there
 	Problem     string `json:"problem,omitempty"`
 }
 
 // serveHealth answers 200 while the sidecar is connected, campaigning,
-// watching and not stuck (Election.CheckHealth), and 503 otherwise, naming
-// the problem. Whether this instance leads does not count.
-func (s *sidecar) serveHealth(w http.ResponseWriter, _ *http.Request) {
+// watching, listed (its candidate record, which it writes first, is in the
+// bucket, so it can write there) and not stuck (Election.CheckHealth), and
+// 503 otherwise, naming the problem. Whether this instance leads does not
+// count.
+func (s *sidecar) serveHealth(w http.ResponseWriter, r *http.Request) {
 	h := sidecarHealth{Connected: s.connected(), Campaigning: s.election.State() != election.UnknownState}
 	select {
 	case <-s.watching:
 		h.Watching = true
 	default:
+	}
+	if candidates, err := s.bucket.Candidates(r.Context(), s.key); err == nil {
+		h.Listed = slices.ContainsFunc(candidates, func(c election.Candidate) bool { return c.Name == s.self })
 	}
 	switch err := s.election.CheckHealth(s.tolerance); {
 	case !h.Connected:
@@ -369,6 +376,8 @@ func (s *sidecar) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		h.Problem = "the election is not running"
 	case !h.Watching:
 		h.Problem = "the key has not been read yet"
+	case !h.Listed:
+		h.Problem = "this candidate's record is not in the bucket yet: it has just started, or may not write the bucket"
 	case err != nil:
 		h.Problem = err.Error()
 	default:
