@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -203,7 +205,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 		hasLeader := perfDatum{Name: "has_leader:" + key, Critical: 1, help: "1 if the key has a leader, else 0"}
 		if l.Name == "" {
 			r.perf(hasLeader)
-			r.critical("%s has no leader", key)
+			r.critical("%s", noLeader(ctx, b, key))
 			continue
 		}
 		hasLeader.Value = 1
@@ -373,3 +375,22 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// noLeader says that key has no leader, and, when it has no live
+// candidate either, that it may be the wrong key, naming the keys that do
+// have candidates.
+func noLeader(ctx context.Context, b *election.Bucket, key string) string {
+	candidates, err := b.Candidates(ctx, key)
+	if err != nil || len(candidates) > 0 {
+		return key + " has no leader"
+	}
+	all, err := b.AllCandidates(ctx)
+	if err != nil {
+		return key + " has no leader and no candidate"
+	}
+	keys := slices.Sorted(maps.Keys(all))
+	if len(keys) == 0 {
+		return key + " has no leader and no candidate: is an election running on this bucket?"
+	}
+	return fmt.Sprintf("%s has no leader and no candidate: is the key right? keys with candidates: %s", key, strings.Join(keys, ", "))
+}

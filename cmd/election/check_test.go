@@ -50,11 +50,11 @@ func TestCheckSaysWhetherAKeyHasALeader(t *testing.T) {
 	}
 
 	code, stdout, _ = runCLI(t, "check", "-s", url, "--bucket", "CHK", "--key", "idle")
-	if code != checkCritical || !strings.HasPrefix(stdout, "CRITICAL KVELECT CHK Crit:idle has no leader |") {
+	if code != checkCritical || !strings.HasPrefix(stdout, "CRITICAL KVELECT CHK Crit:idle has no leader and no candidate: is the key right? keys with candidates: job |") {
 		t.Errorf("a key without a leader: exit %d, %q; want 2 and CRITICAL", code, stdout)
 	}
 	code, stdout, _ = runCLI(t, "check", "-s", url, "--bucket", "CHK", "--key", "idle", "--format", "text")
-	if code != checkCritical || !strings.Contains(stdout, "election check CHK: CRITICAL\n  critical: idle has no leader\n") {
+	if code != checkCritical || !strings.Contains(stdout, "election check CHK: CRITICAL\n  critical: idle has no leader and no candidate: is the key right? keys with candidates: job\n") {
 		t.Errorf("text: exit %d, %q", code, stdout)
 	}
 
