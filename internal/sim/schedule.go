@@ -57,6 +57,11 @@ type CandidateSpec struct {
 	Work []Work
 	// OnceEvery is how often it fires the Once job (0: never).
 	OnceEvery time.Duration
+	// Presence: its elections write candidate records (a quarter of the
+	// candidates; the others run WithoutPresence). Records are most of a
+	// run's writes (three per TTL per candidate and key, against one
+	// renewal per interval per key), and so of its wall time.
+	Presence bool
 }
 
 // Fault is one fault of a schedule.
@@ -125,6 +130,7 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		if rng.IntN(4) != 0 {
 			c.OnceEvery = time.Duration(2000+rng.IntN(8000)) * time.Millisecond
 		}
+		c.Presence = rng.IntN(4) == 0
 		s.Candidates = append(s.Candidates, c)
 	}
 	suspends := 0
@@ -202,6 +208,9 @@ func (s Schedule) String() string {
 		}
 		if c.OnceEvery > 0 {
 			fmt.Fprintf(&b, ", Once every %v", c.OnceEvery)
+		}
+		if c.Presence {
+			b.WriteString(", candidate records")
 		}
 		b.WriteString("\n")
 	}

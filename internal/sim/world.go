@@ -56,7 +56,7 @@ type cand struct {
 // newWorld starts the server and the candidates of s. It runs in the
 // bubble; dir is the server's store directory.
 func newWorld(s Schedule, dir string) (*world, error) {
-	opts := &server.Options{JetStream: true, DontListen: true, StoreDir: dir, NoLog: true, NoSigs: true, JetStreamMaxMemory: 64 << 20}
+	opts := &server.Options{JetStream: true, DontListen: true, StoreDir: dir, NoLog: true, NoSigs: true, JetStreamMaxMemory: 64 << 20, NoSublistCache: true}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, err
@@ -134,7 +134,10 @@ func (c *cand) start() {
 // election makes one of the candidate's elections, retrying while its
 // link is cut; nil if ctx ends first.
 func (c *cand) election(ctx context.Context, key string, opts ...election.Option) *election.Election {
-	opts = append(opts, election.WithoutSplay(), election.WithClock(c.clock))
+	opts = append(opts, election.WithoutSplay(), election.WithClock(c.clock), election.WithEventHook(c.event))
+	if !c.spec.Presence {
+		opts = append(opts, election.WithoutPresence())
+	}
 	for {
 		e, err := election.NewElection(ctx, name(c.i), key, c.kv, opts...)
 		if err == nil {
@@ -144,6 +147,19 @@ func (c *cand) election(ctx context.Context, key string, opts ...election.Option
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// event samples IsLeader when an election announces or renews: IsLeader
+// turns true only when a node announces, or when a renewal moves its
+// validity deadline, so two leaders at any moment are two leaders at one
+// of these.
+func (c *cand) event(ev election.Event) {
+	switch ev.Kind {
+	case election.EventWon:
+		c.w.sample(name(c.i) + " announced on " + ev.Key)
+	case election.EventRenewed:
+		c.w.sample(name(c.i) + " renewed " + ev.Key)
 	}
 }
 
@@ -266,7 +282,7 @@ func (w *world) run() {
 	sampler := make(chan struct{})
 	go func() {
 		defer close(sampler)
-		for sleep(w.ctx, 100*time.Millisecond) {
+		for sleep(w.ctx, time.Second) {
 			w.sample("tick")
 		}
 	}()
