@@ -33,11 +33,85 @@ type KV struct {
 	late  time.Time // answers late until then
 	watch time.Time // watched entries late until then
 	cut   time.Time // cut off until then
+	own   map[string]uint64 // by key, the latest revision this client wrote
+	trap  *trap             // aimed at the next renewal, if set
+}
+
+// trap is a fault aimed at one phase of a holder's renewal cycle: the next
+// renewal (an Update over this client's own latest revision of key) sent at
+// least minLeft before its call's deadline, before until. The renewal is
+// applied; with lost its answer is lost (a timeout), otherwise it comes
+// late by frac of the time left to the deadline; then the client is cut
+// for cutFor (none if 0), and fired is called.
+type trap struct {
+	key     string
+	minLeft time.Duration
+	until   time.Time
+	lost    bool
+	frac    float64
+	cutFor  time.Duration
+	fired   func()
+}
+
+// setTrap aims t at the next renewal (replacing any trap set before).
+func (k *KV) setTrap(t *trap) {
+	k.mu.Lock()
+	k.trap = t
+	k.mu.Unlock()
+}
+
+// sprung returns the trap the renewal of key over last sets off, and
+// disarms it; nil if none.
+func (k *KV) sprung(ctx context.Context, key string, last uint64) *trap {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t := k.trap
+	if t == nil || t.key != key || last == 0 || k.own[key] != last || time.Now().Before(k.cut) {
+		return nil
+	}
+	if !time.Now().Before(t.until) {
+		k.trap = nil
+		return nil
+	}
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) < t.minLeft {
+		return nil
+	}
+	k.trap = nil
+	return t
+}
+
+// wrote notes rev as this client's latest revision of key.
+func (k *KV) wrote(key string, rev uint64, err error) {
+	if err != nil {
+		return
+	}
+	k.mu.Lock()
+	k.own[key] = rev
+	k.mu.Unlock()
+}
+
+// spring plays trap t on a renewal.
+func (k *KV) spring(ctx context.Context, t *trap, do func(context.Context) (uint64, error)) (uint64, error) {
+	rev, err := do(ctx)
+	defer func() {
+		if t.cutFor > 0 {
+			k.set(faultCut, time.Now().Add(t.cutFor))
+		}
+		if t.fired != nil {
+			t.fired()
+		}
+	}()
+	if t.lost {
+		return 0, timeout(ctx)
+	}
+	d, _ := ctx.Deadline()
+	time.Sleep(time.Duration(float64(time.Until(d)) * t.frac))
+	return rev, err
 }
 
 // NewKV wraps kv; seed seeds its draws.
 func NewKV(kv jetstream.KeyValue, ttl time.Duration, seed uint64) *KV {
-	return &KV{KeyValue: kv, TTL: ttl, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
+	return &KV{KeyValue: kv, TTL: ttl, rng: rand.New(rand.NewPCG(seed, 0x5eed)), own: map[string]uint64{}}
 }
 
 // Fault windows a KV can be given.
@@ -140,11 +214,22 @@ func (k *KV) write(ctx context.Context, do func(context.Context) (uint64, error)
 }
 
 func (k *KV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	return k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
+	rev, err := k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
+	k.wrote(key, rev, err)
+	return rev, err
 }
 
 func (k *KV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
-	return k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Update(ctx, key, value, last) })
+	do := func(ctx context.Context) (uint64, error) { return k.KeyValue.Update(ctx, key, value, last) }
+	var rev uint64
+	var err error
+	if t := k.sprung(ctx, key, last); t != nil {
+		rev, err = k.spring(ctx, t, do)
+	} else {
+		rev, err = k.write(ctx, do)
+	}
+	k.wrote(key, rev, err)
+	return rev, err
 }
 
 func (k *KV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
