@@ -29,10 +29,10 @@ type KV struct {
 
 	mu    sync.Mutex
 	rng   *rand.Rand
-	lost  time.Time // writes lost until then
-	late  time.Time // answers late until then
-	watch time.Time // watched entries late until then
-	cut   time.Time // cut off until then
+	lost  time.Time         // writes lost until then
+	late  time.Time         // answers late until then
+	watch time.Time         // watched entries late until then
+	cut   time.Time         // cut off until then
 	own   map[string]uint64 // by key, the latest revision this client wrote
 	trap  *trap             // aimed at the next renewal, if set
 }
