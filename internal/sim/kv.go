@@ -12,9 +12,9 @@ import (
 // KV is a real bucket whose answers lie the ways a network and a busy
 // server can, while the store itself stays linearizable. Each fault is a
 // window, set by the simulation: while writes are lost, a write is applied
-// but answered with a timeout; while answers are late, it is applied and
-// answered late (with a timeout if the answer comes after the caller's
-// deadline); while watches are late, watched entries arrive late, in order;
+// but answered with a timeout; while answers are late, it is applied late
+// or answered late (with a timeout if either comes after the caller's
+// deadline; a late request is applied all the same); while watches are late, watched entries arrive late, in order;
 // and while cut, every call fails with a timeout and no watched entry
 // arrives, as when the client's link stalls both ways. A fault window hits
 // each write with probability one half.
@@ -160,6 +160,13 @@ func (k *KV) draw() (kvFault, time.Duration, bool) {
 	return 0, 0, false
 }
 
+// coin draws true or false.
+func (k *KV) coin() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.rng.IntN(2) == 0
+}
+
 // watchDelay is how late the next watched entry arrives.
 func (k *KV) watchDelay() time.Duration {
 	k.mu.Lock()
@@ -186,18 +193,35 @@ func timeout(ctx context.Context) error {
 	return context.DeadlineExceeded
 }
 
-// write runs do, a write, under the faults open now.
+// write runs do, a write, under the faults open now. A late write is late
+// on its way to the server half the time, and on its way back otherwise; a
+// request later than its caller's deadline is applied anyway, after the
+// caller had its timeout, as a request still in flight is.
 func (k *KV) write(ctx context.Context, do func(context.Context) (uint64, error)) (uint64, error) {
 	f, late, ok := k.draw()
 	if !ok {
 		return do(ctx)
 	}
+	request := f == faultLate && k.coin()
 	switch f {
 	case faultCut:
 		return 0, timeout(ctx)
 	case faultLost:
 		do(ctx)
 		return 0, timeout(ctx)
+	}
+	if request {
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < late {
+			go func() {
+				time.Sleep(late)
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				do(ctx)
+			}()
+			return 0, timeout(ctx)
+		}
+		time.Sleep(late)
+		return do(ctx)
 	}
 	rev, err := do(ctx)
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < late {

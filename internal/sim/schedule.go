@@ -18,7 +18,7 @@ const (
 	Purge          Class = "purge"           // another client purges a key
 	DeleteDraining Class = "delete-draining" // a key deleted or purged while its old leader's work drains
 	LostAnswers    Class = "lost-answers"    // a candidate's writes applied but answered with a timeout
-	LateAnswers    Class = "late-answers"    // a candidate's writes applied and answered late
+	LateAnswers    Class = "late-answers"    // a candidate's writes applied late (even after the caller timed out) or answered late
 	LateWatch      Class = "late-watch"      // a candidate's watched entries arrive late
 	Cut            Class = "cut"             // a candidate cut off both ways
 	Suspend        Class = "suspend"         // a candidate's machine suspended: clock stopped, nothing sent
