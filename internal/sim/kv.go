@@ -12,9 +12,9 @@ import (
 // KV is a real bucket whose answers lie the ways a network and a busy
 // server can, while the store itself stays linearizable. Each fault is a
 // window, set by the simulation: while writes are lost, a write is applied
-// but answered with a timeout; while answers are late, it is applied and
-// answered late (with a timeout if the answer comes after the caller's
-// deadline); while watches are late, watched entries arrive late, in order;
+// but answered with a timeout; while answers are late, it is applied late
+// or answered late (with a timeout if either comes after the caller's
+// deadline; a late request is applied all the same); while watches are late, watched entries arrive late, in order;
 // and while cut, every call fails with a timeout and no watched entry
 // arrives, as when the client's link stalls both ways. A fault window hits
 // each write with probability one half.
@@ -29,15 +29,89 @@ type KV struct {
 
 	mu    sync.Mutex
 	rng   *rand.Rand
-	lost  time.Time // writes lost until then
-	late  time.Time // answers late until then
-	watch time.Time // watched entries late until then
-	cut   time.Time // cut off until then
+	lost  time.Time         // writes lost until then
+	late  time.Time         // answers late until then
+	watch time.Time         // watched entries late until then
+	cut   time.Time         // cut off until then
+	own   map[string]uint64 // by key, the latest revision this client wrote
+	trap  *trap             // aimed at the next renewal, if set
+}
+
+// trap is a fault aimed at one phase of a holder's renewal cycle: the next
+// renewal (an Update over this client's own latest revision of key) sent at
+// least minLeft before its call's deadline, before until. The renewal is
+// applied; with lost its answer is lost (a timeout), otherwise it comes
+// late by frac of the time left to the deadline; then the client is cut
+// for cutFor (none if 0), and fired is called.
+type trap struct {
+	key     string
+	minLeft time.Duration
+	until   time.Time
+	lost    bool
+	frac    float64
+	cutFor  time.Duration
+	fired   func()
+}
+
+// setTrap aims t at the next renewal (replacing any trap set before).
+func (k *KV) setTrap(t *trap) {
+	k.mu.Lock()
+	k.trap = t
+	k.mu.Unlock()
+}
+
+// sprung returns the trap the renewal of key over last sets off, and
+// disarms it; nil if none.
+func (k *KV) sprung(ctx context.Context, key string, last uint64) *trap {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t := k.trap
+	if t == nil || t.key != key || last == 0 || k.own[key] != last || time.Now().Before(k.cut) {
+		return nil
+	}
+	if !time.Now().Before(t.until) {
+		k.trap = nil
+		return nil
+	}
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) < t.minLeft {
+		return nil
+	}
+	k.trap = nil
+	return t
+}
+
+// wrote notes rev as this client's latest revision of key.
+func (k *KV) wrote(key string, rev uint64, err error) {
+	if err != nil {
+		return
+	}
+	k.mu.Lock()
+	k.own[key] = rev
+	k.mu.Unlock()
+}
+
+// spring plays trap t on a renewal.
+func (k *KV) spring(ctx context.Context, t *trap, do func(context.Context) (uint64, error)) (uint64, error) {
+	rev, err := do(ctx)
+	defer func() {
+		if t.cutFor > 0 {
+			k.set(faultCut, time.Now().Add(t.cutFor))
+		}
+		if t.fired != nil {
+			t.fired()
+		}
+	}()
+	if t.lost {
+		return 0, timeout(ctx)
+	}
+	d, _ := ctx.Deadline()
+	time.Sleep(time.Duration(float64(time.Until(d)) * t.frac))
+	return rev, err
 }
 
 // NewKV wraps kv; seed seeds its draws.
 func NewKV(kv jetstream.KeyValue, ttl time.Duration, seed uint64) *KV {
-	return &KV{KeyValue: kv, TTL: ttl, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
+	return &KV{KeyValue: kv, TTL: ttl, rng: rand.New(rand.NewPCG(seed, 0x5eed)), own: map[string]uint64{}}
 }
 
 // Fault windows a KV can be given.
@@ -86,6 +160,13 @@ func (k *KV) draw() (kvFault, time.Duration, bool) {
 	return 0, 0, false
 }
 
+// coin draws true or false.
+func (k *KV) coin() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.rng.IntN(2) == 0
+}
+
 // watchDelay is how late the next watched entry arrives.
 func (k *KV) watchDelay() time.Duration {
 	k.mu.Lock()
@@ -112,18 +193,35 @@ func timeout(ctx context.Context) error {
 	return context.DeadlineExceeded
 }
 
-// write runs do, a write, under the faults open now.
+// write runs do, a write, under the faults open now. A late write is late
+// on its way to the server half the time, and on its way back otherwise; a
+// request later than its caller's deadline is applied anyway, after the
+// caller had its timeout, as a request still in flight is.
 func (k *KV) write(ctx context.Context, do func(context.Context) (uint64, error)) (uint64, error) {
 	f, late, ok := k.draw()
 	if !ok {
 		return do(ctx)
 	}
+	request := f == faultLate && k.coin()
 	switch f {
 	case faultCut:
 		return 0, timeout(ctx)
 	case faultLost:
 		do(ctx)
 		return 0, timeout(ctx)
+	}
+	if request {
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < late {
+			go func() {
+				time.Sleep(late)
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				do(ctx)
+			}()
+			return 0, timeout(ctx)
+		}
+		time.Sleep(late)
+		return do(ctx)
 	}
 	rev, err := do(ctx)
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < late {
@@ -140,11 +238,22 @@ func (k *KV) write(ctx context.Context, do func(context.Context) (uint64, error)
 }
 
 func (k *KV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	return k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
+	rev, err := k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
+	k.wrote(key, rev, err)
+	return rev, err
 }
 
 func (k *KV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
-	return k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Update(ctx, key, value, last) })
+	do := func(ctx context.Context) (uint64, error) { return k.KeyValue.Update(ctx, key, value, last) }
+	var rev uint64
+	var err error
+	if t := k.sprung(ctx, key, last); t != nil {
+		rev, err = k.spring(ctx, t, do)
+	} else {
+		rev, err = k.write(ctx, do)
+	}
+	k.wrote(key, rev, err)
+	return rev, err
 }
 
 func (k *KV) Put(ctx context.Context, key string, value []byte) (uint64, error) {

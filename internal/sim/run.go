@@ -64,6 +64,7 @@ type Config struct {
 	Seeds    int           // how many, from First
 	Length   time.Duration // simulated time of each
 	Parallel int           // seeds run at once
+	Soak     time.Duration // if set, seeds from First on until this much wall time has passed (Seeds is ignored)
 }
 
 // Summary is what a set of runs found.
@@ -86,6 +87,9 @@ func Run(t *testing.T, cfg Config) Summary {
 	var mu sync.Mutex
 	next := cfg.First
 	end := cfg.First + uint64(cfg.Seeds)
+	if cfg.Soak > 0 {
+		end = ^uint64(0)
+	}
 	var wg sync.WaitGroup
 	for range max(cfg.Parallel, 1) {
 		wg.Go(func() {
@@ -94,7 +98,7 @@ func Run(t *testing.T, cfg Config) Summary {
 				seed := next
 				next++
 				mu.Unlock()
-				if seed >= end {
+				if seed >= end || (cfg.Soak > 0 && time.Since(wall) >= cfg.Soak) {
 					return
 				}
 				var res Result
@@ -191,6 +195,7 @@ func Command(args []string) {
 	length := fs.Duration("length", 10*time.Minute, "simulated time of each seed")
 	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "seeds run at once")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on the last line too")
+	soak := fs.Duration("soak", 0, "run seeds from -seed on for this much wall time (a local soak; -seeds is ignored)")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "chaos -simulate: unexpected argument %q\n", fs.Arg(0))
@@ -204,5 +209,5 @@ func Command(args []string) {
 			}
 		})
 	}
-	Main(Config{First: *first, Seeds: *seeds, Length: *length, Parallel: *parallel}, *asJSON)
+	Main(Config{First: *first, Seeds: *seeds, Length: *length, Parallel: *parallel, Soak: *soak}, *asJSON)
 }

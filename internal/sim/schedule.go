@@ -18,15 +18,28 @@ const (
 	Purge          Class = "purge"           // another client purges a key
 	DeleteDraining Class = "delete-draining" // a key deleted or purged while its old leader's work drains
 	LostAnswers    Class = "lost-answers"    // a candidate's writes applied but answered with a timeout
-	LateAnswers    Class = "late-answers"    // a candidate's writes applied and answered late
+	LateAnswers    Class = "late-answers"    // a candidate's writes applied late (even after the caller timed out) or answered late
 	LateWatch      Class = "late-watch"      // a candidate's watched entries arrive late
 	Cut            Class = "cut"             // a candidate cut off both ways
 	Suspend        Class = "suspend"         // a candidate's machine suspended: clock stopped, nothing sent
 	Restart        Class = "restart"         // a candidate stopped (Stop) and started again
+	// LateRenewal aims at the renewal window: a holder's next renewal is
+	// applied and answered late, by a part of the time left before its
+	// call's deadline, and the holder is cut off right after. Aimed at the
+	// key's leader, or, after a removal while its work drains, at the
+	// winner's renewal that confirms its claim before it announces: sent
+	// with most of its validity ahead, that one can be answered later than
+	// the key outlives it.
+	LateRenewal Class = "late-renewal"
+	// LostBeforeDone aims at Once's done mark: the next renewal of the Once
+	// key's leader is applied but its answer lost, its job returns right
+	// then, and the other candidates fire their Once jobs when the renewal
+	// is about to age out.
+	LostBeforeDone Class = "lost-before-done"
 )
 
 // Classes lists every class, in the order summaries print them.
-var Classes = []Class{Delete, Purge, DeleteDraining, LostAnswers, LateAnswers, LateWatch, Cut, Suspend, Restart}
+var Classes = []Class{Delete, Purge, DeleteDraining, LostAnswers, LateAnswers, LateWatch, Cut, Suspend, Restart, LateRenewal, LostBeforeDone}
 
 // StopMode is how a leader's work stops once its leadership context is
 // cancelled.
@@ -57,6 +70,11 @@ type CandidateSpec struct {
 	Work []Work
 	// OnceEvery is how often it fires the Once job (0: never).
 	OnceEvery time.Duration
+	// Presence: its elections write candidate records (a quarter of the
+	// candidates; the others run WithoutPresence). Records are most of a
+	// run's writes (three per TTL per candidate and key, against one
+	// renewal per interval per key), and so of its wall time.
+	Presence bool
 }
 
 // Fault is one fault of a schedule.
@@ -69,6 +87,11 @@ type Fault struct {
 	Purge bool          // DeleteDraining: purge rather than delete
 	Leap  bool          // Suspend: the clock leaps by the suspension when it resumes
 	Late  bool          // Cut: answers are late for the interval before the cut
+	// LateRenewal: how late the answer is, as a part of the time left
+	// before the call's deadline; and whether it aims at the confirming
+	// renewal of a winner over a removal (else at the leader's).
+	Frac    float64
+	Removal bool
 }
 
 func (f Fault) String() string {
@@ -82,6 +105,10 @@ func (f Fault) String() string {
 		return s + fmt.Sprintf(" c%d for %v leap=%v", f.Cand, f.For, f.Leap)
 	case Cut:
 		return s + fmt.Sprintf(" c%d for %v late-before=%v", f.Cand, f.For, f.Late)
+	case LateRenewal:
+		return s + fmt.Sprintf(" key %d late by %.2f of the time left, then cut for %v, after a removal=%v", f.Key, f.Frac, f.For, f.Removal)
+	case LostBeforeDone:
+		return s + fmt.Sprintf(" others fire %v after", f.For)
 	}
 	return s + fmt.Sprintf(" c%d for %v", f.Cand, f.For)
 }
@@ -125,6 +152,7 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		if rng.IntN(4) != 0 {
 			c.OnceEvery = time.Duration(2000+rng.IntN(8000)) * time.Millisecond
 		}
+		c.Presence = rng.IntN(4) == 0
 		s.Candidates = append(s.Candidates, c)
 	}
 	suspends := 0
@@ -136,22 +164,30 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		at += time.Duration(1000+rng.IntN(15000)) * time.Millisecond
 		f := Fault{At: at, Cand: rng.IntN(n), Key: rng.IntN(s.StartKeys + 1)}
 		switch r := rng.IntN(100); {
-		case r < 15:
+		case r < 12:
 			f.Class = Delete
-		case r < 25:
+		case r < 20:
 			f.Class = Purge
-		case r < 40:
+		case r < 32:
 			f.Class, f.Purge = DeleteDraining, rng.IntN(3) == 0
-		case r < 52:
+		case r < 42:
 			f.Class, f.For = LostAnswers, ms(rng, 1000, 10000)
-		case r < 64:
+		case r < 52:
 			f.Class, f.For = LateAnswers, ms(rng, 1000, 10000)
-		case r < 74:
+		case r < 61:
 			f.Class, f.For = LateWatch, ms(rng, 1000, 10000)
-		case r < 86:
+		case r < 71:
 			f.Class, f.For, f.Late = Cut, ms(rng, 500, 6000), rng.IntN(2) == 0
-		case r < 96:
+		case r < 80:
 			f.Class, f.For = Restart, ms(rng, 100, 5000)
+		case r < 90:
+			f.Class, f.For, f.Frac, f.Removal = LateRenewal, ms(rng, 2000, 6000), 0.3+0.65*rng.Float64(), rng.IntN(3) != 0
+			f.Purge = rng.IntN(3) == 0
+		case r < 96:
+			if !s.onces() {
+				continue
+			}
+			f.Class, f.Key, f.For = LostBeforeDone, s.StartKeys, ms(rng, 1400, 1900)
 		default:
 			if suspends == 0 {
 				continue
@@ -165,6 +201,16 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		s.Faults = append(s.Faults, f)
 	}
 	return s
+}
+
+// onces reports whether some candidate runs Once jobs.
+func (s Schedule) onces() bool {
+	for _, c := range s.Candidates {
+		if c.OnceEvery > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // rate draws a clock rate within the clock assumption, at its edges a
@@ -202,6 +248,9 @@ func (s Schedule) String() string {
 		}
 		if c.OnceEvery > 0 {
 			fmt.Fprintf(&b, ", Once every %v", c.OnceEvery)
+		}
+		if c.Presence {
+			b.WriteString(", candidate records")
 		}
 		b.WriteString("\n")
 	}

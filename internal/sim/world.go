@@ -51,12 +51,14 @@ type cand struct {
 	cancel     context.CancelFunc   // ends its Once loop
 	running    sync.WaitGroup       // its Start and Once loops
 	restarting bool
+	jobEnd     chan struct{} // ends its running Once job now
+	poke       chan struct{} // fires its Once job now
 }
 
 // newWorld starts the server and the candidates of s. It runs in the
 // bubble; dir is the server's store directory.
 func newWorld(s Schedule, dir string) (*world, error) {
-	opts := &server.Options{JetStream: true, DontListen: true, StoreDir: dir, NoLog: true, NoSigs: true, JetStreamMaxMemory: 64 << 20}
+	opts := &server.Options{JetStream: true, DontListen: true, StoreDir: dir, NoLog: true, NoSigs: true, JetStreamMaxMemory: 64 << 20, NoSublistCache: true}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, err
@@ -95,7 +97,7 @@ func newWorld(s Schedule, dir string) (*world, error) {
 		}
 		c := &cand{w: w, i: i, spec: spec, nc: nc, clock: NewClock(spec.Rate),
 			kv:  NewKV(kv, s.TTL, s.Seed^uint64(i+1)<<32),
-			rng: rand.New(rand.NewPCG(s.Seed, uint64(i)))}
+			rng: rand.New(rand.NewPCG(s.Seed, uint64(i))), jobEnd: make(chan struct{}, 1), poke: make(chan struct{}, 1)}
 		w.cands = append(w.cands, c)
 	}
 	for _, c := range w.cands {
@@ -134,7 +136,10 @@ func (c *cand) start() {
 // election makes one of the candidate's elections, retrying while its
 // link is cut; nil if ctx ends first.
 func (c *cand) election(ctx context.Context, key string, opts ...election.Option) *election.Election {
-	opts = append(opts, election.WithoutSplay(), election.WithClock(c.clock))
+	opts = append(opts, election.WithoutSplay(), election.WithClock(c.clock), election.WithEventHook(c.event))
+	if !c.spec.Presence {
+		opts = append(opts, election.WithoutPresence())
+	}
 	for {
 		e, err := election.NewElection(ctx, name(c.i), key, c.kv, opts...)
 		if err == nil {
@@ -144,6 +149,19 @@ func (c *cand) election(ctx context.Context, key string, opts ...election.Option
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// event samples IsLeader when an election announces or renews: IsLeader
+// turns true only when a node announces, or when a renewal moves its
+// validity deadline, so two leaders at any moment are two leaders at one
+// of these.
+func (c *cand) event(ev election.Event) {
+	switch ev.Kind {
+	case election.EventWon:
+		c.w.sample(name(c.i) + " announced on " + ev.Key)
+	case election.EventRenewed:
+		c.w.sample(name(c.i) + " renewed " + ev.Key)
 	}
 }
 
@@ -194,7 +212,7 @@ func (c *cand) work(ctx context.Context, k int) {
 // onceLoop fires the candidate's Once job every OnceEvery, on its clock.
 func (c *cand) onceLoop(ctx context.Context) {
 	key := len(c.w.keys) - 1
-	for sleep(ctx, c.clock.Real(c.spec.OnceEvery)) {
+	for c.nextOnce(ctx) {
 		e := c.election(ctx, c.w.keys[key])
 		if e == nil {
 			return
@@ -203,14 +221,22 @@ func (c *cand) onceLoop(ctx context.Context) {
 		c.once = e
 		c.mu.Unlock()
 		id := -1
+		// a third of the jobs outlast a renewal or more
 		c.mu.Lock()
 		length := time.Duration(c.rng.IntN(300)) * time.Millisecond
+		if c.rng.IntN(3) == 0 {
+			length = time.Duration(1000+c.rng.IntN(4000)) * time.Millisecond
+		}
 		c.mu.Unlock()
+		select {
+		case <-c.jobEnd:
+		default:
+		}
 		out, err := e.Once(ctx, 500*time.Millisecond, func(ctx context.Context) error {
 			token, _ := election.TokenFromContext(ctx)
 			id = c.w.rec.begin(key, c.i, token, true)
 			c.w.sample("c" + fmt.Sprint(c.i) + " runs its Once job")
-			if !sleep(ctx, c.clock.Real(length)) {
+			if !c.job(ctx, c.clock.Real(length)) {
 				c.w.rec.cancel(id)
 			}
 			c.w.rec.end(id)
@@ -224,6 +250,34 @@ func (c *cand) onceLoop(ctx context.Context) {
 		c.w.rec.onces = append(c.w.rec.onces, onceResult{cand: c.i, work: id, outcome: out.String(), err: err, returned: c.w.rec.now()})
 		c.w.rec.mu.Unlock()
 	}
+}
+
+// nextOnce waits until the candidate fires its next Once job: OnceEvery,
+// or a poke; false if ctx ends first.
+func (c *cand) nextOnce(ctx context.Context) bool {
+	t := time.NewTimer(c.clock.Real(c.spec.OnceEvery))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.poke:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// job runs a Once job for d, until jobEnd ends it early, or until ctx ends:
+// false then.
+func (c *cand) job(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.jobEnd:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // sleep waits d, or until ctx ends: false then.
@@ -266,7 +320,7 @@ func (w *world) run() {
 	sampler := make(chan struct{})
 	go func() {
 		defer close(sampler)
-		for sleep(w.ctx, 100*time.Millisecond) {
+		for sleep(w.ctx, time.Second) {
 			w.sample("tick")
 		}
 	}()
@@ -343,6 +397,10 @@ func (w *world) inject(f Fault, pending *sync.WaitGroup) {
 			time.Sleep(f.For)
 			c.clock.Resume(f.Leap)
 		})
+	case LateRenewal:
+		pending.Go(func() { w.lateRenewal(f) })
+	case LostBeforeDone:
+		w.lostBeforeDone(f)
 	case Restart:
 		c.mu.Lock()
 		busy := c.restarting
@@ -402,4 +460,70 @@ func (w *world) removeWhileDraining(f Fault) {
 			return
 		}
 	}
+}
+
+// lateRenewal plays a LateRenewal fault: it sets a trap for the key's
+// leader's next renewal; or, after a removal, for each candidate's next
+// renewal sent with at least a fifth of a TTL before its deadline: only a
+// winner confirming its claim before it announces sends one so early.
+func (w *world) lateRenewal(f Fault) {
+	t := trap{key: w.keys[f.Key], frac: f.Frac, cutFor: f.For, until: time.Now().Add(w.s.TTL)}
+	if !f.Removal {
+		if c := w.leader(f.Key); c != nil {
+			c.kv.setTrap(&t)
+		}
+		return
+	}
+	t.minLeft, t.until = w.s.TTL/5, time.Now().Add(5*w.s.TTL)
+	for _, c := range w.cands {
+		c.kv.setTrap(&t)
+	}
+	w.removeWhileDraining(f)
+}
+
+// lostBeforeDone plays a LostBeforeDone fault: a trap for each candidate's
+// next renewal of the Once key, whose answer is lost; when it springs, that
+// candidate's job returns, and the others fire their jobs f.For later.
+func (w *world) lostBeforeDone(f Fault) {
+	key := len(w.keys) - 1
+	for _, c := range w.cands {
+		c.kv.setTrap(&trap{key: w.keys[key], lost: true, until: time.Now().Add(10 * time.Second), fired: func() {
+			select {
+			case c.jobEnd <- struct{}{}:
+			default:
+			}
+			go func() {
+				if !sleep(w.ctx, f.For) {
+					return
+				}
+				for _, o := range w.cands {
+					if o != c {
+						select {
+						case o.poke <- struct{}{}:
+						default:
+						}
+					}
+				}
+			}()
+		}})
+	}
+}
+
+// leader is the candidate whose election of key k leads now, if any.
+func (w *world) leader(k int) *cand {
+	for _, c := range w.cands {
+		c.mu.Lock()
+		var e *election.Election
+		if k < len(c.elections) {
+			e = c.elections[k]
+		} else if k == len(w.keys)-1 {
+			e = c.once
+		}
+		leads := e != nil && e.IsLeader()
+		c.mu.Unlock()
+		if leads {
+			return c
+		}
+	}
+	return nil
 }
