@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func TestResignAndTransferMoveLeadership(t *testing.T) {
 	// keeps the key.
 	token := elections[to].Token()
 	code, stdout, stderr = runCLI(t, "transfer", "-s", url, "--bucket", "E", "--key", "job", "--to", "ghost")
-	wantOneLineError(t, code, exitError, stdout, stderr, "election transfer: ", election.ErrNotCandidate.Error(),
+	wantOneLineError(t, code, exitError, stdout, stderr, "election transfer: ", strings.TrimPrefix(election.ErrNotCandidate.Error(), "election: "),
 		`"ghost" does not campaign for key "job"`, "its candidates: node0, node1, node2")
 	if now := elections[to].Token(); now != token {
 		t.Errorf("after a refused transfer %s leads with token %d, want %d still", to, now, token)
@@ -82,7 +83,7 @@ func TestResignWithALoneCandidateFails(t *testing.T) {
 
 	began := time.Now()
 	code, stdout, stderr := runCLI(t, "resign", "-s", url, "--bucket", "E", "--key", "job")
-	wantOneLineError(t, code, exitError, stdout, stderr, election.ErrNotTransferred.Error(),
+	wantOneLineError(t, code, exitError, stdout, stderr, strings.TrimPrefix(election.ErrNotTransferred.Error(), "election: "),
 		`no candidate but lone campaigns for key "job" of bucket "E", so lone keeps leading; start another candidate first`)
 	if took := time.Since(began); took > time.Second {
 		t.Errorf("resign took %v to fail, want under a second", took)
@@ -92,7 +93,7 @@ func TestResignWithALoneCandidateFails(t *testing.T) {
 	}
 
 	code, stdout, stderr = runCLI(t, "transfer", "-s", url, "--bucket", "E", "--key", "free", "--to", "lone")
-	wantOneLineError(t, code, exitError, stdout, stderr, election.ErrNoLeader.Error(), `key "free" of bucket "E"`)
+	wantOneLineError(t, code, exitError, stdout, stderr, strings.TrimPrefix(election.ErrNoLeader.Error(), "election: "), `key "free" of bucket "E"`)
 }
 
 func TestHandoverErrorsAreOneLine(t *testing.T) {
