@@ -20,6 +20,7 @@ import (
 )
 
 func TestPermissionsPrintsEachRole(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "permissions", "--role", "candidate", "--bucket", "JOBS")
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
@@ -198,14 +199,15 @@ func rootBucket(t *testing.T, root string) jetstream.JetStream {
 // work and one outside it fails with a clear error; then, for each line of
 // the block in turn, that the role's commands fail without it.
 func TestEachRoleWorksWithExactlyItsPermissions(t *testing.T) {
+	t.Parallel()
 	requireExactly(t, false, roleExercises, func(role string, p permissionSet) []droppedPermission { return droppingEach(p) })
 }
 
 // requireExactly runs, for each role, exercise with exactly the block
 // election permissions prints (with --history=false unless history is set), then
 // with each block that drop makes from the role's permissions: each must
-// fail. The subtests mostly wait for timeouts, so they run in parallel; they
-// keep the environment runCLI isolated.
+// fail. The subtests mostly wait for timeouts, so they run in parallel; the
+// environment runCLI relies on is isolated for the whole run (TestMain).
 func requireExactly(t *testing.T, history bool, exercises map[string]func(t *testing.T, user, root string) error,
 	drop func(role string, p permissionSet) []droppedPermission) {
 	printed := map[string]string{}
@@ -250,6 +252,7 @@ func requireExactly(t *testing.T, history bool, exercises map[string]func(t *tes
 // who may watch but not campaign: it logs the denied subject through its
 // logger at each attempt, as JSON, and never the client's raw error.
 func TestRunLogsADeniedPermissionAtEachAttempt(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	perms, err := rolePermissions(roleObserver, "E2E", "", "", false)
 	if err != nil {
@@ -379,6 +382,7 @@ func recorded(js jetstream.JetStream, key string) error {
 // election permissions --history prints for each role, runs what the role
 // does with the history, then drops each of the history's lines in turn.
 func TestEachRoleUsesTheHistoryWithItsHistoryPermissions(t *testing.T) {
+	t.Parallel()
 	requireExactly(t, true, historyExercises, func(role string, p permissionSet) []droppedPermission {
 		var out []droppedPermission
 		for _, subject := range historyPermissions(role, defaultBucket, "") {
