@@ -8,6 +8,7 @@ import (
 )
 
 func TestLinearBackoff(t *testing.T) {
+	t.Parallel()
 	b := election.LinearBackoff{Initial: time.Second, Step: time.Second, Max: 5 * time.Second}
 	want := []time.Duration{1, 2, 3, 4, 5, 5, 5}
 	for n, w := range want {
@@ -32,6 +33,7 @@ func TestLinearBackoff(t *testing.T) {
 }
 
 func TestExponentialBackoff(t *testing.T) {
+	t.Parallel()
 	b := election.ExponentialBackoff{Initial: 250 * time.Millisecond, Max: 4 * time.Second}
 	ceilings := []time.Duration{250, 500, 1000, 2000, 4000, 4000, 4000}
 	for n, c := range ceilings {

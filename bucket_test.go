@@ -12,6 +12,7 @@ import (
 // TestAbsenceProvesExpiryOnlyWhereKeysOnlyAgeOut checks which buckets let a
 // missing key prove that its last write aged out.
 func TestAbsenceProvesExpiryOnlyWhereKeysOnlyAgeOut(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())

@@ -15,6 +15,7 @@ import (
 )
 
 func TestCreateBucketCreatesWithSettings(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	for _, cfg := range []election.BucketConfig{
@@ -54,6 +55,7 @@ func btoi(b bool) int {
 }
 
 func TestCreateBucketLeavesAnExistingBucketAsItIs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 5 * time.Second, History: 3})
@@ -72,6 +74,7 @@ func TestCreateBucketLeavesAnExistingBucketAsItIs(t *testing.T) {
 }
 
 func TestCreateBucketRejectsBadConfig(t *testing.T) {
+	t.Parallel()
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	ok := election.BucketConfig{Name: "B", TTL: 10 * time.Second}
 	for name, tc := range map[string]struct {
@@ -111,6 +114,7 @@ func TestCreateBucketRejectsBadConfig(t *testing.T) {
 }
 
 func TestCreateBucketRefusesAnUnusableExistingBucket(t *testing.T) {
+	t.Parallel()
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "FOREVER"})
 	_, err := election.CreateBucket(context.Background(), js, election.BucketConfig{Name: "FOREVER", TTL: 10 * time.Second})
@@ -121,6 +125,7 @@ func TestCreateBucketRefusesAnUnusableExistingBucket(t *testing.T) {
 }
 
 func TestCreateBucketReportsAnUnreachableServer(t *testing.T) {
+	t.Parallel()
 	s, err := embedded.Server(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +144,7 @@ func TestCreateBucketReportsAnUnreachableServer(t *testing.T) {
 // TestCheckBucketNamesEveryProblem makes a bucket with each unusable setting,
 // and one with several, and checks that the error names each.
 func TestCheckBucketNamesEveryProblem(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	// limit changes the stream behind a bucket the KV API cannot make.
@@ -234,6 +240,7 @@ func TestCheckBucketNamesEveryProblem(t *testing.T) {
 }
 
 func TestCheckBucketWarnsAboutPerMessageTTLs(t *testing.T) {
+	t.Parallel()
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "MARKERS", TTL: 10 * time.Second, LimitMarkerTTL: time.Second})
 	warnings, err := election.CheckBucket(context.Background(), kv)
@@ -246,6 +253,7 @@ func TestCheckBucketWarnsAboutPerMessageTTLs(t *testing.T) {
 }
 
 func TestCheckBucketWarnsAboutEvenReplicas(t *testing.T) {
+	t.Parallel()
 	nodes := testenv.Cluster(t)
 	_, js := testenv.Connect(t, embedded.ClientURLs(nodes))
 	for replicas, want := range map[int]string{2: "2 replicas tolerate no more server failures than 1", 3: ""} {
@@ -261,6 +269,7 @@ func TestCheckBucketWarnsAboutEvenReplicas(t *testing.T) {
 }
 
 func TestCheckBucketReportsAMissingBucket(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "GONE", TTL: 10 * time.Second})

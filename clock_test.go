@@ -38,6 +38,7 @@ func deciding(clk *manualClock, entries ...jetstream.KeyValueEntry) *campaigner 
 // candidate may claim the key and when its fallback timer fires, for each
 // way the key can stand, on a clock the test moves.
 func TestDecisionsFollowTheElectionsClock(t *testing.T) {
+	t.Parallel()
 	const put = jetstream.KeyValuePut
 	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	tm := newTiming(2*time.Second, 0)
@@ -91,6 +92,7 @@ func TestDecisionsFollowTheElectionsClock(t *testing.T) {
 // patience on the manual clock: a wait ends at its moment, stretched over
 // the vouch window after a removal, and never for a holder silent for a TTL.
 func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
+	t.Parallel()
 	const put = jetstream.KeyValuePut
 	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	tm := newTiming(2*time.Second, 0)
@@ -115,6 +117,7 @@ func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
 // TestIsLeaderEndsWhenTheClockPassesValidity moves a leader's clock, not
 // real time: IsLeader, Token and WorkDeadline follow the election's clock.
 func TestIsLeaderEndsWhenTheClockPassesValidity(t *testing.T) {
+	t.Parallel()
 	clk := newSkewedClock(1)
 	e := &Election{timing: newTiming(2*time.Second, 0), clock: clk, state: LeaderState, token: 9}
 	e.validUntil = clk.Now().Add(e.timing.validity)

@@ -200,6 +200,7 @@ func fragmentsFile(t *testing.T, pkg string, frags []docSnippet) string {
 var packageClause = regexp.MustCompile(`(?m)^package \w+`)
 
 func TestDocSnippetsCompile(t *testing.T) {
+	t.Parallel()
 	pages, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestNewElectionRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	ttl10s := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "TTL10S", TTL: 10 * time.Second})
@@ -74,6 +75,7 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 }
 
 func TestNewElectionReportsMissingBucketAndDeadServer(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	nc, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "GONE", TTL: 10 * time.Second})
@@ -93,6 +95,7 @@ func TestNewElectionReportsMissingBucketAndDeadServer(t *testing.T) {
 }
 
 func TestStartOnceAndStopIdempotent(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ONCE", TTL: 10 * time.Second})
@@ -136,6 +139,7 @@ func TestStartOnceAndStopIdempotent(t *testing.T) {
 }
 
 func TestStateString(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[election.State]string{
 		election.UnknownState:   "unknown",
 		election.CandidateState: "candidate",
@@ -152,6 +156,7 @@ func TestStateString(t *testing.T) {
 // allowed exactly when it could be a key, and that a refusal names the
 // allowed characters.
 func TestCheckCandidateFollowsTheKeyRule(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"a", "node-1", "host.example.com", "zone/a", "a=b", "A_9", "", "svc a", ".a", "a.", "a..b", "released:x", "handoff:x", "done:x", "a*", "a>", "é"} {
 		err := election.CheckCandidate(name, "k")
 		if (err == nil) != (election.CheckKey(name) == nil) {

@@ -20,6 +20,7 @@ import (
 // Create over a delete marker can return a bare code 10164, against
 // infrastructure failures.
 func TestCASConflictsAreToldApartFromFailures(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testenv.Server(t)
 	nc, js := testenv.Connect(t, s.ClientURL())
@@ -64,6 +65,7 @@ func TestCASConflictsAreToldApartFromFailures(t *testing.T) {
 }
 
 func TestCASConflictsOnR3RacesOverDeleteMarkers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	nodes := testenv.Cluster(t)
 	_, js := testenv.Connect(t, embedded.ClientURLs(nodes))
@@ -109,6 +111,7 @@ func TestCASConflictsOnR3RacesOverDeleteMarkers(t *testing.T) {
 // a meta group without quorum is logged with what it means; another error
 // is logged as it is.
 func TestLogRecordsNameTheTopologyFault(t *testing.T) {
+	t.Parallel()
 	noQuorum := fmt.Errorf("watching: %w", &jetstream.APIError{Code: 503, ErrorCode: natscause.ClusterNotAvailable, Description: "JetStream system temporarily unavailable"})
 	if got := errAttrs(noQuorum); len(got) != 4 || got[2] != "cause" || got[3] != natscause.NoMetaQuorum {
 		t.Errorf("errAttrs(10008) = %v, want the error and the cause %q", got, natscause.NoMetaQuorum)

@@ -21,6 +21,7 @@ import (
 // still counts itself leader past its validity deadline, and checks that
 // CheckHealth and HealthHandler report it, then recover once it is let go.
 func TestCheckHealthFailsWhileCampaignGoroutineIsStuck(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "HEALTH", TTL: 2 * time.Second})
@@ -104,6 +105,7 @@ func TestCheckHealthFailsWhileCampaignGoroutineIsStuck(t *testing.T) {
 }
 
 func TestHealthHandlerRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "HEALTHINPUT", TTL: 2 * time.Second})

@@ -94,6 +94,7 @@ func (f *hubFixture) replaced() (int, string) {
 }
 
 func TestHubReplacesAWatcherThatMissesThisProcesssWrite(t *testing.T) {
+	t.Parallel()
 	f := startHub(t)
 	f.put("released:x") // not held: the silence rule does not apply
 	f.stall()
@@ -109,6 +110,7 @@ func TestHubReplacesAWatcherThatMissesThisProcesssWrite(t *testing.T) {
 }
 
 func TestHubReplacesAWatcherSilentWhileAKeyIsHeld(t *testing.T) {
+	t.Parallel()
 	f := startHub(t)
 	f.put("holder")
 	f.stall()
@@ -124,6 +126,7 @@ func TestHubReplacesAWatcherSilentWhileAKeyIsHeld(t *testing.T) {
 }
 
 func TestHubShowsAKeyThatAgedOutWhileItsWatcherStalled(t *testing.T) {
+	t.Parallel()
 	f := startHub(t)
 	f.put("holder")
 	f.stall()
@@ -136,6 +139,7 @@ func TestHubShowsAKeyThatAgedOutWhileItsWatcherStalled(t *testing.T) {
 }
 
 func TestHubReplacesAWatcherThatFallsBehindWhileThisProcessKeepsWriting(t *testing.T) {
+	t.Parallel()
 	f := startHub(t)
 	f.put("released:x") // not held: the silence rule does not apply
 	f.stall()
@@ -159,6 +163,7 @@ func TestHubReplacesAWatcherThatFallsBehindWhileThisProcessKeepsWriting(t *testi
 }
 
 func TestObserveCarriesOnAcrossAStalledWatcher(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "OBS", TTL: 2 * time.Second, Storage: jetstream.MemoryStorage})

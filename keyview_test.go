@@ -23,6 +23,7 @@ func (e entry) Delta() uint64                   { return 0 }
 func (e entry) Operation() jetstream.KeyValueOp { return e.op }
 
 func TestKeyViewTellsHowTheKeyBecameFree(t *testing.T) {
+	t.Parallel()
 	put := jetstream.KeyValuePut
 	tests := []struct {
 		name    string

@@ -10,6 +10,7 @@ import (
 // A bucket without expiry markers says nothing when a key ages out, so Leader
 // and Leaders count a holder silent for a TTL as nobody.
 func TestAHolderSilentForATTLHoldsNothing(t *testing.T) {
+	t.Parallel()
 	ttl := 2 * time.Second
 	b := &Bucket{info: bucketInfo{ttl: ttl}}
 	tests := []struct {

@@ -10,6 +10,7 @@ import (
 // tenth of the TTL less 48 ms, so the smallest TTL is about 40 round trips
 // plus half a second, in whole seconds, at least MinTTL.
 func TestSuggestedTTLFitsFourRoundTripsInTheRenewalWindow(t *testing.T) {
+	t.Parallel()
 	def := newTiming(10*time.Second, 0)
 	short := newTiming(30*time.Second, 10*time.Second) // window 9.2 s, at an interval a third of the TTL
 	tests := []struct {
@@ -36,6 +37,7 @@ func TestSuggestedTTLFitsFourRoundTripsInTheRenewalWindow(t *testing.T) {
 // follows the median of the recent round trips, not one spike, at most once
 // in roundTripWarnEvery, and that the median forgets calls 16 calls old.
 func TestRoundTripsWarnOnceInAWhileOnTheMedian(t *testing.T) {
+	t.Parallel()
 	var r roundTrips
 	const budget = 100 * time.Millisecond
 	now := time.Now() // the clock stands still: only the warning's spacing moves it

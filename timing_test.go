@@ -153,6 +153,7 @@ func timingCases(t *testing.T) []timing {
 // write out, over TTLs, campaign intervals and clocks at the extremes of the
 // clock assumption.
 func TestDeadlinesComeBeforeTheEarliestExpiry(t *testing.T) {
+	t.Parallel()
 	for _, tm := range timingCases(t) {
 		for _, v := range violations(t, tm) {
 			t.Errorf("TTL %v, interval %v: %s", tm.ttl, tm.interval, v)
@@ -166,6 +167,7 @@ func TestDeadlinesComeBeforeTheEarliestExpiry(t *testing.T) {
 // library had before the clock assumption was stated (15/16 of the TTL, and
 // the TTL's last eighth after validity).
 func TestDeadlineCheckCatchesEachDeadlineMovedPastTheBound(t *testing.T) {
+	t.Parallel()
 	mutations := []struct {
 		name   string
 		mutate func(*timing)
@@ -203,6 +205,7 @@ func ptr[T any](v T) *T { return &v }
 // TestDefaultTimings pins the figures the docs give for the default
 // interval.
 func TestDefaultTimings(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		ttl                               time.Duration
 		hardEnd, validity, work, announce string
@@ -226,6 +229,7 @@ func fmtMS(d time.Duration) string { return d.Round(time.Millisecond).String() }
 // against the code: the bounds it states and each deadline of its table,
 // at TTLs of 2 s, 10 s and a minute.
 func TestDesignDocGivesTheCodesTiming(t *testing.T) {
+	t.Parallel()
 	text, err := os.ReadFile("docs/design.md")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // and the default interval (TestDefaultTimings has the derivation's figures), later after each renewal, and no longer given once that
 // leadership has ended, even while the same node leads again.
 func TestWorkDeadlineFollowsTheLeadership(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())

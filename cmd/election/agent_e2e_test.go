@@ -97,6 +97,7 @@ func awaitDaemons(t *testing.T, file, what string, ok func(loads map[string]int)
 // daemons to the others only after they stopped, and it exits 0; SIGKILL to
 // another moves its daemons to the last once their keys age out.
 func TestAgentRunsEachDaemonOnOneOfThreeNodes(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -201,6 +202,7 @@ func TestAgentRunsEachDaemonOnOneOfThreeNodes(t *testing.T) {
 // has lapsed, another node may start it, so the agent kills it then, not
 // at the end of its grace.
 func TestAgentKillsADrainingDaemonWhenItsHoldIsLost(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -227,6 +229,7 @@ func TestAgentKillsADrainingDaemonWhenItsHoldIsLost(t *testing.T) {
 }
 
 func TestAgentRefusesBadDaemons(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		path := filepath.Join(dir, name)
@@ -281,6 +284,7 @@ func metricValue(body, series string) (float64, bool) {
 // node0: a runs here, moved here once; c restarts; b runs elsewhere, and
 // once node1 leaves, b runs nowhere for longer and longer.
 func TestAgentServesFleetMetrics(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -370,6 +374,7 @@ func TestAgentServesFleetMetrics(t *testing.T) {
 // TestAgentShowsACrashLoopingDaemon runs a daemon whose command does not
 // exist: status shows it crash-looping, its error "command not found".
 func TestAgentShowsACrashLoopingDaemon(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -384,6 +389,7 @@ func TestAgentShowsACrashLoopingDaemon(t *testing.T) {
 // SIGTERM: it logs that it joined once, and its daemon handed over, not
 // lost.
 func TestAgentLogsAGracefulLeaveAsOne(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -415,6 +421,7 @@ func TestAgentLogsAGracefulLeaveAsOne(t *testing.T) {
 // priority 1: both daemons move to it, each started there only once it
 // stopped on the standby; when the primary leaves, they come back.
 func TestAgentHandsDaemonsToAHigherPriority(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())

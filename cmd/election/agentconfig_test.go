@@ -12,6 +12,7 @@ import (
 // files: each error names the line at fault and what is allowed there, in
 // the file's terms, not Go's.
 func TestAgentConfigErrorsNameTheLineAndWhatIsAllowed(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		yaml string
 		says []string
@@ -55,6 +56,7 @@ func TestAgentConfigErrorsNameTheLineAndWhatIsAllowed(t *testing.T) {
 }
 
 func TestAgentConfigReadsAGoodFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "daemons.yaml")
 	yaml := "# daemons\ndaemons:\n  - name: x\n    command: ./relay --batch 100\n    grace: 30s\n    env: {MODE: fast}\n  - name: y\n    command: b\n"
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {

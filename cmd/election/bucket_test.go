@@ -11,6 +11,7 @@ import (
 )
 
 func TestBucketCreateMakesOrKeepsTheBucket(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 
@@ -53,6 +54,7 @@ func TestBucketCreateMakesOrKeepsTheBucket(t *testing.T) {
 }
 
 func TestBucketCheckPrintsWarningsAndProblems(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "GOOD", TTL: 10 * time.Second})
@@ -86,6 +88,7 @@ func TestBucketCheckPrintsWarningsAndProblems(t *testing.T) {
 }
 
 func TestBucketErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	for name, tc := range map[string]struct {
@@ -117,6 +120,7 @@ func TestBucketErrorsAreOneLine(t *testing.T) {
 }
 
 func TestBucketCreateWithReplicasOnASingleServerGivesAHint(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	code, stdout, stderr := runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "JOBS", "--ttl", "10s", "--replicas", "3")
 	if code != exitError || stdout != "" {

@@ -17,6 +17,7 @@ import (
 // TestHintNamesTheTopologyFault builds the errors as nats.go returns them
 // (and as the commands wrap them) and checks what hint says of each.
 func TestHintNamesTheTopologyFault(t *testing.T) {
+	t.Parallel()
 	// The server's answer to a stream or consumer create when the
 	// JetStream meta group has no leader in reach: nats.go returns the
 	// response's *APIError as it is.
@@ -72,6 +73,7 @@ func TestHintNamesTheTopologyFault(t *testing.T) {
 // TestDomainMarksKeepTheErrorsText: marking an error with its domain
 // changes neither its text nor what errors.Is finds.
 func TestDomainMarksKeepTheErrorsText(t *testing.T) {
+	t.Parallel()
 	err := fmt.Errorf("opening bucket %q: %w", "B", nats.ErrNoResponders)
 	if marked := withDomain(site{domain: "hub"}, err); marked.Error() != err.Error() || !errors.Is(marked, nats.ErrNoResponders) {
 		t.Errorf("marked %q (is no responders: %v), want %q", marked, errors.Is(marked, nats.ErrNoResponders), err)
@@ -85,6 +87,7 @@ func TestDomainMarksKeepTheErrorsText(t *testing.T) {
 // none of its servers has: the commands say that the domain cannot be
 // reached from this server, where nats.go says "no responders".
 func TestUnreachableDomainIsNamed(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "HERE", TTL: 2 * time.Second})

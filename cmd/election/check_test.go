@@ -16,6 +16,7 @@ import (
 // every format; a key without one is CRITICAL (exit 2); an unreachable server
 // is UNKNOWN (exit 3), as nats server check answers.
 func TestCheckSaysWhetherAKeyHasALeader(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
@@ -80,6 +81,7 @@ func TestCheckSaysWhetherAKeyHasALeader(t *testing.T) {
 // TestCheckFleetFindsADaemonRunningNowhere: a fleet member that lists a
 // daemon no node runs makes the fleet check CRITICAL.
 func TestCheckFleetFindsADaemonRunningNowhere(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)

@@ -13,11 +13,11 @@ import (
 )
 
 // runCLI runs election with args in this process, with no nats context and
-// no NATS_URL or NATS_CONTEXT from the environment, and returns its exit code
-// and output.
+// no NATS_URL or NATS_CONTEXT from the environment (TestMain's
+// isolateProcessEnv, or a serial test's own t.Setenv), and returns its exit
+// code and output. It sets no variable itself, so parallel tests may call it.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	isolateNATSEnv(t)
 	var out, errOut bytes.Buffer
 	code = dispatch(args, &out, &errOut)
 	return code, out.String(), errOut.String()
@@ -50,6 +50,7 @@ func wantOneLineError(t *testing.T, code, wantCode int, stdout, stderr string, s
 }
 
 func TestHelpListsCommandsAndFlags(t *testing.T) {
+	t.Parallel()
 	for args, says := range map[string][]string{
 		"--help":               {"run ", "sidecar ", "status ", "resign ", "transfer ", "bucket ", "election COMMAND --help"},
 		"run -h":               {"--metrics ADDR", "/metrics", "/healthz", "--health-tolerance DURATION", "(default 1s)", "--leader-file FILE"},
@@ -78,6 +79,7 @@ func TestHelpListsCommandsAndFlags(t *testing.T) {
 }
 
 func TestUnknownCommandIsAUsageError(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "start")
 	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, sidecar, agent, status, resign, transfer, history, check, dashboard, bucket or permissions")
 }
@@ -130,6 +132,7 @@ func TestConnectUsesTheNATSContext(t *testing.T) {
 }
 
 func TestAgentHelpListsPriorities(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "agent", "--help")
 	if code != 0 || stderr != "" {
 		t.Fatalf("agent --help: exit %d, stderr %q; want 0 and nothing", code, stderr)

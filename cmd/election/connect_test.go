@@ -243,6 +243,7 @@ func TestInboxPrefix(t *testing.T) {
 }
 
 func TestBadConnectionSettingsAreUsageErrors(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "missing.creds")
 	file := writeFile(t, "some.pem", []byte("x"))
 	for says, args := range map[string][]string{
@@ -272,6 +273,7 @@ func TestBadConnectionSettingsAreUsageErrors(t *testing.T) {
 // TestLeafNodeIntoAHubsJetStreamDomain runs the commands against a leaf node
 // without JetStream, reaching the hub's JetStream through --js-domain.
 func TestLeafNodeIntoAHubsJetStreamDomain(t *testing.T) {
+	t.Parallel()
 	ports, err := embedded.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
@@ -312,6 +314,7 @@ func TestLeafNodeIntoAHubsJetStreamDomain(t *testing.T) {
 // and with a token, right and wrong, against servers that check them: no
 // output of any holds the secret.
 func TestNoCommandPrintsAPasswordOrToken(t *testing.T) {
+	t.Parallel()
 	users := testenv.ConfiguredServer(t, func(o *server.Options) {
 		o.Users = []*server.User{{Username: "app", Password: secret}}
 	})

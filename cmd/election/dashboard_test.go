@@ -73,6 +73,7 @@ func getJSON(t testing.TB, url string, v any) int {
 }
 
 func TestDashboardListsKeysAndFollowsChanges(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
@@ -175,6 +176,7 @@ func TestDashboardListsKeysAndFollowsChanges(t *testing.T) {
 }
 
 func TestDashboardWithoutHistorySaysHowToCreateIt(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "BARE", TTL: 2 * time.Second})
@@ -191,6 +193,7 @@ func TestDashboardWithoutHistorySaysHowToCreateIt(t *testing.T) {
 }
 
 func TestDashboardErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -249,6 +252,7 @@ func BenchmarkDashboardKeys(b *testing.B) {
 // of its win in the history, and one without a recorded win the bound its
 // latest write gives.
 func TestDashboardShowsTheFleetAndWhatItKnowsOfTokens(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
@@ -356,6 +360,7 @@ func candidatesWithMetadata(t *testing.T, kv jetstream.KeyValue, name, key strin
 // times of run's, sidecar's and agent's (to the millisecond), and its
 // --log-format json.
 func TestDashboardLogsAsTheOtherCommands(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})

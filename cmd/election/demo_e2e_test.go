@@ -14,6 +14,7 @@ import (
 // server is up, while it sets up a thousand workers: it stops, and exits 0,
 // rather than finishing the set-up first or swallowing the signal.
 func TestDemoStopsOnASignalDuringSetUp(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=", "CONTEXT=",

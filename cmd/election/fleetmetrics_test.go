@@ -15,6 +15,7 @@ import (
 // kvelect_election_* ones), and that its counters exist at 0 before
 // anything ran.
 func TestDeployedRulesAndDashboardUseFleetSeries(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newFleetMetrics("n", 1, 0, []string{"d"}, nil, nil))
 	om := newObserverMetrics()

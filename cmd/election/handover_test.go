@@ -14,6 +14,7 @@ import (
 // TestResignAndTransferMoveLeadership runs three candidates and moves their
 // leadership with resign, then with transfer.
 func TestResignAndTransferMoveLeadership(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
@@ -73,6 +74,7 @@ func wantNewLeader(t *testing.T, stdout string, elections map[string]*election.E
 // TestResignWithALoneCandidateFails resigns the only candidate: resign
 // fails within a second, without asking it, and it keeps leading.
 func TestResignWithALoneCandidateFails(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
@@ -97,6 +99,7 @@ func TestResignWithALoneCandidateFails(t *testing.T) {
 }
 
 func TestHandoverErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	for name, tc := range map[string]struct {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestHistoryRecordsRunAndPrintsIt(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)

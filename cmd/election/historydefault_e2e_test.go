@@ -54,6 +54,7 @@ func waitHistory(t *testing.T, url, bucket, key string, want ...string) {
 // that stops, a takeover, a leader killed, a takeover after the TTL and a
 // last stop each show in election history, in order.
 func TestPlainBucketAndRunRecordEveryChange(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	url := s.ClientURL()
@@ -93,6 +94,7 @@ func TestPlainBucketAndRunRecordEveryChange(t *testing.T) {
 // history's subjects: each process warns once, and the election works as
 // ever: a leader, a stop, a takeover.
 func TestRunDeniedTheHistoryWarnsOnceAndLeads(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	perms, err := rolePermissions(roleCandidate, "E2E", "", "", true)
 	if err != nil {
@@ -150,6 +152,7 @@ func TestRunDeniedTheHistoryWarnsOnceAndLeads(t *testing.T) {
 // TestRunWithHistoryFalseRecordsNothing: --history=false records nothing in
 // a bucket that keeps a history.
 func TestRunWithHistoryFalseRecordsNothing(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	if code, stdout, stderr := runCLI(t, "bucket", "create", "-s", url, "--bucket", "OFF", "--ttl", "2s"); code != 0 {
@@ -173,6 +176,7 @@ func TestRunWithHistoryFalseRecordsNothing(t *testing.T) {
 // TestDemoRecordsInItsHistory runs the demo against a server: the bucket
 // it creates gets a history, and its workers record in it.
 func TestDemoRecordsInItsHistory(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	url := s.ClientURL()

@@ -15,6 +15,7 @@ import (
 // The file holds the token while held, is gone after each, and nothing else
 // is left in its directory.
 func TestLeaderFileFollowsLeadership(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f := &leaderFile{path: filepath.Join(dir, "leader"), log: quietLog()}
 	held := func(want string) {
@@ -57,6 +58,7 @@ func quietLog() *logrus.Entry {
 // TestLeaderFileClearRemovesALeftFile removes the file a killed leader
 // would leave, and accepts no file at all.
 func TestLeaderFileClearRemovesALeftFile(t *testing.T) {
+	t.Parallel()
 	f := &leaderFile{path: filepath.Join(t.TempDir(), "leader"), log: quietLog()}
 	if err := f.clear(); err != nil {
 		t.Errorf("clear without a file: %v", err)
@@ -75,6 +77,7 @@ func TestLeaderFileClearRemovesALeftFile(t *testing.T) {
 // TestCheckLeaderFileRefusesAnUnwritableDirectory runs only as a user whose
 // writes the permission bits stop (root's are not).
 func TestCheckLeaderFileRefusesAnUnwritableDirectory(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		t.Skip("root writes in a read-only directory")
 	}

@@ -10,6 +10,7 @@ import (
 )
 
 func TestRunMetricsErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)

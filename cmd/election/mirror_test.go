@@ -38,6 +38,7 @@ func bucketAndMirror(t *testing.T) (string, jetstream.JetStream) {
 const mirrorLabel = `^from mirror EM of bucket E: not authoritative, may be stale; lag \d+ messages, last heard from bucket E \d+(\.\d+)?[mµn]?s ago$`
 
 func TestStatusReadsAMirrorAndSaysItIsNotAuthoritative(t *testing.T) {
+	t.Parallel()
 	url, js := bucketAndMirror(t)
 	mirrorOf(t, js, "EF", "E", 0) // keeps keys forever: status takes E's TTL
 	job := candidates(t, url, "E", "job", "node0", "node1")
@@ -93,6 +94,7 @@ func TestStatusReadsAMirrorAndSaysItIsNotAuthoritative(t *testing.T) {
 }
 
 func TestStatusMirrorErrorsNameBothBuckets(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
@@ -129,6 +131,7 @@ func TestStatusMirrorErrorsNameBothBuckets(t *testing.T) {
 // TestMirrorIsReadOnly: what reads a mirror cannot write through it, nor
 // take a Get of it for the truth.
 func TestMirrorIsReadOnly(t *testing.T) {
+	t.Parallel()
 	_, js := bucketAndMirror(t)
 	ctx := context.Background()
 	src, err := openObserved(ctx, js, "E", "EM")
@@ -160,6 +163,7 @@ func TestMirrorIsReadOnly(t *testing.T) {
 }
 
 func TestStatusWatchOverAMirrorShowsItsLag(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	url, _ := bucketAndMirror(t)
 	elections := candidates(t, url, "E", "job", "node0", "node1")
@@ -193,6 +197,7 @@ func TestStatusWatchOverAMirrorShowsItsLag(t *testing.T) {
 }
 
 func TestDashboardOverAMirrorSaysItIsNotAuthoritative(t *testing.T) {
+	t.Parallel()
 	url, js := bucketAndMirror(t)
 	leader := waitLeader(t, candidates(t, url, "E", "job", "node0"))
 
@@ -234,6 +239,7 @@ func TestDashboardOverAMirrorSaysItIsNotAuthoritative(t *testing.T) {
 }
 
 func TestDashboardMirrorErrorsNameBothBuckets(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)

@@ -19,6 +19,7 @@ import (
 // TestStatusWatchPrintsChangesUntilSIGINT watches a key while its leader
 // resigns, then interrupts the watch, which must exit 0.
 func TestStatusWatchPrintsChangesUntilSIGINT(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	url := s.ClientURL()
@@ -70,6 +71,7 @@ func TestStatusWatchPrintsChangesUntilSIGINT(t *testing.T) {
 // TestRunServesMetricsAndHealth runs election run --metrics and scrapes it
 // while it leads; the server goes away when it exits.
 func TestRunServesMetricsAndHealth(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -136,6 +138,7 @@ func wantSeries(t *testing.T, base, series string, want float64) {
 // scrapes has_leader and leader_changes_seen_total of a key whose leader
 // resigns.
 func TestDashboardServesObserverMetrics(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	url := s.ClientURL()

@@ -19,6 +19,7 @@ import (
 // the job ran (a schedule firing a little later on other hosts). The job
 // runs exactly once; every other process exits 75 without running it.
 func TestRunOnceFiredOnTenHostsRunsTheJobOnce(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -58,6 +59,7 @@ func TestRunOnceFiredOnTenHostsRunsTheJobOnce(t *testing.T) {
 // TestRunOnceExitsWithTheJobsStatus checks that the process that runs the
 // job exits with the job's status, and that --wait needs --once.
 func TestRunOnceExitsWithTheJobsStatus(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())

@@ -21,6 +21,7 @@ import (
 )
 
 func TestPermissionsPrintsEachRole(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "permissions", "--role", "candidate", "--bucket", "JOBS")
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
@@ -199,14 +200,15 @@ func rootBucket(t *testing.T, root string) jetstream.JetStream {
 // work and one outside it fails with a clear error; then, for each line of
 // the block in turn, that the role's commands fail without it.
 func TestEachRoleWorksWithExactlyItsPermissions(t *testing.T) {
+	t.Parallel()
 	requireExactly(t, false, roleExercises, func(role string, p permissionSet) []droppedPermission { return droppingEach(p) })
 }
 
 // requireExactly runs, for each role, exercise with exactly the block
 // election permissions prints (with --history=false unless history is set), then
 // with each block that drop makes from the role's permissions: each must
-// fail. The subtests mostly wait for timeouts, so they run in parallel; they
-// keep the environment runCLI isolated.
+// fail. The subtests mostly wait for timeouts, so they run in parallel; the
+// environment runCLI relies on is isolated for the whole run (TestMain).
 func requireExactly(t *testing.T, history bool, exercises map[string]func(t *testing.T, user, root string) error,
 	drop func(role string, p permissionSet) []droppedPermission) {
 	printed := map[string]string{}
@@ -253,6 +255,7 @@ func requireExactly(t *testing.T, history bool, exercises map[string]func(t *tes
 // as JSON, never the client's raw error or the password; the sidecar's
 // /healthz is never ok meanwhile.
 func TestACandidateDeniedItsWritesExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	perms, err := rolePermissions(roleObserver, "E2E", "", "", false)
 	if err != nil {
@@ -436,6 +439,7 @@ func recorded(js jetstream.JetStream, key string) error {
 // election permissions --history prints for each role, runs what the role
 // does with the history, then drops each of the history's lines in turn.
 func TestEachRoleUsesTheHistoryWithItsHistoryPermissions(t *testing.T) {
+	t.Parallel()
 	requireExactly(t, true, historyExercises, func(role string, p permissionSet) []droppedPermission {
 		var out []droppedPermission
 		for _, subject := range historyPermissions(role, defaultBucket, "") {

@@ -13,6 +13,7 @@ import (
 // or wildcards, and an empty tag, are usage errors naming the flag and
 // what it allows, before anything connects.
 func TestBucketCreatePlacementFlagsRefuseBadInput(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		says string
@@ -41,6 +42,7 @@ func TestBucketCreatePlacementFlagsRefuseBadInput(t *testing.T) {
 // TestPlacementFlagsParse: tags are trimmed and each kept once, and a
 // cluster's name may have dots, as nats-server allows.
 func TestPlacementFlagsParse(t *testing.T) {
+	t.Parallel()
 	if got, err := (&placementFlags{cluster: "eu.west"}).placement(map[string]bool{"cluster": true}); err != nil || got.Cluster != "eu.west" {
 		t.Errorf("placement of --cluster eu.west: %+v, %v; want cluster eu.west", got, err)
 	}
@@ -57,6 +59,7 @@ func TestPlacementFlagsParse(t *testing.T) {
 // TestLocationSaysWhereTheBucketLives builds the stream info a supercluster
 // and a leaf node give and checks bucket check's location lines.
 func TestLocationSaysWhereTheBucketLives(t *testing.T) {
+	t.Parallel()
 	r3 := &jetstream.StreamInfo{
 		Config: jetstream.StreamConfig{Placement: &jetstream.Placement{Cluster: "C1", Tags: []string{"ssd"}}},
 		Cluster: &jetstream.ClusterInfo{Name: "C1", Leader: "c1-a", Replicas: []*jetstream.PeerInfo{
@@ -86,6 +89,7 @@ func TestLocationSaysWhereTheBucketLives(t *testing.T) {
 }
 
 func TestPlacementDiffers(t *testing.T) {
+	t.Parallel()
 	info := &jetstream.StreamInfo{
 		Config:  jetstream.StreamConfig{Placement: &jetstream.Placement{Tags: []string{"SSD", "az:1"}}},
 		Cluster: &jetstream.ClusterInfo{Name: "C1"},
@@ -107,6 +111,7 @@ func TestPlacementDiffers(t *testing.T) {
 // TestPlacementOnAServerInNoCluster: a lone server takes a placement and
 // ignores it; bucket create says so, and the bucket works.
 func TestPlacementOnAServerInNoCluster(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	code, stdout, stderr := runCLI(t, "bucket", "create", "-s", s.ClientURL(), "--bucket", "LONE", "--ttl", "2s", "--history", "0", "--cluster", "C1")
 	if code != 0 || !strings.Contains(stdout, `location: a server in no cluster, which ignores the placement asked (cluster "C1")`) {

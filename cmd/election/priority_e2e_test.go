@@ -19,6 +19,7 @@ import (
 // each time): the command runs on priority 3 every time, whoever ran it
 // first, and keeps running there once the other two have stopped.
 func TestRunHighestPriorityLeadsWhenStartedTogether(t *testing.T) {
+	t.Parallel()
 	const (
 		tries = 20
 		ttl   = 2 * time.Second // the shortest the command allows

@@ -7,6 +7,7 @@ import (
 )
 
 func TestRedactURLsHidesUsersPasswordsAndTokens(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"nats://admin:s3cret@127.0.0.1:4222":               "nats://REDACTED@127.0.0.1:4222",
 		"tls://t0ken@h:1,nats://h2:2":                      "tls://REDACTED@h:1,nats://h2:2",
@@ -25,6 +26,7 @@ func TestRedactURLsHidesUsersPasswordsAndTokens(t *testing.T) {
 // server URLs carrying a password, unreachable or malformed, and checks that
 // no output line holds the password, and that a malformed URL is bad input.
 func TestNoCommandPrintsTheSecretOfAServerURL(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cretPa55"
 	commands := [][]string{ // the subcommand, with its flags before any COMMAND
 		{"status"}, {"status", "--key", "k", "--watch"}, {"resign", "--key", "k"},

@@ -90,6 +90,7 @@ func killStartedCommands(t *testing.T, file string) {
 // it stops its command, releases the key and exits with the command's status,
 // and the third takes over.
 func TestRunMovesTheCommandBetweenProcesses(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -139,6 +140,7 @@ func TestRunMovesTheCommandBetweenProcesses(t *testing.T) {
 // loses leadership, stops its command, campaigns on, wins again and starts
 // the command again with a larger token.
 func TestRunRestartsTheCommandWhenItLeadsAgain(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -167,6 +169,7 @@ func TestRunRestartsTheCommandWhenItLeadsAgain(t *testing.T) {
 // TestRunKillsACommandThatIgnoresSIGTERM checks that a command that ignores
 // the signal passed to it gets SIGKILL after the grace period.
 func TestRunKillsACommandThatIgnoresSIGTERM(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -188,6 +191,7 @@ func TestRunKillsACommandThatIgnoresSIGTERM(t *testing.T) {
 // TestRunLogsTheServerGoingAwayAndComingBack resets election run's
 // connection: it logs the loss once and the reconnection once.
 func TestRunLogsTheServerGoingAwayAndComingBack(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -217,6 +221,7 @@ func TestRunLogsTheServerGoingAwayAndComingBack(t *testing.T) {
 // of a 10 s bucket (whose start delay, were it applied, could be 5 s)
 // runs its command within a second of starting, connection and all.
 func TestALoneRunStartsItsCommandAtOnce(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())

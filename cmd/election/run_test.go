@@ -13,6 +13,7 @@ import (
 )
 
 func TestRunErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	dir := t.TempDir()
@@ -65,6 +66,7 @@ func TestRunErrorsAreOneLine(t *testing.T) {
 // TestRunExitsWithTheCommandsStatus runs a command that fails at once: run
 // must release the key and exit with the command's status.
 func TestRunExitsWithTheCommandsStatus(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})
@@ -80,6 +82,7 @@ func TestRunExitsWithTheCommandsStatus(t *testing.T) {
 // gone once run has released the key; a file left from before is removed
 // at start.
 func TestRunKeepsTheLeaderFileWhileItLeads(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})
@@ -117,6 +120,7 @@ func wantLogged(t *testing.T, log string, says ...string) {
 // TestRunExitsAsTheShellWhenTheCommandCannotRun: 127 for a command that is
 // not there, 126 for one that is but cannot be executed.
 func TestRunExitsAsTheShellWhenTheCommandCannotRun(t *testing.T) {
+	t.Parallel()
 	for command, want := range map[string]int{"/etc/passwd": exitCannotRun, "/nonexistent": exitNotFound, "no-such-command": exitNotFound} {
 		var stdout, stderr bytes.Buffer
 		if code := dispatch([]string{"run", "--key", "k", "--", command}, &stdout, &stderr); code != want {

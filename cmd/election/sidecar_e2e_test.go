@@ -20,12 +20,12 @@ import (
 // the leader removes its leader file, releases the key and exits 0, and the
 // other sidecar's event stream shows itself leading within a second.
 func TestSidecarProcessHandsOverOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SIDE", TTL: 10 * time.Second})
-	isolateNATSEnv(t)
 	ports, err := embedded.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)

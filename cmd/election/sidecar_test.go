@@ -252,11 +252,11 @@ func transferTo(t *testing.T, url, bucket, key, name string) uint64 {
 // leader's stop, reach both event streams within a second, and the leader
 // file follows the leadership.
 func TestSidecarsAgreeOnTheLeaderAndHandOver(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SIDE", TTL: 2 * time.Second})
-	isolateNATSEnv(t)
 	a := startSidecar(t, url, "SIDE", "job", "pod-a")
 	b := startSidecar(t, url, "SIDE", "job", "pod-b")
 
@@ -336,11 +336,11 @@ func TestSidecarsAgreeOnTheLeaderAndHandOver(t *testing.T) {
 // and a follower: both healthy, whoever leads; and that unknown paths are
 // not taken for /.
 func TestSidecarServesHealthApartFromLeadership(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SIDE", TTL: 2 * time.Second})
-	isolateNATSEnv(t)
 	a := startSidecar(t, url, "SIDE", "job", "pod-a")
 	b := startSidecar(t, url, "SIDE", "job", "pod-b")
 	waitSidecarLeader(t, a, b)
@@ -369,6 +369,7 @@ func TestSidecarServesHealthApartFromLeadership(t *testing.T) {
 // unusable leader-file directory, a missing bucket and an unreachable server
 // each end the sidecar at once with one line naming the problem.
 func TestSidecarErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)

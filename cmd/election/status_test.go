@@ -14,6 +14,7 @@ import (
 )
 
 func TestStatusPrintsLeadersAndWatchers(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
@@ -80,6 +81,7 @@ func wantLines(t *testing.T, out string, patterns ...string) {
 }
 
 func TestStatusErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	for name, tc := range map[string]struct {

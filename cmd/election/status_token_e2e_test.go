@@ -17,6 +17,7 @@ import (
 // the leader's fencing token, the KVELECT_TOKEN its command got, and when
 // it won, in the table and in --json.
 func TestStatusShowsTheLeadersToken(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t).ClientURL()
 	if code, _, stderr := runCLI(t, "bucket", "create", "-s", s, "--bucket", "TOK", "--ttl", "3s"); code != 0 {

@@ -147,6 +147,7 @@ func killMarked(t *testing.T, mark string) {
 // its work deadline, before the key could have aged out, and b's command
 // never runs while a's does (sampled for 12 s).
 func TestRunGivesNoSecondCopyWhenItsGuardIsStopped(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	bin := buildElection(t)
 	s := testenv.Server(t)
@@ -190,6 +191,7 @@ func TestRunGivesNoSecondCopyWhenItsGuardIsStopped(t *testing.T) {
 // the daemon itself at the end of its grace and exits, and node1 starts
 // it only then.
 func TestAgentGivesNoSecondCopyWhenItLeavesWithAStoppedGuard(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -230,6 +232,7 @@ func TestAgentGivesNoSecondCopyWhenItLeavesWithAStoppedGuard(t *testing.T) {
 // SIGTERM: the guard passes no signal, so the command is killed at the end
 // of the grace, and the other election's command starts only then.
 func TestRunGivesNoSecondCopyWhenTheCommandStopsItsParent(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -327,6 +330,7 @@ func (p *pty) output() string {
 // in a group of its own, kills a's command at its work deadline. Held for
 // two TTLs, it never gives two copies; once a continues, it campaigns on.
 func TestRunCtrlZInATerminalGivesNoSecondCopy(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	bin := buildElection(t)
 	s := testenv.Server(t)
@@ -341,8 +345,12 @@ func TestRunCtrlZInATerminalGivesNoSecondCopy(t *testing.T) {
 	// The shell leads the terminal's session and, with job control (set
 	// -m), runs election in a foreground group of its own, which Ctrl-Z
 	// stops; it then goes on to sleep, so that the stopped group keeps a
-	// parent in its session and is not orphaned.
-	shell := exec.Command("/bin/sh", "-c", `set -m; "$ELECTION" run --name a --log-format json --server "$URL" --bucket CTRLZ --key job -- sh -c "$SCRIPT"; echo "election: $?"; sleep 1000`)
+	// parent in its session and is not orphaned. It execs sleep: a sleep
+	// it forked would be a job in a group of its own, which the cleanup's
+	// kill of the shell's group misses, and which, if it outlived the
+	// shell, would hold the terminal open and the cleanup waiting for its
+	// end (seen with the tests running in parallel).
+	shell := exec.Command("/bin/sh", "-c", `set -m; "$ELECTION" run --name a --log-format json --server "$URL" --bucket CTRLZ --key job -- sh -c "$SCRIPT"; echo "election: $?"; exec sleep 1000`)
 	shell.Env = append(os.Environ(), "ELECTION="+bin, "URL="+s.ClientURL(), "SCRIPT="+script,
 		"XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=")
 	shell.Stdin, shell.Stdout, shell.Stderr = term.slave, term.slave, term.slave
@@ -351,7 +359,7 @@ func TestRunCtrlZInATerminalGivesNoSecondCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		syscall.Kill(-shell.Process.Pid, syscall.SIGKILL) // the shell and its sleep
+		syscall.Kill(-shell.Process.Pid, syscall.SIGKILL) // the shell, or the sleep it became
 		shell.Wait()
 	})
 	first := waitStarts(t, starts, 1)[0]

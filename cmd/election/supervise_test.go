@@ -25,6 +25,7 @@ import (
 // leadership, does not end the election, and runs COMMAND when it leads
 // again.
 func TestRunCampaignsOnWhenLeadershipEndsBeforeTheCommandStarts(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LATE", TTL: election.MinTTL})

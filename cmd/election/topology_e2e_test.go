@@ -252,6 +252,7 @@ func awaitWatching(t *testing.T, js jetstream.JetStream, p *natsProcess, name, b
 // candidates: C1 holds the bucket (docs/topologies.md, "Where to put the
 // bucket"). Two workloads never run at once.
 func TestSuperclusterPlacementAndFailover(t *testing.T) {
+	t.Parallel()
 	natsServer := buildNATSServer(t)
 	bin := buildElection(t)
 	regions := []string{"C1", "C2", "C3"}
@@ -388,6 +389,7 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 // bucket check says through the leaf, and the error for a domain that
 // does not exist.
 func TestLeafNodeCandidateOfTheHubsBucket(t *testing.T) {
+	t.Parallel()
 	natsServer := buildNATSServer(t)
 	bin := buildElection(t)
 	ports, err := embedded.FreePorts(1)

@@ -19,6 +19,7 @@ import (
 // status names the bucket's cluster, each candidate's and its round trip,
 // and warns that the leader in C3 leads only while kvelect is reachable.
 func TestStatusShowsTheClustersAndWarnsOfCandidatesOutside(t *testing.T) {
+	t.Parallel()
 	bin := buildElection(t)
 	nodes := testenv.Cluster(t)
 	url := nodes[0].ClientURL()
@@ -68,6 +69,7 @@ func TestStatusShowsTheClustersAndWarnsOfCandidatesOutside(t *testing.T) {
 // TestALoneServerShowsNoClusters: on a lone server, a candidate publishes
 // no cluster and status shows none.
 func TestALoneServerShowsNoClusters(t *testing.T) {
+	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	nc, js := testenv.Connect(t, url)
@@ -89,6 +91,7 @@ func TestALoneServerShowsNoClusters(t *testing.T) {
 // TestClusterLabelKeepsTheNodesOwn: an agent labels its node with its
 // cluster unless its labels name one.
 func TestClusterLabelKeepsTheNodesOwn(t *testing.T) {
+	t.Parallel()
 	nodes := testenv.Cluster(t)
 	nc, _ := testenv.Connect(t, nodes[0].ClientURL())
 	given := map[string]string{"zone": "a"}

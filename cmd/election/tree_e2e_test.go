@@ -23,6 +23,11 @@ import (
 // may outlive its supervisor's leadership, and no command may run twice at
 // once. A watcher looks at every process carrying the command's mark every
 // 10 ms for two fencing tokens at once.
+//
+// Unlike the package's other tests, these run serially (only the forking
+// shapes of one test run side by side): they time a killed supervisor's
+// command against the 250 ms loss margin, and under the load of the other
+// tests running in parallel a kill took 237 ms to take effect.
 
 // leaderOf returns the KVELECT_LEADER or KVELECT_NODE in the environment of
 // a process carrying mark with token, and waits until one runs.

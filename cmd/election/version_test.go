@@ -9,6 +9,7 @@ import (
 )
 
 func TestVersionNamesTheBuildAndGo(t *testing.T) {
+	t.Parallel()
 	for _, arg := range []string{"--version", "version"} {
 		var stdout, stderr bytes.Buffer
 		code := dispatch([]string{arg}, &stdout, &stderr)
@@ -24,6 +25,7 @@ func TestVersionNamesTheBuildAndGo(t *testing.T) {
 // from any other commit as "devel", the commit and its date, never a raw
 // pseudo-version.
 func TestVersionDescribesABuildFromACommit(t *testing.T) {
+	t.Parallel()
 	vcs := []debug.BuildSetting{{Key: "vcs.revision", Value: "d1f878e055f9aa0011223344556677889900aabb"}, {Key: "vcs.modified", Value: "true"}}
 	tests := []struct {
 		version  string
