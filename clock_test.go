@@ -2,10 +2,8 @@ package election
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,54 +133,6 @@ func TestIsLeaderEndsWhenTheClockPassesValidity(t *testing.T) {
 	if _, ok := WorkDeadline(ctx); ok {
 		t.Error("WorkDeadline past validity: ok")
 	}
-}
-
-// cutKV is a real bucket whose writes fail, and whose watchers deliver
-// nothing, while cut, as when its client is cut off from the servers.
-type cutKV struct {
-	jetstream.KeyValue
-	cut atomic.Bool
-}
-
-func (k *cutKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
-	w, err := k.KeyValue.WatchFiltered(ctx, keys, opts...)
-	if err != nil {
-		return nil, err
-	}
-	cw := &cutWatcher{KeyWatcher: w, updates: make(chan jetstream.KeyValueEntry)}
-	go func() {
-		defer close(cw.updates)
-		for e := range w.Updates() {
-			if !k.cut.Load() {
-				cw.updates <- e
-			}
-		}
-	}()
-	return cw, nil
-}
-
-// cutWatcher delivers what its cutKV lets through.
-type cutWatcher struct {
-	jetstream.KeyWatcher
-	updates chan jetstream.KeyValueEntry
-}
-
-func (w *cutWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
-
-var errCut = errors.New("cut off from the servers")
-
-func (k *cutKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
-	if k.cut.Load() {
-		return 0, errCut
-	}
-	return k.KeyValue.Update(ctx, key, value, last)
-}
-
-func (k *cutKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	if k.cut.Load() {
-		return 0, errCut
-	}
-	return k.KeyValue.Put(ctx, key, value)
 }
 
 // slowLeaderRun leads with a candidate whose clock runs at rate against the

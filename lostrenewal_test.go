@@ -14,89 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// blindKV is a real bucket whose writes fail while cut, and whose watchers
-// deliver nothing while cut; reopen ends its watchers, so the hub starts a
-// new one whose initial state shows only the key's latest entry (as after a
-// reconnect): what happened meanwhile is never delivered one by one.
-type blindKV struct {
-	jetstream.KeyValue
-	cut      atomic.Bool
-	failed   atomic.Int32 // writes refused while cut
-	mu       sync.Mutex
-	watchers []*blindWatcher
-}
-
-type blindWatcher struct {
-	jetstream.KeyWatcher
-	updates chan jetstream.KeyValueEntry
-	ended   chan struct{}
-	once    sync.Once
-}
-
-func (w *blindWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
-
-func (w *blindWatcher) end() { w.once.Do(func() { close(w.ended) }) }
-
-func (w *blindWatcher) Stop() error { w.end(); return w.KeyWatcher.Stop() }
-
-func (k *blindKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
-	w, err := k.KeyValue.WatchFiltered(ctx, keys, opts...)
-	if err != nil {
-		return nil, err
-	}
-	bw := &blindWatcher{KeyWatcher: w, updates: make(chan jetstream.KeyValueEntry), ended: make(chan struct{})}
-	go func() {
-		defer close(bw.updates)
-		for {
-			select {
-			case <-bw.ended:
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if k.cut.Load() {
-					continue
-				}
-				select {
-				case bw.updates <- e:
-				case <-bw.ended:
-					return
-				}
-			}
-		}
-	}()
-	k.mu.Lock()
-	k.watchers = append(k.watchers, bw)
-	k.mu.Unlock()
-	return bw, nil
-}
-
-// reopen ends every watcher: the hub replaces it.
-func (k *blindKV) reopen() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, w := range k.watchers {
-		w.end()
-	}
-	k.watchers = nil
-}
-
-func (k *blindKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
-	if k.cut.Load() {
-		k.failed.Add(1)
-		return 0, errCut
-	}
-	return k.KeyValue.Update(ctx, key, value, last)
-}
-
-func (k *blindKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	if k.cut.Load() {
-		return 0, errCut
-	}
-	return k.KeyValue.Put(ctx, key, value)
-}
-
 // syncBuffer is a log sink the test reads.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -134,7 +51,7 @@ func TestAdoptingASameNamedClaimOverARemovalNeverMakesTwoLeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blind := &blindKV{KeyValue: kv}
+	blind := &cutKV{KeyValue: kv}
 	logs := &syncBuffer{}
 
 	var mu sync.Mutex

@@ -366,7 +366,7 @@ func TestDashboardLogsAsTheOtherCommands(t *testing.T) {
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 2 * time.Second})
 	bin := buildOnce(t, "election", ".")
 	for format, want := range map[string]*regexp.Regexp{
-		"text": regexp.MustCompile(`^time="\d\d:\d\d:\d\d\.\d{3}" level=info msg="serving the dashboard of bucket ELECTIONS" url="http://127\.0\.0\.1:\d+/"$`),
+		"text": regexp.MustCompile(`^time="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d\d:\d\d)" level=info msg="serving the dashboard of bucket ELECTIONS" url="http://127\.0\.0\.1:\d+/"$`),
 		"json": regexp.MustCompile(`^\{"level":"info","msg":"serving the dashboard of bucket ELECTIONS","time":"[^"]+","url":"http://127\.0\.0\.1:\d+/"\}$`),
 	} {
 		t.Run(format, func(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 func setupLog(log *logrus.Logger, format, level, formatSetting, levelSetting string) error {
 	switch format {
 	case "", "text":
-		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
+		// Date and zone: a log read later, or beside another host's, needs both.
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "2006-01-02T15:04:05.000Z07:00"})
 	case "json":
 		log.SetFormatter(&logrus.JSONFormatter{})
 	default:

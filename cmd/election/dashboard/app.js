@@ -67,9 +67,17 @@ function tokenCell(k) {
   return td;
 }
 
+// when shows a moment as the time of day if it is today, else with its
+// date: a leader since yesterday must not read as since this morning.
+function when(ts) {
+  const d = new Date(ts);
+  if (d.toDateString() === new Date().toDateString()) return d.toLocaleTimeString();
+  return d.toLocaleString();
+}
+
 function sinceCell(k) {
   if (!k.since) return cell("–");
-  const at = new Date(k.since).toLocaleTimeString();
+  const at = when(k.since);
   if (!k.since_before) return cell(at);
   const td = cell("before " + at, "unknown");
   td.title = "led before the dashboard started, and the leadership history does not record its win";
@@ -144,7 +152,7 @@ async function loadFleet() {
 
 function addChange(c) {
   const li = document.createElement("li");
-  li.textContent = `${new Date(c.at).toLocaleTimeString()} ${c.key}: ${c.leader || "no leader"}` + (c.token ? ` (token ${c.token})` : "");
+  li.textContent = `${when(c.at)} ${c.key}: ${c.leader || "no leader"}` + (c.token ? ` (token ${c.token})` : "");
   $("changes").prepend(li);
   while ($("changes").children.length > 200) $("changes").lastChild.remove();
 }
