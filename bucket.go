@@ -49,7 +49,7 @@ func OpenBucket(ctx context.Context, kv jetstream.KeyValue, defaults ...Option) 
 		kv:        kv,
 		info:      info,
 		defaults:  defaults,
-		hub:       newHub(kv, nil, info.ttl, machineClock{}, o.log().With("bucket", kv.Bucket())),
+		hub:       newHub(kv, nil, info.ttl, o.clockOr(), o.log().With("bucket", kv.Bucket())),
 		cancel:    cancel,
 		done:      make(chan struct{}),
 		elections: make(map[*Election]struct{}),
@@ -67,6 +67,13 @@ func OpenBucket(ctx context.Context, kv jetstream.KeyValue, defaults ...Option) 
 func (b *Bucket) NewElection(name, key string, opts ...Option) (*Election, error) {
 	if err := CheckCandidate(name, key); err != nil {
 		return nil, err
+	}
+	var own options
+	for _, opt := range opts {
+		opt(&own)
+	}
+	if own.clock != nil {
+		return nil, fmt.Errorf("%w: WithClock on an election of a Bucket: give it to OpenBucket, whose watcher every election of the bucket shares", ErrInvalidArgument)
 	}
 	e, err := newElection(name, key, b.kv, b.info, b.hub, append(append([]Option(nil), b.defaults...), opts...))
 	if err != nil {

@@ -1,9 +1,6 @@
 package election
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // Clock is an election's view of time: every reading of the time, timer and
 // sleep of its campaign and of its watcher goes through one. Elections read
@@ -23,37 +20,6 @@ type machineClock struct{}
 func (machineClock) Now() time.Time                     { return time.Now() }
 func (machineClock) Real(d time.Duration) time.Duration { return d }
 
-// skewedClock runs at rate times real time from the moment it was made,
-// plus whatever jump added (a negative jump: a clock that stood still, as
-// a suspended machine's does).
-type skewedClock struct {
-	origin time.Time
-	rate   float64
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func newSkewedClock(rate float64) *skewedClock {
-	return &skewedClock{origin: time.Now(), rate: rate}
-}
-
-func (c *skewedClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.origin.Add(time.Duration(float64(time.Since(c.origin))*c.rate) + c.offset)
-}
-
-func (c *skewedClock) Real(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / c.rate)
-}
-
-// jump moves the clock by d.
-func (c *skewedClock) jump(d time.Duration) {
-	c.mu.Lock()
-	c.offset += d
-	c.mu.Unlock()
-}
-
 // WithClock makes an election read c instead of the machine's monotonic
 // clock, for every reading of the time, timer and sleep of its campaign and
 // watcher. It is for tests of code that runs elections under skewed or
@@ -62,6 +28,8 @@ func (c *skewedClock) jump(d time.Duration) {
 // stands still while its machine is suspended. Production code leaves it
 // unset; the safety of an election rests on the clock assumption (see the
 // package documentation), which a clock given here may break on purpose.
+// Elections made from a Bucket share its watcher, and so its clock: give
+// WithClock to OpenBucket, not to Bucket.NewElection.
 func WithClock(c Clock) Option {
 	return func(o *options) { o.clock = c }
 }

@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -10,6 +11,37 @@ import (
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// skewedClock runs at rate times real time from the moment it was made,
+// plus whatever jump added (a negative jump: a clock that stood still, as
+// a suspended machine's does).
+type skewedClock struct {
+	origin time.Time
+	rate   float64
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func newSkewedClock(rate float64) *skewedClock {
+	return &skewedClock{origin: time.Now(), rate: rate}
+}
+
+func (c *skewedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.origin.Add(time.Duration(float64(time.Since(c.origin))*c.rate) + c.offset)
+}
+
+func (c *skewedClock) Real(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / c.rate)
+}
+
+// jump moves the clock by d.
+func (c *skewedClock) jump(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
 
 // manualClock reads whatever the test set: the campaign's decisions read
 // the time once each, so a test can put them at any moment.
@@ -211,4 +243,30 @@ func TestALeaderWhoseClockRunsSlowStandsDownBeforeItsKeyAgesOut(t *testing.T) {
 			t.Logf("with a's clock at 0.6, b led %v before a's leadership context was cancelled", -gap)
 		}
 	})
+}
+
+// TestABucketsElectionsReadItsWatchersClock: WithClock given to OpenBucket
+// reaches its watcher and every election made from it; given to one of its
+// elections, whose views come from the shared watcher, it is refused.
+func TestABucketsElectionsReadItsWatchersClock(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "CLOCKED", TTL: 2 * time.Second})
+	clk := newSkewedClock(1 / (1 + ClockRate))
+	b, err := OpenBucket(context.Background(), kv, WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	e, err := b.NewElection("a", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.clock != Clock(clk) || b.hub.clock != Clock(clk) {
+		t.Errorf("the election reads %T and the watcher %T, want both the bucket's clock", e.clock, b.hub.clock)
+	}
+	if _, err := b.NewElection("b", "k", WithClock(newSkewedClock(1))); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("WithClock on a Bucket's election: %v, want ErrInvalidArgument", err)
+	}
 }

@@ -128,9 +128,9 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 		return nil, err
 	}
 
-	clk := o.clock
-	if clk == nil {
-		clk = machineClock{}
+	clk := o.clockOr()
+	if h != nil {
+		clk = h.clock // a Bucket's elections read its watcher's clock
 	}
 	return &Election{
 		name:      name,

@@ -137,6 +137,14 @@ func WithUnsafeShortTTL() Option {
 	return func(o *options) { o.unsafeShorter = true }
 }
 
+// clockOr returns the clock the options set, or the machine's.
+func (o *options) clockOr() Clock {
+	if o.clock == nil {
+		return machineClock{}
+	}
+	return o.clock
+}
+
 // log returns the logger the options set, or one that discards.
 func (o *options) log() *slog.Logger {
 	if o.logger == nil {
