@@ -55,7 +55,7 @@ func (b *Bucket) Leader(ctx context.Context, key string) (Leader, error) {
 // that a holder not heard from for a TTL holds nothing: its key has aged out
 // even if the bucket, keeping no expiry markers, did not say so.
 func (b *Bucket) holderOf(key string, v *keyView) Leader {
-	if v.held() && time.Since(v.seenAt) >= b.info.ttl {
+	if v.held() && b.hub.clock.Now().Sub(v.seenAt) >= b.info.ttl {
 		return Leader{Key: key}
 	}
 	return leaderOf(key, v)
