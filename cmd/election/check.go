@@ -196,6 +196,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	}
 	defer b.Close()
 	ttl := b.TTL()
+	now := serverTime(ctx, kv) // the clock the write times are stamped by
 	for _, key := range keys {
 		l, err := b.Leader(ctx, key)
 		if err != nil {
@@ -209,7 +210,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 			continue
 		}
 		hasLeader.Value = 1
-		age := max(time.Since(l.Written), 0)
+		age := max(now().Sub(l.Written), 0)
 		late, lapsed := renewalLimits(ttl, 0)
 		r.perf(hasLeader)
 		r.perf(perfDatum{Name: "renew_age:" + key, Value: age.Seconds(), Warning: late.Seconds(), Critical: lapsed.Seconds(), Unit: "s",

@@ -206,3 +206,20 @@ func TestRulesRenewalThresholdIsRenewalLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestServerTimeReadsTheServersClock: the reading check ages renewals
+// against is the server's, within a round trip, here where both share one.
+func TestServerTimeReadsTheServersClock(t *testing.T) {
+	t.Parallel()
+	_, js := testenv.Connect(t, testenv.Server(t).ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SRVTIME", TTL: 2 * time.Second})
+	status, err := kv.Status(context.Background())
+	if bs, ok := status.(*jetstream.KeyValueBucketStatus); err != nil || !ok || bs.StreamInfo().TimeStamp.IsZero() {
+		t.Fatalf("the status answer carries no server time (%v): serverTime would read this host's clock", err)
+	}
+	before := time.Now()
+	now := serverTime(context.Background(), kv)
+	if got := now(); got.Before(before.Add(-time.Second)) || got.After(time.Now().Add(time.Second)) {
+		t.Errorf("the server's time read %v, this host's %v", got, time.Now())
+	}
+}
