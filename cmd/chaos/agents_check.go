@@ -106,13 +106,6 @@ func leaderDeadlines(ttl time.Duration) (validity, work time.Duration) {
 	return interval + (earliest-interval)/2, interval + (earliest-interval)*7/8
 }
 
-// workDeadlineAfter is how long after a leader's last good write its work
-// deadline comes (leaderDeadlines).
-func workDeadlineAfter(ttl time.Duration) time.Duration {
-	_, work := leaderDeadlines(ttl)
-	return work
-}
-
 // checkAgentsRun computes the report of an -agents run from the actors'
 // own records: a daemon's runs never overlap, its tokens grow and are
 // backed by the bucket's log, the acts the fence accepted are in its log
@@ -285,7 +278,8 @@ func checkAgentFaults(rep *report, harness []Event, runs []*actorRun, ttl time.D
 		return out
 	}
 	margin := int64(fleet.LossMargin(ttl))
-	deadline := int64(workDeadlineAfter(ttl))
+	_, work := leaderDeadlines(ttl)
+	deadline := int64(work)
 	var cur *scenarioReport
 	paused := map[string]int64{}
 	for _, ev := range harness {

@@ -172,7 +172,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 		case err != nil:
 			fmt.Fprintf(stdout, "warning: no leadership history for bucket %s: %v (--history 0 asks for none)\n", cfg.Name, err)
 		default:
-			fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, retentionFlag{d: ptr(h.Retention())})
+			fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, formatRetention(h.Retention()))
 		}
 	}
 	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), false)
@@ -329,13 +329,21 @@ func durability(status jetstream.KeyValueStatus) []string {
 type retentionFlag struct{ d *time.Duration }
 
 func (r retentionFlag) String() string {
-	switch {
-	case r.d == nil || *r.d == 0:
+	if r.d == nil {
 		return "0"
-	case *r.d%(24*time.Hour) == 0:
-		return strconv.Itoa(int(*r.d/(24*time.Hour))) + "d"
 	}
-	return r.d.String()
+	return formatRetention(*r.d)
+}
+
+// formatRetention writes a retention as --history takes it: 7d, 36h0m0s, 0.
+func formatRetention(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d%(24*time.Hour) == 0:
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return d.String()
 }
 
 func (r retentionFlag) Set(value string) error {
@@ -350,8 +358,6 @@ func (r retentionFlag) Set(value string) error {
 	*r.d = d
 	return nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // parseRetention reads a retention such as 7d, 36h or 90m: a minute or more.
 func parseRetention(value string) (time.Duration, error) {

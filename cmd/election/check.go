@@ -197,6 +197,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	defer b.Close()
 	ttl := b.TTL()
 	now := serverTime(ctx, kv) // the clock the write times are stamped by
+	late, lapsed := renewalLimits(ttl, 0)
 	for _, key := range keys {
 		l, err := b.Leader(ctx, key)
 		if err != nil {
@@ -211,7 +212,6 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 		}
 		hasLeader.Value = 1
 		age := max(now().Sub(l.Written), 0)
-		late, lapsed := renewalLimits(ttl, 0)
 		r.perf(hasLeader)
 		r.perf(perfDatum{Name: "renew_age:" + key, Value: age.Seconds(), Warning: late.Seconds(), Critical: lapsed.Seconds(), Unit: "s",
 			help: "seconds since the leader's latest write (claim or renewal)"})

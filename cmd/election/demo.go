@@ -303,7 +303,7 @@ func demoHistory(ctx context.Context, log *logrus.Logger, js jetstream.JetStream
 		log.WithError(deniedOr(historyCtx, err)).Warn("no leadership history for the demo's bucket: not recording one; the workers run the same")
 		return nil
 	}
-	log.WithFields(logrus.Fields{"bucket": bucket, "retention": retentionFlag{d: ptr(h.Retention())}.String()}).
+	log.WithFields(logrus.Fields{"bucket": bucket, "retention": formatRetention(h.Retention())}).
 		Infof("recording the leadership history: election history -s %s --bucket %s", server, bucket)
 	return h
 }

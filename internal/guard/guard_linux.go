@@ -65,9 +65,6 @@ func readProc(pid int) (procState, bool) {
 	}
 	// The state and the parent ID follow the parenthesised name.
 	fields := bytes.Fields(stat[bytes.LastIndexByte(stat, ')')+1:])
-	if len(fields) < 2 {
-		return procState{}, false
-	}
 	if len(fields) < 3 {
 		return procState{}, false
 	}

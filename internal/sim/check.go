@@ -145,8 +145,9 @@ func (r *record) suspended(cand int, from, to time.Duration) {
 }
 
 // exemptLocked reports whether some moment of [from, to] is outside the
-// clock assumption, for cand as for every candidate.
-func (r *record) exemptLocked(_ int, from, to time.Duration) bool {
+// clock assumption: a suspended candidate's vouch can break the election
+// for the others too, so a suspend exempts every candidate.
+func (r *record) exemptLocked(from, to time.Duration) bool {
 	for _, xs := range r.exempt {
 		for _, x := range xs {
 			if from <= x[1] && x[0] <= to {
@@ -162,15 +163,8 @@ func (r *record) exemptLocked(_ int, from, to time.Duration) bool {
 func (r *record) leaders(key int, cands []int, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.now()
-	var in []int
-	for _, c := range cands {
-		if !r.exemptLocked(c, now, now) {
-			in = append(in, c)
-		}
-	}
-	if len(in) > 1 {
-		r.violateLocked("one leader", "key %d: IsLeader true on c%v at once (sampled at %s)", key, in, why)
+	if now := r.now(); len(cands) > 1 && !r.exemptLocked(now, now) {
+		r.violateLocked("one leader", "key %d: IsLeader true on c%v at once (sampled at %s)", key, cands, why)
 	}
 }
 
@@ -194,7 +188,7 @@ func (r *record) finish(end, ttl time.Duration) []Violation {
 				continue
 			}
 			aEnd, bEnd := upTo(a.end), upTo(b.end)
-			if a.start < bEnd && b.start < aEnd && !r.exemptLocked(a.cand, a.start, aEnd) && !r.exemptLocked(b.cand, b.start, bEnd) {
+			if a.start < bEnd && b.start < aEnd && !r.exemptLocked(a.start, aEnd) && !r.exemptLocked(b.start, bEnd) {
 				r.violations = append(r.violations, Violation{At: max(a.start, b.start), Check: "one work",
 					Detail: fmt.Sprintf("key %d: c%d's work (token %d, %.3fs–%.3fs) overlaps c%d's (token %d, %.3fs–%.3fs)",
 						a.key, a.cand, a.token, a.start.Seconds(), aEnd.Seconds(), b.cand, b.token, b.start.Seconds(), bEnd.Seconds())})
@@ -206,11 +200,11 @@ func (r *record) finish(end, ttl time.Duration) []Violation {
 			continue
 		}
 		done := r.works[o.work]
-		if done.end < 0 || r.exemptLocked(o.cand, done.start, o.returned) {
+		if done.end < 0 || r.exemptLocked(done.start, o.returned) {
 			continue
 		}
 		for _, w := range r.works[o.work+1:] {
-			if w.key != done.key || w.start <= done.end || w.start >= done.end+ttl || r.exemptLocked(w.cand, w.start, w.start) {
+			if w.key != done.key || w.start <= done.end || w.start >= done.end+ttl || r.exemptLocked(w.start, w.start) {
 				continue
 			}
 			removed := false

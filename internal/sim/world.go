@@ -187,7 +187,7 @@ func (c *cand) halt() {
 func (c *cand) work(ctx context.Context, k int) {
 	token, _ := election.TokenFromContext(ctx)
 	id := c.w.rec.begin(k, c.i, token, false)
-	c.w.sample("c" + fmt.Sprint(c.i) + " won")
+	c.w.sample(name(c.i) + " won")
 	spec := c.spec.Work[k]
 	var deadline time.Time
 	if spec.Stop == StopAtDeadline {
@@ -235,7 +235,7 @@ func (c *cand) onceLoop(ctx context.Context) {
 		out, err := e.Once(ctx, 500*time.Millisecond, func(ctx context.Context) error {
 			token, _ := election.TokenFromContext(ctx)
 			id = c.w.rec.begin(key, c.i, token, true)
-			c.w.sample("c" + fmt.Sprint(c.i) + " runs its Once job")
+			c.w.sample(name(c.i) + " runs its Once job")
 			if !c.job(ctx, c.clock.Real(length)) {
 				c.w.rec.cancel(id)
 			}
@@ -439,20 +439,8 @@ func (w *world) remove(k int, purge bool) {
 // ends while its work runs, and removes the key once that work drains (or
 // has just returned); if no work drains within three TTLs, it does not.
 func (w *world) removeWhileDraining(f Fault) {
-	for _, c := range w.cands {
-		c.mu.Lock()
-		var e *election.Election
-		if f.Key < len(c.elections) {
-			e = c.elections[f.Key]
-		} else if f.Key == len(w.keys)-1 {
-			e = c.once
-		}
-		leads := e != nil && e.IsLeader()
-		c.mu.Unlock()
-		if leads {
-			c.kv.set(faultCut, time.Now().Add(w.s.TTL+w.s.TTL/2))
-			break
-		}
+	if c := w.leader(f.Key); c != nil {
+		c.kv.set(faultCut, time.Now().Add(w.s.TTL+w.s.TTL/2))
 	}
 	for end := time.Now().Add(3 * w.s.TTL); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		if w.rec.draining(f.Key) {
