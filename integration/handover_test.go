@@ -28,7 +28,14 @@ func handoverSetupWithAdmin(t *testing.T, bucket string) (*group, *election.Buck
 	g := startGroup(t, "c", "k", handles(t, s.ClientURL(), bucket, 3))
 	leader := g.awaitWin()
 	// Opened after the claim, so the watcher's first reading shows the leader.
-	return g, openBucket(t, admin), admin, leader
+	b := openBucket(t, admin)
+	// A lone candidate leads at once, maybe before the others' records are
+	// out: a transfer names a listed candidate.
+	testenv.Eventually(t, "all three candidates listed", awaitTimeout, func() bool {
+		candidates, err := b.Candidates(context.Background(), "k")
+		return err == nil && len(candidates) == 3
+	})
+	return g, b, admin, leader
 }
 
 // openBucket opens kv as a Bucket, closed when the test ends.
