@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -48,7 +47,7 @@ func markedCommand(file string, agent bool, before string) (script, mark string)
 func copies(mark string) map[uint64][]int {
 	running := map[uint64][]int{}
 	for pid, token := range testenv.Marked(mark) {
-		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(comm) == "kvelect-guard\n" {
+		if testenv.Comm(pid) == "kvelect-guard" {
 			continue
 		}
 		running[token] = append(running[token], pid)
@@ -88,32 +87,11 @@ func sampleCopies(t *testing.T, mark string, d time.Duration, done func() bool) 
 	return seen
 }
 
-// parentOf returns the parent ID of process pid, 0 if it has gone.
-func parentOf(pid int) int {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	fields := bytes.Fields(stat[bytes.LastIndexByte(stat, ')')+1:])
-	ppid, _ := strconv.Atoi(string(fields[1]))
-	return ppid
-}
-
-// processState is process pid's state letter in /proc (R, S, T...), ""
-// if it has gone.
-func processState(pid int) string {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	return string(bytes.Fields(stat[bytes.LastIndexByte(stat, ')')+1:])[0])
-}
-
 // awaitStopped waits until process pid is stopped.
 func awaitStopped(t *testing.T, what string, pid int) {
 	t.Helper()
 	testenv.Poll(t, what+" stopped", waitTimeout, func() (string, bool) {
-		state := processState(pid)
+		state := testenv.State(pid)
 		return state, state == "T"
 	})
 }
@@ -122,8 +100,8 @@ func awaitStopped(t *testing.T, what string, pid int) {
 // parent) and returns the guard's process ID.
 func stopGuard(t *testing.T, pid int) int {
 	t.Helper()
-	guard := parentOf(pid)
-	if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(guard) + "/comm"); string(comm) != "kvelect-guard\n" {
+	guard := testenv.Parent(pid)
+	if comm := testenv.Comm(guard); comm != "kvelect-guard" {
 		t.Fatalf("the parent %d of the command %d is %q, want its guard", guard, pid, comm)
 	}
 	syscall.Kill(guard, syscall.SIGSTOP)
@@ -246,7 +224,7 @@ func TestRunGivesNoSecondCopyWhenTheCommandStopsItsParent(t *testing.T) {
 	first := waitStarts(t, starts, 1)[0]
 	b := startDaemon(t, bin, "b", args...)
 	testenv.Eventually(t, "b campaigning", waitTimeout, func() bool { return strings.Contains(b.logged(t), "campaigning") })
-	awaitStopped(t, "the guard", parentOf(first.pid))
+	awaitStopped(t, "the guard", testenv.Parent(first.pid))
 
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	sampleCopies(t, mark, waitTimeout, func() bool {
@@ -366,8 +344,8 @@ func TestRunCtrlZInATerminalGivesNoSecondCopy(t *testing.T) {
 	if first.name != "a" {
 		t.Fatalf("the command started on %s first, want a", first.name)
 	}
-	guard := parentOf(first.pid)
-	a := parentOf(guard)
+	guard := testenv.Parent(first.pid)
+	a := testenv.Parent(guard)
 	t.Cleanup(func() {
 		syscall.Kill(a, syscall.SIGKILL)
 		syscall.Kill(a, syscall.SIGCONT)

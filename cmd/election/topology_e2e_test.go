@@ -129,7 +129,7 @@ func sampleWorkloads(t *testing.T, mark string) *workloads {
 func (w *workloads) sample() {
 	live := map[uint64]int{}
 	for pid, token := range testenv.Marked(w.mark) {
-		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(comm) == "sleep\n" {
+		if testenv.Comm(pid) == "sleep" {
 			live[token] = pid
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -200,7 +199,7 @@ func stopGuard(t *testing.T, c *Child) {
 	syscall.Kill(pid, syscall.SIGSTOP)
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	testenv.Poll(t, "the guard stopped", waitTimeout, func() (string, bool) {
-		state := processState(pid)
+		state := testenv.State(pid)
 		return state, state == "T" || state == ""
 	})
 }
@@ -269,7 +268,7 @@ func TestChildStopWakesAStoppedCommand(t *testing.T) {
 	mark := testenv.NewMark()
 	c := start(t, leading, testenv.WithMark(`trap 'exit 7' TERM; sleep MARK & kill -STOP $$; wait`, mark))
 	testenv.Poll(t, "COMMAND stopped", waitTimeout, func() (string, bool) {
-		state := processState(c.PID())
+		state := testenv.State(c.PID())
 		return state, state == "T"
 	})
 	c.Stop(syscall.SIGTERM, time.Hour)
@@ -289,7 +288,7 @@ func TestStartReturnsWhenTheCommandStopsTheGuardAtOnce(t *testing.T) {
 		c := start(t, leading, testenv.WithMark(`kill -STOP $PPID; sleep MARK; true`, mark))
 		t.Cleanup(func() { syscall.Kill(c.GuardPID(), syscall.SIGCONT) })
 		testenv.AwaitSleeps(t, mark, 1, waitTimeout)
-		if parentOf := processParent(c.PID()); parentOf != c.GuardPID() {
+		if parentOf := testenv.Parent(c.PID()); parentOf != c.GuardPID() {
 			t.Fatalf("Start gave COMMAND %d, whose parent is %d, not the guard %d", c.PID(), parentOf, c.GuardPID())
 		}
 		c.Stop(syscall.SIGTERM, 50*time.Millisecond)
@@ -300,17 +299,6 @@ func TestStartReturnsWhenTheCommandStopsTheGuardAtOnce(t *testing.T) {
 			t.Errorf("processes left after Stop: %v", left)
 		}
 	}
-}
-
-// processParent is the parent ID of process pid, 0 if it has gone.
-func processParent(pid int) int {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	ppid, _ := strconv.Atoi(fields[1])
-	return ppid
 }
 
 // TestAwaitStartFindsTheCommandOfAStoppedGuard stands a shell in for a
@@ -333,7 +321,7 @@ func TestAwaitStartFindsTheCommandOfAStoppedGuard(t *testing.T) {
 		stopped.Wait()
 	})
 	pid, err := awaitStart(stopped, make(chan string), time.Now().Add(waitTimeout))
-	if err != nil || processParent(pid) != stopped.Process.Pid {
+	if err != nil || testenv.Parent(pid) != stopped.Process.Pid {
 		t.Fatalf("awaitStart: %d, %v; want the stopped stand-in's child, the sleep", pid, err)
 	}
 	if pgid, _ := syscall.Getpgid(pid); pgid != pid {

@@ -285,17 +285,6 @@ func TestGuardKeepsItsPipesFromTheCommand(t *testing.T) {
 	}
 }
 
-// processState is the state letter of process pid in /proc (R, S, T...),
-// "" if it does not exist.
-func processState(pid int) string {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return fields[0]
-}
-
 // TestGuardIsNotStoppedByJobControl sends SIGTSTP, SIGTTIN and SIGTTOU to
 // the guard, which they would stop, as they stop a sleep started the same
 // way: the guard goes on, and passes the SIGTERM it is then asked to.
@@ -309,7 +298,7 @@ func TestGuardIsNotStoppedByJobControl(t *testing.T) {
 		}
 		syscall.Kill(control.Process.Pid, sig)
 		testenv.Poll(t, fmt.Sprintf("a sleep stopped by %v", sig), waitTimeout, func() (string, bool) {
-			state := processState(control.Process.Pid)
+			state := testenv.State(control.Process.Pid)
 			return state, state == "T"
 		})
 		control.Process.Kill()

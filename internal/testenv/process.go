@@ -93,11 +93,43 @@ func tokenOf(pid int) uint64 {
 
 // Alive reports whether process pid runs: it exists and is not a zombie.
 func Alive(pid int) bool {
+	state := State(pid)
+	return state != "" && state != "Z"
+}
+
+// State is process pid's state letter in /proc (R, S, T, Z...), "" if it
+// does not exist.
+func State(pid int) string {
+	if fields := statFields(pid); len(fields) > 0 {
+		return fields[0]
+	}
+	return ""
+}
+
+// Parent is the ID of process pid's parent, 0 if pid does not exist.
+func Parent(pid int) int {
+	fields := statFields(pid)
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
+
+// Comm is process pid's command name (its /proc comm, as ps shows it), ""
+// if pid does not exist.
+func Comm(pid int) string {
+	comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSuffix(string(comm), "\n")
+}
+
+// statFields are the fields of /proc/PID/stat after the command name,
+// which is in parentheses and may hold spaces: the state first, then the
+// parent's ID. Nil if pid does not exist.
+func statFields(pid int) []string {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return nil
 	}
-	// The state follows the parenthesised command name.
-	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
-	return !bytes.HasPrefix(bytes.TrimSpace(rest), []byte("Z"))
+	return strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 }
