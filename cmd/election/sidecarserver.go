@@ -307,6 +307,31 @@ func (s *sidecar) onEvent(ev election.Event) {
 // the election's deadline.
 const extensionWait = 100 * time.Millisecond
 
+// awaitExtension waits until the election's work deadline is later than
+// before, the leadership has ended, or extensionWait has passed, reading
+// the deadline every millisecond; false if stop was closed first.
+func (s *sidecar) awaitExtension(before time.Time, stop <-chan struct{}) bool {
+	timer := time.NewTimer(time.Millisecond)
+	defer timer.Stop()
+	for giveUp := time.Now().Add(extensionWait); time.Now().Before(giveUp); timer.Reset(time.Millisecond) {
+		s.mu.Lock()
+		leading := s.leadCtx
+		s.mu.Unlock()
+		if leading == nil {
+			return true
+		}
+		if work, ok := election.WorkDeadline(leading); !ok || work.After(before) {
+			return true
+		}
+		select {
+		case <-stop:
+			return false
+		case <-timer.C:
+		}
+	}
+	return true
+}
+
 // refreshLeases sends every event stream the leadership, with a fresh
 // lease, after each acknowledged renewal, until stop is closed. The
 // election reports a renewal (EventRenewed) just before it moves its
@@ -314,8 +339,6 @@ const extensionWait = 100 * time.Millisecond
 // deadline to move, reading it every millisecond, for extensionWait at
 // most: only a deadline the election holds is ever sent as a lease.
 func (s *sidecar) refreshLeases(stop <-chan struct{}) {
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
 	for {
 		var before time.Time
 		select {
@@ -323,21 +346,8 @@ func (s *sidecar) refreshLeases(stop <-chan struct{}) {
 			return
 		case before = <-s.renewed:
 		}
-		for giveUp := time.Now().Add(extensionWait); time.Now().Before(giveUp); {
-			s.mu.Lock()
-			leading := s.leadCtx
-			s.mu.Unlock()
-			if leading == nil {
-				break
-			}
-			if work, ok := election.WorkDeadline(leading); !ok || work.After(before) {
-				break
-			}
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
+		if !s.awaitExtension(before, stop) {
+			return
 		}
 		s.mu.Lock()
 		if s.leading {
