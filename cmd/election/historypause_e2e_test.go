@@ -127,10 +127,11 @@ func TestHistoryDatesAPausedLeadersStandDownToItsDeadline(t *testing.T) {
 	case next.Name != other.name || next.Kind != "won":
 		t.Errorf("third event %+v, want %s's win", next, other.name)
 	}
-	// The validity counts from the last renewal sent before the stop, so
-	// it ends after the stop, and within a validity of it; the server's
-	// stamp comes a few milliseconds after the send.
-	if !down.Late || down.Delay < time.Second || down.At.Before(stopped) || down.At.After(stopped.Add(timing.Validity+50*time.Millisecond)) {
+	// The validity counts from the last write sent before the stop, so it
+	// ends after the stop, and within a validity of it; the server stamps
+	// the record a publish's trip after the delay was measured (allowed:
+	// 150 ms, on a loaded machine).
+	if !down.Late || down.Delay < time.Second || down.At.Before(stopped) || down.At.After(stopped.Add(timing.Validity+150*time.Millisecond)) {
 		t.Errorf("the stand-down at %s, late %v by %v: want it late, at the validity deadline, %v after the stop at %s at most",
 			down.At.Format("15:04:05.000"), down.Late, down.Delay, timing.Validity, stopped.UTC().Format("15:04:05.000"))
 	}

@@ -20,13 +20,14 @@ import (
 // TestSidecarLeaseOnSelfAndEvents: the leader's /self carries a lease
 // within its validity and the follower's none; the leader's event stream
 // gets a fresh lease after every renewal, each before the lease of the one
-// before (counted from its receipt) has run out.
+// before (counted from its receipt) has run out. At a 3 s TTL that leaves
+// a renewal and its event 256 ms, the leader's retry window.
 func TestSidecarLeaseOnSelfAndEvents(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	url := s.ClientURL()
 	_, js := testenv.Connect(t, url)
-	const ttl = 2 * time.Second
+	const ttl = 3 * time.Second
 	timing := election.TimingFor(ttl, 0)
 	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SIDE", TTL: ttl})
 	a := startSidecar(t, url, "SIDE", "job", "pod-a")

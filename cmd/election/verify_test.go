@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestVerifyOnASingleServer: on one server, with a bucket at TTL 3 s,
+// TestVerifyOnASingleServer: on one server, with a bucket at TTL 5 s,
 // verify measures what it can (round trips, the server's clock, the clock
 // rate, with --write the updates and the expiry lag), is OK, and says what
 // it cannot measure: offsets between servers, stream-leader elections and
@@ -23,7 +23,7 @@ func TestVerifyOnASingleServer(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
-	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 3 * time.Second})
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ELECTIONS", TTL: 5 * time.Second})
 
 	code, stdout, stderr := runCLI(t, "verify", "-s", s.ClientURL(), "--duration", "1s", "--samples", "10", "--write", "--step-down")
 	t.Logf("election verify --write --step-down on one server:\n%s", stdout)
@@ -32,14 +32,14 @@ func TestVerifyOnASingleServer(t *testing.T) {
 	}
 	for _, want := range []string{
 		`(?m)^election verify ELECTIONS: OK$`,
-		`(?m)^  bucket ELECTIONS: TTL 3s, 1 replica, file storage$`,
+		`(?m)^  bucket ELECTIONS: TTL 5s, 1 replica, file storage$`,
 		`(?m)^  round trips of stream info requests, answered by the stream leader: median [0-9.]+ms, p99 [0-9.]+ms \(10 samples\)$`,
 		`(?m)^  server clocks, less this host's, read through this user's account, \$SYS\.REQ\.SERVER\.PING\.CONNZ: n1 [-+][0-9.]+ms ±[0-9.]+ms \(stream leader\)$`,
 		`(?m)^  this host's clock rate against n1's \(the stream leader\): [-+]\d+ ppm ±\d+ ppm`,
 		`(?m)^  round trips of revision-checked updates of a probe key, a renewal's path: median [0-9.]+ms, p99 [0-9.]+ms \(10 samples\)$`,
-		`(?m)^  key expiry lag: the probe key was gone [-+][0-9.]+ms ±[0-9.]+ms after its TTL 3s$`,
-		`(?m)^  smallest safe TTL: 2s: 4 renewals of [0-9.]+ms \(the p99 of the probe key's updates\) fit its retry window 155ms, and its work deadline 1.771s comes before the earliest expiry$`,
-		`(?m)^  recommended TTL: 2s \(the smallest safe TTL\); the bucket's is 3s$`,
+		`(?m)^  key expiry lag: the probe key was gone [-+][0-9.]+ms ±[0-9.]+ms after its TTL 5s$`,
+		`(?m)^  smallest safe TTL: [2-5]s: 4 renewals of [0-9.]+ms \(the p99 of the probe key's updates\) fit its retry window \d+ms, and its work deadline [0-9.]+s comes before the earliest expiry$`,
+		`(?m)^  recommended TTL: [2-5]s \(the smallest safe TTL\); the bucket's is 5s$`,
 		`(?m)^  not measured: server clock offsets between the bucket's servers: it has one server$`,
 		`(?m)^  not measured: stream-leader elections: the bucket has one replica \(a restart of its server stops elections instead\)$`,
 		`(?m)^  not measured: stream-leader step-down: the bucket has one replica, with none to take over$`,
