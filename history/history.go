@@ -2,6 +2,23 @@
 // from when to when, and why leadership moved. An election records in it
 // through its event hook (election.WithEventHook(h.Record)); anyone reads
 // it with Events, and election history prints it.
+//
+// What the history can miss:
+//
+//   - A leader that crashes (SIGKILL, a machine lost) records no
+//     stand-down; its successor's win says how the key became free ("no
+//     key": it aged out).
+//   - Records not yet acknowledged when the election stops are retried for
+//     its KV call timeout (the campaign interval, 5 s at most), then
+//     dropped: a leader cut off from the servers right after winning, and
+//     stopped or killed before it reconnects, leaves neither its win nor
+//     its stand-down, and its successor's win says "no key".
+//   - A recorder 64 records behind (the servers unreachable for many
+//     tenures while the elections go on) drops the newer records.
+//   - A process that may not publish to the history records nothing (it
+//     logs one warning).
+//   - A record retried for longer than the stream's duplicate window (2
+//     minutes) after a lost acknowledgement can be stored twice.
 package history
 
 import (
@@ -10,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,14 +39,19 @@ import (
 
 // A bucket's leadership history is a JetStream stream of its own,
 // KVELECT_HISTORY_<bucket>, on the subjects kvelect.history.<bucket>.<key>:
-// every election whose event hook is History.Record records there, once each, the moment it
-// announces leadership (with how the key became free) and the moment it
-// stands down (with the cause). A leader that crashes cannot record its end;
-// its successor's win says how the key became free. Each record carries a
+// every election whose event hook is History.Record records there, once
+// each, the moment it announces leadership (with how the key became free)
+// and the moment it stands down (with the cause). Each record carries a
 // message ID made of the bucket, key, fencing token and event, so that a
 // record sent again after a lost acknowledgement is stored once (within the
-// stream's duplicate window). The stream keeps records for its retention,
-// whatever happens to the processes that wrote them.
+// stream's duplicate window), and how long after the event it was sent, by
+// the recording process's monotonic clock: the event's time is the server's
+// stamp less that delay, so that a record sent late (the process was paused
+// or cut off) is placed when its event happened. A leader whose validity
+// deadline passed before it noticed (it was paused, or its process starved)
+// stood down at that deadline, by the library's rule, and is recorded so.
+// The stream keeps records for its retention, whatever happens to the
+// processes that wrote them.
 
 // DefaultRetention is how long Create keeps records unless
 // told otherwise.
@@ -61,9 +84,26 @@ type Event struct {
 	After string `json:"after,omitempty"`
 	// Cause says, for a stand-down, why (an error's text; see OnLost).
 	Cause string `json:"cause,omitempty"`
-	// At is when the event was recorded, by the server's clock.
+	// Delay is how long after the event the record was sent, by the
+	// recording process's monotonic clock: next to nothing for one sent at
+	// once.
+	Delay time.Duration `json:"delay_ns,omitempty"`
+	// Late says the record was sent a second or more after the event: the
+	// process was paused or cut off from the servers, and At rests on its
+	// clock over Delay.
+	Late bool `json:"late,omitempty"`
+	// At is when the event happened, by the server's clock: when the
+	// record was stored, less Delay, and no earlier than the event recorded
+	// before it by the same election (whose record was sent first).
 	At time.Time `json:"-"`
+	// Recorded is when the record was stored, by the server's clock.
+	Recorded time.Time `json:"-"`
 }
+
+// lateAfter is the delay past which a record is Late: far longer than a
+// record waits behind the one before it, or than the round trip of any
+// working deployment; shorter than the pauses and outages that matter.
+const lateAfter = time.Second
 
 // History is a bucket's leadership history stream.
 type History struct {
@@ -72,9 +112,13 @@ type History struct {
 	stream jetstream.Stream
 	log    *slog.Logger
 
+	// now is the clock events are timed by: time.Now, or a test's.
+	now func() time.Time
+
 	mu        sync.Mutex
 	recorders map[[2]string]*recorder // by key and candidate name
 	failed    bool                    // a record could not be sent or was dropped
+	ttl       time.Duration           // the bucket's TTL, once read (bucketTTL)
 }
 
 // Option configures a History; pass options to Create or Open.
@@ -91,7 +135,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // newHistory returns the History of bucket on stream.
 func newHistory(js jetstream.JetStream, bucket string, stream jetstream.Stream, opts []Option) *History {
-	h := &History{js: js, bucket: bucket, stream: stream, log: slog.New(slog.DiscardHandler), recorders: map[[2]string]*recorder{}}
+	h := &History{js: js, bucket: bucket, stream: stream, log: slog.New(slog.DiscardHandler), now: time.Now, recorders: map[[2]string]*recorder{}}
 	for _, opt := range opts {
 		opt(h)
 	}
@@ -174,16 +218,22 @@ func (h *History) Retention() time.Duration {
 	return h.stream.CachedInfo().Config.MaxAge
 }
 
-// record sends ev, retrying with its message ID until it is acknowledged or
-// ctx is done, each attempt within timeout; each failed attempt is a
-// failure.
-func (h *History) record(ctx context.Context, ev Event, timeout time.Duration) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
+// record sends p's record, retrying with its message ID until it is
+// acknowledged or ctx is done, each attempt within timeout; each failed
+// attempt is a failure. Each attempt carries how long after the event it
+// was sent, so that whichever one the server stores tells when its event
+// happened.
+func (h *History) record(ctx context.Context, p pending, timeout time.Duration) error {
+	ev := p.rec
 	id := fmt.Sprintf("%s/%s/%d/%s", h.bucket, ev.Key, ev.Token, ev.Kind)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		happened := p.happened(ctx, h)
+		delay := max(h.now().Sub(happened), 0)
+		ev.Delay, ev.Late = delay, delay >= lateAfter
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
 		opCtx, cancel := context.WithTimeout(ctx, timeout)
 		_, err = h.js.Publish(opCtx, historySubject(h.bucket)+"."+ev.Key, data, jetstream.WithMsgID(id))
 		cancel()
@@ -197,8 +247,9 @@ func (h *History) record(ctx context.Context, ev Event, timeout time.Duration) e
 	}
 }
 
-// Events returns the recorded events of key ("": every key) since the given
-// time (zero: all the history keeps), oldest first.
+// Events returns the recorded events of key ("": every key) that happened
+// since the given time (zero: all the history keeps), oldest first by when
+// they happened (At).
 func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Event, error) {
 	if key != "" {
 		if err := election.CheckKey(key); err != nil {
@@ -232,6 +283,7 @@ func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Ev
 		return nil, fmt.Errorf("reading the history of bucket %q: %w", h.bucket, err)
 	}
 	var events []Event
+	last := map[[2]string]time.Time{} // the At of each election's latest record
 	for pending := info.NumPending; pending > 0; {
 		batch, err := consumer.Fetch(int(min(pending, 1000)), jetstream.FetchContext(ctx))
 		if err != nil {
@@ -249,7 +301,17 @@ func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Ev
 			if json.Unmarshal(msg.Data(), &ev) != nil {
 				continue // not a record of ours
 			}
-			ev.At = meta.Timestamp
+			ev.Recorded = meta.Timestamp
+			ev.At = meta.Timestamp.Add(-ev.Delay)
+			// One election's records are sent in order: a shorter trip to
+			// the server for the later one must not place it first.
+			if prev := last[[2]string{ev.Key, ev.Name}]; ev.At.Before(prev) {
+				ev.At = prev
+			}
+			last[[2]string{ev.Key, ev.Name}] = ev.At
+			if ev.At.Before(since) {
+				continue // recorded since, but happened before
+			}
 			events = append(events, ev)
 		}
 		if err := batch.Error(); err != nil {
@@ -259,6 +321,9 @@ func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Ev
 			break
 		}
 	}
+	// A late record is stored after records of events that came after
+	// its own.
+	slices.SortStableFunc(events, func(a, b Event) int { return a.At.Compare(b.At) })
 	return events, nil
 }
 
@@ -268,7 +333,16 @@ func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Ev
 // election has stopped, until its KV call timeout has passed (EventStopped
 // waits for them that long); they never delay the election otherwise. One
 // History records for any number of elections.
+//
+// A stand-down is recorded at the moment the leadership's validity ended
+// when that came first: the election stood down only when it noticed, on
+// resuming from a pause, but IsLeader was false from its deadline on. The
+// deadline is the one the election keeps: counted from the send time of
+// the last renewal acknowledged before it (EventRenewed, less its round
+// trip) or else from the win, and as long as election.TimingFor the
+// bucket's TTL and the campaign interval (EventCampaigning) says.
 func (h *History) Record(ev election.Event) {
+	now := h.now()
 	switch ev.Kind {
 	case election.EventCampaigning:
 		h.mu.Lock()
@@ -279,10 +353,38 @@ func (h *History) Record(ev election.Event) {
 			h.recorders[[2]string{ev.Key, ev.Name}] = r
 		}
 		r.users++
+		r.interval = ev.Duration
 	case election.EventWon:
-		h.queue(ev, Event{Kind: Won, Token: ev.Token, After: ev.After})
+		h.queue(ev, func(r *recorder) pending {
+			// The claim (or the renewal that confirmed it) was sent before
+			// the announcement: counting validity from here errs late by a
+			// round trip at most.
+			r.leading, r.base, r.renewal = true, now, nil
+			return pending{rec: Event{Kind: Won, Token: ev.Token, After: ev.After}, at: now}
+		})
+	case election.EventRenewed:
+		if ev.Err != nil {
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if r := h.recorders[[2]string{ev.Key, ev.Name}]; r != nil && r.leading {
+			// A renewal acknowledged after the deadline ends the leadership
+			// at once (EventLost comes next): the one before it was in time.
+			if r.renewal != nil {
+				r.base = r.renewal.sent
+			}
+			r.renewal = &renewal{sent: now.Add(-ev.Duration), acked: now}
+		}
 	case election.EventLost:
-		h.queue(ev, Event{Kind: StoodDown, Token: ev.Token, Cause: ev.Err.Error()})
+		h.queue(ev, func(r *recorder) pending {
+			p := pending{rec: Event{Kind: StoodDown, Token: ev.Token, Cause: ev.Err.Error()}, at: now}
+			if r.leading {
+				p.tenure = &tenure{base: r.base, renewal: r.renewal, interval: r.interval}
+			}
+			r.leading, r.renewal = false, nil
+			return p
+		})
 	case election.EventStopped:
 		h.mu.Lock()
 		r := h.recorders[[2]string{ev.Key, ev.Name}]
@@ -301,12 +403,89 @@ func (h *History) Record(ev election.Event) {
 }
 
 // recorder sends the records of the elections of one key and candidate
-// name, in order, in the background, until stop.
+// name, in order, in the background, until stop; and follows their
+// leadership, to tell when its validity ended (h.mu guards what follows
+// users).
 type recorder struct {
-	users  int // elections of the key and name campaigning
-	events chan Event
-	cancel context.CancelFunc
-	done   chan struct{}
+	users    int // elections of the key and name campaigning
+	events   chan pending
+	cancel   context.CancelFunc
+	done     chan struct{}
+	interval time.Duration // the campaign interval (EventCampaigning)
+	leading  bool          // between EventWon and EventLost
+	// base is when the write that the validity counts from was sent, as
+	// far as it is known to have moved the validity: the win, or the
+	// renewal before renewal.
+	base time.Time
+	// renewal is the latest acknowledged renewal: it moved the validity
+	// if it was acknowledged before base's validity ended.
+	renewal *renewal
+}
+
+// renewal is an acknowledged renewal, timed by the recording process's
+// clock.
+type renewal struct{ sent, acked time.Time }
+
+// tenure is what a stand-down's record knows of the leadership's validity.
+type tenure struct {
+	base     time.Time
+	renewal  *renewal
+	interval time.Duration
+}
+
+// pending is a record waiting to be sent: its event happened at at, by the
+// recording process's clock, or, for a stand-down with tenure, at the end
+// of the leadership's validity if that came first.
+type pending struct {
+	rec    Event
+	at     time.Time
+	tenure *tenure
+}
+
+// happened is when p's event happened: at, or the end of the validity of
+// p's tenure if it came before at and the bucket's TTL can be read.
+func (p pending) happened(ctx context.Context, h *History) time.Time {
+	t := p.tenure
+	if t == nil || p.at.Sub(t.base) <= t.interval {
+		return p.at // within the interval after a renewal: the validity lasts longer
+	}
+	ttl, ok := h.bucketTTL(ctx)
+	if !ok {
+		return p.at
+	}
+	validity := election.TimingFor(ttl, t.interval).Validity
+	base := t.base
+	if t.renewal != nil && t.renewal.acked.Before(base.Add(validity)) {
+		base = t.renewal.sent
+	}
+	if end := base.Add(validity); end.Before(p.at) {
+		return end
+	}
+	return p.at
+}
+
+// bucketTTL returns the TTL of the history's bucket, read once from its
+// stream; false if it cannot be read now.
+func (h *History) bucketTTL(ctx context.Context) (time.Duration, bool) {
+	h.mu.Lock()
+	ttl := h.ttl
+	h.mu.Unlock()
+	if ttl > 0 {
+		return ttl, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	stream, err := h.js.Stream(ctx, "KV_"+h.bucket)
+	if err != nil || stream.CachedInfo().Config.MaxAge <= 0 {
+		h.log.Debug("cannot read the bucket's TTL: a stand-down is recorded when the leader noticed it, not when its validity ended",
+			"bucket", h.bucket, "error", err)
+		return 0, false
+	}
+	ttl = stream.CachedInfo().Config.MaxAge
+	h.mu.Lock()
+	h.ttl = ttl
+	h.mu.Unlock()
+	return ttl, true
 }
 
 // recorderBuffer bounds the records waiting to be sent; a leader records
@@ -318,33 +497,39 @@ const recorderBuffer = 64
 // attemptTimeout bounds one attempt to send a record.
 const attemptTimeout = 5 * time.Second
 
+// startRecorder starts a recorder. It reads the bucket's TTL first, while
+// the elections have just connected, for the stand-downs it may have to
+// date back to a validity deadline.
 func (h *History) startRecorder() *recorder {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &recorder{events: make(chan Event, recorderBuffer), cancel: cancel, done: make(chan struct{})}
+	r := &recorder{events: make(chan pending, recorderBuffer), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		for ev := range r.events {
-			if err := h.record(ctx, ev, attemptTimeout); err != nil {
-				h.failure("could not record a leadership event in the history", err, "key", ev.Key, "name", ev.Name, "event", ev.Kind, "token", ev.Token)
+		h.bucketTTL(ctx)
+		for p := range r.events {
+			if err := h.record(ctx, p, attemptTimeout); err != nil {
+				h.failure("could not record a leadership event in the history", err, "key", p.rec.Key, "name", p.rec.Name, "event", p.rec.Kind, "token", p.rec.Token)
 			}
 		}
 	}()
 	return r
 }
 
-// queue queues the record of the election event ev.
-func (h *History) queue(ev election.Event, rec Event) {
-	rec.Key, rec.Name = ev.Key, ev.Name
+// queue queues the record that build returns for the election event ev;
+// build runs with h.mu held, on the election's recorder.
+func (h *History) queue(ev election.Event, build func(r *recorder) pending) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.recorders[[2]string{ev.Key, ev.Name}]
 	if r == nil {
 		return // an election that did not announce its campaign to this hook
 	}
+	p := build(r)
+	p.rec.Key, p.rec.Name = ev.Key, ev.Name
 	select {
-	case r.events <- rec:
+	case r.events <- p:
 	default:
-		h.failureLocked("the history recorder is behind; dropped an event", nil, "key", ev.Key, "name", ev.Name, "event", rec.Kind, "token", rec.Token)
+		h.failureLocked("the history recorder is behind; dropped an event", nil, "key", ev.Key, "name", ev.Name, "event", p.rec.Kind, "token", p.rec.Token)
 	}
 }
 

@@ -29,7 +29,7 @@ func bucketContext() (context.Context, context.CancelFunc) {
 const bucketAbout = `Usage:
   election bucket create [--bucket B] [--ttl 10s] [--replicas 1] [--storage file|memory] [--history 7d|0]
                          [--cluster C] [--tags T1,T2]
-  election bucket check [--bucket B]
+  election bucket check [--bucket B] [--system-context NAME | --system-creds FILE]
 
 create makes an election bucket with the given settings. If the bucket
 exists it is left as it is (a TTL must not change under running elections)
@@ -57,6 +57,12 @@ makes the bucket unusable (no TTL, a TTL outside 2s..1h, a stream that evicts
 keys at a size limit, a sealed or mirror stream). Its "durability:" lines say
 what a client can verify (storage, replicas, placement, followers current)
 and what only the system account can: whether the servers fsync each write.
+Its "clocks:" lines give each server's clock less this host's, read by
+pinging every server ($SYS.REQ.SERVER.PING.CONNZ, which any account may
+ask unless its permissions forbid it; or, with --system-context or
+--system-creds naming a system-account user, $SYS.REQ.SERVER.PING.VARZ),
+and whether the bucket's servers agree within the 100ms the election
+assumes (a warning if not); when neither can ping, they say so and how.
 
 Memory storage expires keys within about 10 ms of the TTL and file storage
 about 250 ms after it; both are safe.
@@ -175,7 +181,7 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, formatRetention(h.Retention()))
 		}
 	}
-	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), false)
+	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), nil)
 }
 
 // given returns the names of the flags set on the command line.
@@ -220,11 +226,16 @@ func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
 	conn.add(fs)
 	var name string
 	fs.bucketVar(&name, "the bucket's `NAME`")
+	var sys systemFlags
+	sys.add(fs)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	if err := sys.check(); err != nil {
+		return fs.usageError(stderr, "%v", err)
 	}
 
 	ctx, cancel := bucketContext()
@@ -240,14 +251,20 @@ func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, fs.path, deniedOr(ctx, err))
 	}
-	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), true)
+	clocks := func(info *jetstream.StreamInfo) ([]string, []string) {
+		leader, servers := streamServers(info)
+		return clockLines(readServerClocks(ctx, &conn, sys, servers), leader, servers)
+	}
+	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), clocks)
 }
 
-// report prints the bucket's settings, where it lives as seen from, with
-// durability what can and cannot be known of its durability, then its
-// warnings and problems, and returns the exit code: 1 if the bucket is
-// unusable.
-func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetstream.KeyValue, from site, durable bool) int {
+// report prints the bucket's settings and where it lives as seen from,
+// then, with check (bucket check), what can and cannot be known of its
+// durability and the lines and warnings check returns of the servers'
+// clocks, then its warnings and problems, and returns the exit code: 1 if
+// the bucket is unusable.
+func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetstream.KeyValue, from site,
+	check func(*jetstream.StreamInfo) (lines, warnings []string)) int {
 	status, err := kv.Status(ctx)
 	if err != nil {
 		return fail(stderr, path, deniedOr(ctx, withDomain(from, fmt.Errorf("reading bucket %q: %w", kv.Bucket(), err))))
@@ -258,12 +275,23 @@ func report(ctx context.Context, stdout, stderr io.Writer, path string, kv jetst
 			fmt.Fprintln(stdout, line)
 		}
 	}
-	if durable {
+	var clockWarnings []string
+	if check != nil {
 		for _, line := range durability(status) {
+			fmt.Fprintln(stdout, line)
+		}
+		var info *jetstream.StreamInfo
+		if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok {
+			info = bs.StreamInfo()
+		}
+		var lines []string
+		lines, clockWarnings = check(info)
+		for _, line := range lines {
 			fmt.Fprintln(stdout, line)
 		}
 	}
 	warnings, err := election.CheckBucket(ctx, kv)
+	warnings = append(warnings, clockWarnings...)
 	for _, w := range warnings {
 		fmt.Fprintf(stdout, "warning: %s\n", w)
 	}

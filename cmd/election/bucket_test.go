@@ -66,7 +66,9 @@ func TestBucketCheckPrintsWarningsAndProblems(t *testing.T) {
 		says []string
 	}{
 		"GOOD": {0, []string{"bucket GOOD: TTL 10s", "durability: file storage, 1 replica\n", "durability: one replica",
-			"durability, not checked: whether every server fsyncs", `"sync_always": true`, "usable for elections\n"}},
+			"durability, not checked: whether every server fsyncs", `"sync_always": true`,
+			"clocks: read from 1 server through this user's account, $SYS.REQ.SERVER.PING.CONNZ; each server's clock less this host's: n1 ",
+			"clocks: one server: no offsets between servers to compare\n", "usable for elections\n"}},
 		"MARKERS": {0, []string{"warning: per-message TTLs are on", "usable for elections\n"}},
 		"BAD":     {1, []string{"warning: per-message TTLs", "problem: bucket TTL 1s, allowed 2s to 1h0m0s\n", "unusable for elections\n"}},
 	} {

@@ -31,6 +31,7 @@ var commands = []command{
 	{"check", "check for monitoring: a key's leader, a fleet's daemons (Nagios, Prometheus, JSON)", checkMain},
 	{"dashboard", "serve a live web page of the bucket's leaders and history", dashboardMain},
 	{"bucket", "create or check an election bucket", bucketMain},
+	{"verify", "measure round trips, clocks and the stream, and the TTL they call for", verifyMain},
 	{"permissions", "print the least NATS permissions of a role", permissionsMain},
 }
 

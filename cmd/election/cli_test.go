@@ -52,7 +52,7 @@ func wantOneLineError(t *testing.T, code, wantCode int, stdout, stderr string, s
 func TestHelpListsCommandsAndFlags(t *testing.T) {
 	t.Parallel()
 	for args, says := range map[string][]string{
-		"--help":               {"run ", "sidecar ", "status ", "resign ", "transfer ", "bucket ", "election COMMAND --help"},
+		"--help":               {"run ", "sidecar ", "status ", "resign ", "transfer ", "bucket ", "verify ", "election COMMAND --help"},
 		"run -h":               {"--metrics ADDR", "/metrics", "/healthz", "--health-tolerance DURATION", "(default 1s)", "--leader-file FILE"},
 		"status --help":        {"--key KEY", "--watch", "--json", "watchers", "-s, --server URLs", "Exit status"},
 		"help resign":          {"--key KEY", "--timeout DURATION", "(default 30s)", "--context NAME", "Exit status"},
@@ -62,7 +62,8 @@ func TestHelpListsCommandsAndFlags(t *testing.T) {
 		"sidecar --help":       {"--listen ADDR", "(default 127.0.0.1:4040)", "--leader-file FILE", "GET /self", "GET /events", "--priority N", "--metrics ADDR", "-s, --server URLs", "Exit status"},
 		"bucket --help":        {"election bucket create", "election bucket check", "problem:"},
 		"bucket create --help": {"--ttl DURATION", "--replicas N", "--storage TYPE", "-s, --server URLs"},
-		"bucket check -h":      {"--bucket NAME", "--context NAME"},
+		"bucket check -h":      {"--bucket NAME", "--context NAME", "--system-context NAME", "--system-creds FILE", "clocks:"},
+		"verify --help":        {"--samples N", "--duration DURATION", "--write", "--step-down", "--system-context NAME", "--json", "Exit status"},
 		"permissions --help":   {"--role ROLE", "candidate", "observer", "admin", "--format FORMAT", "nsc"},
 		"status -h":            {"--creds FILE", "--nkey FILE", "--user USER", "--password PASSWORD", "--token TOKEN", "--tlscert FILE", "--tlskey FILE", "--tlsca FILE", "--tlsfirst", "--js-domain DOMAIN", "--inbox-prefix PREFIX", "NATS_CREDS"},
 	} {
@@ -81,7 +82,7 @@ func TestHelpListsCommandsAndFlags(t *testing.T) {
 func TestUnknownCommandIsAUsageError(t *testing.T) {
 	t.Parallel()
 	code, stdout, stderr := runCLI(t, "start")
-	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, sidecar, agent, status, resign, transfer, history, check, dashboard, bucket or permissions")
+	wantOneLineError(t, code, exitUsage, stdout, stderr, `unknown command "start"`, "run, sidecar, agent, status, resign, transfer, history, check, dashboard, bucket, verify or permissions")
 }
 
 func TestConnectUsesTheNATSContext(t *testing.T) {

@@ -28,8 +28,15 @@ the stream the bucket's history lives in: election bucket create makes it
 (kept 7 days; --history 30d for longer). A leader that crashed did not
 record its end: the next win says how the key became free.
 
+Each event is shown when it happened: a record sent late (its process was
+paused or cut off from the servers) is placed by how long after the event
+it was sent, and says "recorded ... late"; a leader paused past its
+validity deadline stood down at that deadline, and is shown so.
+
 --since 1h prints the last hour only; --json prints one object per line:
   {"key":"K","name":"N","kind":"won","token":7,"after":"released by M","at":"2026-...Z"}
+with "delay_ns" (how long after the event it was sent) and "late": true on
+a record sent a second or more late.
 
 Exit status: 0; 1 if the server, the bucket or its history failed; 2 for bad
 flags.
@@ -103,6 +110,9 @@ func printHistory(w io.Writer, events []history.Event, asJSON bool) {
 		detail := ev.After
 		if ev.Kind == history.StoodDown {
 			detail = strings.TrimPrefix(ev.Cause, "election: ")
+		}
+		if ev.Late {
+			detail += fmt.Sprintf(" (recorded %v late)", ev.Delay.Round(time.Millisecond))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.At.Local().Format("2006-01-02 15:04:05.000"),
 			ev.Key, strings.ReplaceAll(ev.Kind, "_", " "), ev.Name, strconv.FormatUint(ev.Token, 10), detail)

@@ -28,6 +28,7 @@
 //	election transfer --key K --to NAME [--bucket B] [--timeout 30s]
 //	election bucket create|check --bucket B [--ttl 10s] [--replicas 1] [--storage file] [--history 7d|0] [--cluster C] [--tags T,...]
 //	election check --key K [--fleet] [--bucket B] [--format nagios|json|prometheus|text]
+//	election verify [--bucket B] [--samples 20] [--duration 5s] [--write] [--step-down] [--json]
 //
 // run starts COMMAND only while this process leads the election for K, and
 // stops it when leadership ends (--metrics serves /metrics and /healthz);
@@ -35,7 +36,9 @@
 // a program beside it (/self answers 200 while this process leads);
 // agent joins a fleet and runs its share of the daemons, each on one node;
 // status prints who leads, or watches one key; resign and transfer ask a
-// leader to hand over; bucket creates or checks an election bucket. Every command takes --server (or NATS_URL) and --context (or
+// leader to hand over; bucket creates or checks an election bucket; verify
+// measures the round trips, server clocks and stream an election rests on,
+// and the TTL they call for. Every command takes --server (or NATS_URL) and --context (or
 // NATS_CONTEXT) as the nats CLI does; election COMMAND --help says the rest.
 package main
 

@@ -33,12 +33,14 @@ act only while its pod leads. The bucket must exist (election bucket create).
                 ("" when nobody leads)
   GET /leader   the leadership as JSON: name (the leader), token (its
                 fencing token), since, renewed (its latest write), is_leader
-                (whether this instance leads), self (this instance's name)
-                and at (when this answer was made)
+                (whether this instance leads), self (this instance's name),
+                at (when this answer was made) and lease_ms (below)
   GET /self     the same, with status 200 while this instance leads and 503
                 while it does not
-  GET /events   server-sent events (text/event-stream): the current state,
-                then one per change of leader, each the JSON of /leader
+  GET /events   server-sent events (text/event-stream): the current state
+                (checked as /self checks it), then one per change of leader
+                and, while this instance leads, one with a fresh lease
+                after every renewal, each the JSON of /leader
   GET /healthz  the sidecar's own health: 200 while it is connected to NATS,
                 campaigning and not stuck; 503 otherwise. It says nothing
                 about leadership: do not make a pod's readiness depend on
@@ -65,9 +67,14 @@ SIGINT or SIGTERM: a leader stands down, removes the leader file and
 releases the key, so that another candidate leads within milliseconds; the
 sidecar exits 0. A second signal ends it at once.
 
-A 200 from /self says this instance led when it answered, no more: pass the
-token to whatever the application changes, and have that refuse tokens
-lower than one it has seen.
+While this instance leads, each answer and event carries lease_ms: how
+many milliseconds the application may act as leader after it receives it,
+without hearing from the sidecar again (until the sidecar's validity
+deadline; the delivery and the application's polling come out of the work
+margin after it). A sidecar paused or cut off sends nothing more, and the
+lease runs out by itself before another candidate can lead. Act only
+within the lease, and pass the token to whatever the application changes,
+to have that refuse tokens lower than one it has seen.
 
 Exit status: 0 after SIGINT or SIGTERM; 1 if the server, the bucket or an
 address failed; 2 for bad flags.
@@ -194,6 +201,7 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	sc := newSidecar(cfg, b, nc.IsConnected, leaderFile, clog)
 	opts := append(cfg.options(history, metrics),
 		election.OnWon(sc.lead),
+		election.WithEventHook(sc.onEvent),
 		election.OnLost(func(cause error) {
 			clog.WithField("cause", cause.Error()).Info("leadership ended")
 		}),
@@ -223,6 +231,15 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	defer func() {
 		stopWatching()
 		<-followed
+	}()
+	stopRefreshing, refreshed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(refreshed)
+		sc.refreshLeases(stopRefreshing)
+	}()
+	defer func() {
+		close(stopRefreshing)
+		<-refreshed
 	}()
 
 	// Start returns once ctx is done and a leader has stood down, removed

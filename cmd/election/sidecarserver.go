@@ -37,12 +37,21 @@ type sidecar struct {
 	// after the sidecar lagged, has them unknown.
 	holderSince time.Time
 	holderToken uint64
-	leading     bool      // between this instance's OnWon and the end of its leadership
-	token       uint64    // while leading, its fencing token
-	wonAt       time.Time // while leading, when it began
+	leading     bool            // between this instance's OnWon and the end of its leadership
+	token       uint64          // while leading, its fencing token
+	wonAt       time.Time       // while leading, when it began
+	leadCtx     context.Context // while leading, its leadership context (for election.WorkDeadline)
 	last        leadership
 	streams     map[chan leadership]struct{} // the /events clients
 	closed      bool
+
+	// workMargin is the election's Timing.WorkMargin: its work deadline
+	// less this is its validity deadline, where a lease ends.
+	workMargin time.Duration
+	// renewed receives, from the election's event hook, the work deadline
+	// that held when a renewal was acknowledged; refreshLeases sends every
+	// stream a fresh lease once the deadline has moved past it.
+	renewed chan time.Time
 }
 
 // leadership is the key's leadership as the sidecar answers it: the JSON of
@@ -69,6 +78,12 @@ type leadership struct {
 	IsLeader bool       `json:"is_leader"` // whether this instance leads
 	Self     string     `json:"self"`      // this instance's name
 	At       time.Time  `json:"at"`        // when the sidecar made this answer
+	// LeaseMS is how many milliseconds the application may act as leader
+	// after it receives this answer, without hearing from the sidecar
+	// again: the time left until this instance's validity deadline, when
+	// /self turns 503, counted when the answer is written. 0 when this
+	// instance does not lead. See sidecar.lease for the margin it leaves.
+	LeaseMS int64 `json:"lease_ms"`
 }
 
 // sameLeader reports whether a and b show the same leadership: the same
@@ -87,12 +102,15 @@ const streamBuffer = 64
 const keepAlive = 15 * time.Second
 
 // newSidecar returns the sidecar of cfg's key and name, reading the
-// holder from b; its election is set before it serves.
+// holder from b; its election, which runs at the default campaign
+// interval, is set before it serves.
 func newSidecar(cfg sidecarConfig, b *election.Bucket, connected func() bool, f *leaderFile, log *logrus.Entry) *sidecar {
 	s := &sidecar{
 		key: cfg.key, self: cfg.name, bucket: b, connected: connected, leaderFile: f, tolerance: cfg.tolerance, log: log,
-		watching: make(chan struct{}),
-		streams:  map[chan leadership]struct{}{},
+		watching:   make(chan struct{}),
+		streams:    map[chan leadership]struct{}{},
+		workMargin: election.TimingFor(b.TTL(), 0).WorkMargin(),
+		renewed:    make(chan time.Time, 1),
 	}
 	s.last = s.viewLocked(false, time.Now())
 	return s
@@ -108,14 +126,14 @@ func (s *sidecar) lead(leading context.Context) {
 		drop = s.leaderFile.hold(leading, token) // before /self can answer 200
 	}
 	s.mu.Lock()
-	s.leading, s.token, s.wonAt = true, token, time.Now()
+	s.leading, s.token, s.wonAt, s.leadCtx = true, token, time.Now(), leading
 	s.publishLocked()
 	s.mu.Unlock()
 	s.log.WithField("token", token).Info("leading: /self answers 200")
 
 	<-leading.Done()
 	s.mu.Lock()
-	s.leading, s.token, s.wonAt = false, 0, time.Time{}
+	s.leading, s.token, s.wonAt, s.leadCtx = false, 0, time.Time{}, nil
 	s.publishLocked()
 	s.mu.Unlock()
 	if drop != nil {
@@ -185,6 +203,12 @@ func (s *sidecar) publishLocked() {
 	if sameLeader(v, s.last) {
 		return
 	}
+	s.sendLocked(v)
+}
+
+// sendLocked sends v to the event streams, disconnecting any that is
+// streamBuffer events behind.
+func (s *sidecar) sendLocked(v leadership) {
 	s.last = v
 	for stream := range s.streams {
 		select {
@@ -215,7 +239,122 @@ func (s *sidecar) now(ctx context.Context) (leadership, bool) {
 		renewed := l.Written.UTC()
 		v.Renewed = &renewed
 	}
+	s.withLease(&v)
 	return v, true
+}
+
+// lease returns how long, from now, the application may act as leader
+// without hearing from the sidecar again: until this instance's validity
+// deadline, when its election stands down and /self turns 503; 0 when it
+// does not lead. The deadline is the library's (election.WorkDeadline,
+// less the work margin), moved by each acknowledged renewal, on this
+// host's monotonic clock, which an application on the same host shares.
+//
+// The application counts the lease from when it receives the answer, a
+// little after the sidecar wrote it: the delivery over loopback, the
+// application's own polling and the unit of work it is in come out of the
+// work margin that follows the validity deadline (Timing.WorkMargin: 116 ms
+// at a 2 s TTL, 723 ms at 10 s), the time election run's guard leaves a
+// command to stop in. Only after that margin can the key age out and
+// another candidate lead.
+func (s *sidecar) lease(now time.Time) time.Duration {
+	s.mu.Lock()
+	leading := s.leadCtx
+	s.mu.Unlock()
+	if leading == nil {
+		return 0
+	}
+	work, ok := election.WorkDeadline(leading)
+	if !ok {
+		return 0 // the validity deadline passed, or leadership ended
+	}
+	return max(work.Add(-s.workMargin).Sub(now), 0)
+}
+
+// withLease sets v's lease as of now: 0 unless v says this instance
+// leads.
+func (s *sidecar) withLease(v *leadership) {
+	v.LeaseMS = 0
+	if v.IsLeader {
+		v.LeaseMS = s.lease(time.Now()).Milliseconds() // rounded down
+	}
+}
+
+// onEvent is the election's event hook: an acknowledged renewal of the
+// leadership makes the streams get a fresh lease (refreshLeases). It runs
+// on the election's campaign goroutine, and returns at once.
+func (s *sidecar) onEvent(ev election.Event) {
+	if ev.Kind != election.EventRenewed || ev.Err != nil {
+		return
+	}
+	s.mu.Lock()
+	leading := s.leadCtx
+	s.mu.Unlock()
+	if leading == nil {
+		return // a renewal before this instance announced
+	}
+	before, ok := election.WorkDeadline(leading)
+	if !ok {
+		return
+	}
+	select {
+	case s.renewed <- before:
+	default: // a refresh is pending already
+	}
+}
+
+// extensionWait bounds how long refreshLeases waits for a renewal to move
+// the election's deadline.
+const extensionWait = 100 * time.Millisecond
+
+// awaitExtension waits until the election's work deadline is later than
+// before, the leadership has ended, or extensionWait has passed, reading
+// the deadline every millisecond; false if stop was closed first.
+func (s *sidecar) awaitExtension(before time.Time, stop <-chan struct{}) bool {
+	timer := time.NewTimer(time.Millisecond)
+	defer timer.Stop()
+	for giveUp := time.Now().Add(extensionWait); time.Now().Before(giveUp); timer.Reset(time.Millisecond) {
+		s.mu.Lock()
+		leading := s.leadCtx
+		s.mu.Unlock()
+		if leading == nil {
+			return true
+		}
+		if work, ok := election.WorkDeadline(leading); !ok || work.After(before) {
+			return true
+		}
+		select {
+		case <-stop:
+			return false
+		case <-timer.C:
+		}
+	}
+	return true
+}
+
+// refreshLeases sends every event stream the leadership, with a fresh
+// lease, after each acknowledged renewal, until stop is closed. The
+// election reports a renewal (EventRenewed) just before it moves its
+// deadline, and reports nothing after, so each refresh waits for the
+// deadline to move, reading it every millisecond, for extensionWait at
+// most: only a deadline the election holds is ever sent as a lease.
+func (s *sidecar) refreshLeases(stop <-chan struct{}) {
+	for {
+		var before time.Time
+		select {
+		case <-stop:
+			return
+		case before = <-s.renewed:
+		}
+		if !s.awaitExtension(before, stop) {
+			return
+		}
+		s.mu.Lock()
+		if s.leading {
+			s.sendLocked(s.viewLocked(true, time.Now()))
+		}
+		s.mu.Unlock()
+	}
 }
 
 // close ends every event stream and refuses new ones.
@@ -307,9 +446,11 @@ func (s *sidecar) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.streams[stream] = struct{}{}
-	current := s.last // the state the changes to come follow
 	s.mu.Unlock()
-	current.At = time.Now().UTC()
+	// The first event is checked as /self checks it: the last event sent
+	// can say this instance leads when its deadline has passed (the
+	// sidecar was paused, and has not stood down yet).
+	current, _ := s.now(r.Context())
 	defer func() {
 		s.mu.Lock()
 		delete(s.streams, stream) // closed already if the sidecar ended it
@@ -330,6 +471,7 @@ func (s *sidecar) serveEvents(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
+			s.withLease(&v)
 			writeEvent(w, v)
 		case <-tick.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
