@@ -243,7 +243,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	}
 	// The bucket's defaults reach every election of the fleet: the node's
 	// membership and each daemon's.
-	defaults := []election.Option{election.WithLogger(slogrus.New(log))}
+	defaults := []election.Option{election.WithLogger(slogrus.New(log)), election.WithConnection(nc)}
 	if cfg.history {
 		if record := cfg.conn.openHistory(ctx, js, cfg.bucket, alog); record != nil {
 			defaults = append(defaults, election.WithEventHook(record.Record))
@@ -315,12 +315,14 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	joinedNode.Store(node)
 	endSetup() // fleet.Join logged "joined the fleet"
 
-	var denied error
+	var failure error // why the agent leaves, when it is not asked to
 	select {
 	case <-signals:
 		alog.Info("leaving the fleet: stopping the daemons and handing them over")
-	case denied = <-denials:
-		alog.WithError(denied).Error("leaving the fleet: this node may not write the bucket, so it can never run a daemon")
+	case failure = <-denials:
+		alog.WithError(failure).Error("leaving the fleet: this node may not write the bucket, so it can never run a daemon")
+	case <-node.Done(): // it left by itself: another live node took its name
+		failure = node.Err()
 	}
 	left := make(chan struct{})
 	go func() {
@@ -330,7 +332,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	for {
 		select {
 		case <-left:
-			return denied
+			return failure
 		case <-signals:
 			alog.Warn("second signal: killing the daemons")
 			procs.killAll()

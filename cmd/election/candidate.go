@@ -151,6 +151,14 @@ func (c *candidateFlags) openLeaderFile(log *logrus.Entry) (*leaderFile, error) 
 // published.
 const clusterKey = "cluster"
 
+// connectionOptions are the options that describe nc in the candidate
+// record: the connection itself (its name, client id and server), which a
+// second candidate refused for taking a live one's name is told, and the
+// cluster it is on (clusterMetadata).
+func connectionOptions(nc *nats.Conn) []election.Option {
+	return append([]election.Option{election.WithConnection(nc)}, clusterMetadata(nc)...)
+}
+
 // clusterMetadata is the option that publishes the cluster nc is connected
 // to under clusterKey; none on a lone server.
 func clusterMetadata(nc *nats.Conn) []election.Option {

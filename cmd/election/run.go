@@ -250,7 +250,7 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		}),
 	}
 	opts = append(opts, cfg.options(record, metrics)...)
-	opts = append(opts, clusterMetadata(nc)...)
+	opts = append(opts, connectionOptions(nc)...)
 	if !cfg.once { // with --once, Once runs COMMAND as its work
 		opts = append(opts, election.OnWon(sup.lead))
 	}
