@@ -242,6 +242,37 @@ func TestACandidateRestartedAfterACrashIsNotRefused(t *testing.T) {
 	}
 }
 
+// TestACandidateRestartedAfterAStopDoesNotWait stops a candidate and
+// starts another of its name at once: the record is gone (a delete marker
+// is left), so the new one writes its own and leads without waiting for
+// anything to age out.
+func TestACandidateRestartedAfterAStopDoesNotWait(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "DUPSTOPPED", TTL: dupTTL})
+	ncA, kvA := namedConn(t, s.ClientURL(), "stopped web", "DUPSTOPPED")
+	ncB, kvB := namedConn(t, s.ClientURL(), "next web", "DUPSTOPPED")
+	log := testenv.Logger(t)
+	a := startCandidate(t, ncA, kvA, "web", log.With("run", "stopped"))
+	a.awaitWon(t, "the first web")
+	a.e.Stop()
+	if err := a.awaitEnded(t, "the first web"); err != nil {
+		t.Fatalf("the first web's Start returned %v", err)
+	}
+
+	began := time.Now()
+	b := startCandidate(t, ncB, kvB, "web", log.With("run", "next"))
+	b.awaitWon(t, "the next web")
+	// Waiting for a record to age out would take most of a TTL.
+	if took := time.Since(began); took > dupTTL/2 {
+		t.Errorf("the next web led %v after it started, want within %v", took, dupTTL/2)
+	}
+	if w, _, ok := recordOf(t, kvB, "job", "web"); !ok || w.Connection != "next web" {
+		t.Errorf("the record names %+v (found %v), want the next web", w, ok)
+	}
+}
+
 // TestStopLeavesARecordAnotherRunWrote writes another run's record over a
 // candidate's (as a second run of its name from a kvelect that writes
 // records blindly would) while the candidate hears nothing from the server

@@ -244,8 +244,8 @@ func WithConnection(nc *nats.Conn) Option {
 
 // presence is an election's hold on its candidate record. The election
 // writes its record only by compare-and-set: the first write over no
-// record, each later one over its own latest revision, and its delete, when
-// it stops, over that revision too. So it never writes over the record of
+// record (or a delete of one), each later one over its own latest
+// revision, and its delete, when it stops, over that revision too. So it never writes over the record of
 // another election of its name, nor deletes one, and a refused write tells
 // it that its name may be taken.
 //
@@ -254,7 +254,7 @@ func WithConnection(nc *nats.Conn) Option {
 // election starts is either another live election's, which keeps
 // rewriting it every third of a TTL, or one left by an election that
 // crashed, which no one rewrites and which ages out a TTL after its last
-// write. Start waits to tell which (awaitName): it is refused with a
+// write. Start waits to tell which (runUnique): it is refused with a
 // *DuplicateError as soon as the record is written again by its writer (or
 // any other run), and campaigns as soon as the record is gone. An election
 // running WithoutPresence writes no record, so its name is not checked.
@@ -301,7 +301,7 @@ func (p *presence) refused() error {
 	return p.refusal
 }
 
-// takenBy records that the writer other, a live run, holds the name.
+// takenBy records that another live run holds the name, as err says.
 func (p *presence) takenBy(err *DuplicateError) {
 	p.mu.Lock()
 	p.refusal = err
@@ -324,9 +324,10 @@ func (c *campaigner) writerNow() Writer {
 	return w
 }
 
-// runUnique is Start's campaign: it begins once awaitName has found the
-// name free, and ends as soon as the name turns out taken, returning the
-// *DuplicateError then. An election WithoutPresence campaigns at once.
+// runUnique is Start's campaign: it begins once present has written the
+// record (or cannot tell, and has waited enough), and ends as soon as the
+// name turns out taken, returning the *DuplicateError then. An election
+// WithoutPresence campaigns at once.
 func (c *campaigner) runUnique(ctx context.Context) error {
 	if c.opts.noPresence {
 		c.run(ctx)
@@ -374,8 +375,20 @@ func (c *campaigner) present(ctx context.Context) {
 	p := c.presence
 	since := c.now().UTC()
 	key := candidateKey(c.key, c.name)
-	own := c.hub.subscribe(key)
-	defer c.hub.unsubscribe(own)
+	// The watcher's news of the record matters only while another run's is
+	// in the way or a write was refused: a subscription costs the watcher
+	// a look at each entry it delivers, so there is one only then.
+	var own *hubSub
+	watch := func() {
+		if own == nil {
+			own = c.hub.subscribe(key)
+		}
+	}
+	defer func() {
+		if own != nil {
+			c.hub.unsubscribe(own)
+		}
+	}()
 	tick := time.NewTicker(c.clock.Real(c.timing.ttl / presenceRefreshes))
 	defer tick.Stop()
 	retry := time.NewTimer(time.Hour)
@@ -399,6 +412,7 @@ func (c *campaigner) present(ctx context.Context) {
 				c.log.Warn("the candidate record is another live election's: this one is not listed", "running", by.String())
 				return
 			case rev == 0 && in == nil:
+				watch()
 				in = &heldRecord{by: by, revision: e.Revision(), seen: c.now()}
 				c.log.Warn("the candidate record of this name is another run's: waiting for it to age out (its writer crashed) or be written again (a live duplicate: refused)",
 					"held_by", by.String(), "wait_at_most", c.nameWait())
@@ -425,8 +439,17 @@ func (c *campaigner) present(ctx context.Context) {
 			case err == nil:
 				rev, in, overNone = written, nil, false
 				p.open()
+				if own != nil {
+					c.hub.unsubscribe(own)
+					own = nil
+				}
 			case isCASConflict(err):
 				overNone = !overNone && over != 0 // the watcher will show why, or there is no record
+				watch()
+				if v := c.hub.view(key).latest; v != nil && (e == nil || v.Revision() != e.Revision()) {
+					due = true
+					continue // the watcher showed why before this election listened
+				}
 			case ctx.Err() == nil:
 				c.log.Warn("writing the candidate record", errAttrs(err)...)
 				if in == nil {
@@ -435,6 +458,10 @@ func (c *campaigner) present(ctx context.Context) {
 			}
 		}
 
+		var changed <-chan struct{}
+		if own != nil {
+			changed = own.changed
+		}
 		if in != nil {
 			retry.Reset(c.wait(c.retryRecordAt(in)))
 		}
@@ -448,7 +475,7 @@ func (c *campaigner) present(ctx context.Context) {
 			due = true
 		case <-retry.C:
 			due = true
-		case <-own.changed:
+		case <-changed:
 			if v := c.hub.view(key).latest; v != nil && v.Revision() != rev {
 				due = true // news of another writer, or of a write of this election's lost answer
 			}
