@@ -25,7 +25,10 @@ const agentAbout = `Usage:
                  [--metrics ADDR] --daemon NAME=COMMAND ... [--config FILE]
 
 Joins this machine to the fleet of the bucket B as the node N (default: the
-host name; keep it stable across restarts) and runs its share of the
+host name; keep it stable across restarts, and one per machine: an agent
+started under the name of a live node exits 1 at once naming both
+processes, while one restarted after a crash waits for its old record to
+age out, at most a TTL and a third) and runs its share of the
 daemons: each daemon runs on exactly one live node that lists it, spread
 over the nodes by capacity, and moves when its node leaves or dies. Run
 one agent per machine, each listing the daemons it can run.
@@ -289,8 +292,8 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	nodeCfg.Logger = slogrus.New(log)
 	nodeCfg.Labels = withClusterLabel(nodeCfg.Labels, nc)
 
-	// Joining waits up to two TTLs when the name is held: bound it by that,
-	// not by the set-up timeout.
+	// Joining waits up to a TTL and a third when the name's previous
+	// process crashed: bound it by that, not by the set-up timeout.
 	joinCtx, stopJoining := context.WithCancel(context.Background())
 	defer stopJoining()
 	stopOnDenial := context.AfterFunc(ctx, func() {
