@@ -57,7 +57,9 @@ func TestTwinsJoiningAtOnceShareNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			nodes[i], errs[i] = fleet.Join(context.Background(), b, configs[i])
+			ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
+			defer cancel()
+			nodes[i], errs[i] = fleet.Join(ctx, b, configs[i])
 		}()
 	}
 	close(start)

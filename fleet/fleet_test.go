@@ -485,8 +485,10 @@ func TestJoinRefusesANameLiveElsewhere(t *testing.T) {
 	_, b := f.open()
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
+	defer cancel()
 	began := time.Now()
-	_, err := fleet.Join(context.Background(), b, fleet.Config{Name: "a", Capacity: 5,
+	_, err := fleet.Join(ctx, b, fleet.Config{Name: "a", Capacity: 5,
 		Daemons: []fleet.Daemon{f.ledger.daemon("y", "a-twin", 0)}, Logger: logger})
 	if took := time.Since(began); took > b.TTL() {
 		t.Errorf("the twin was refused after %v, want within a TTL (%v)", took, b.TTL())

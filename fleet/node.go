@@ -34,9 +34,9 @@ type Node struct {
 	left    chan struct{} // closed when Leave has returned
 	cancel  context.CancelFunc
 	leave   sync.Once
-	err     error // why the node left by itself (Err); guarded by mu
 
 	mu      sync.Mutex
+	err     error              // why the node left by itself (Err)
 	tenures map[string]*tenure // the daemons this node campaigns for, runs or revokes
 	members map[string]Member  // the live members as last seen
 	// placeNodes are the members as placement sees them, and placeable
