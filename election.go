@@ -37,6 +37,7 @@ type Election struct {
 	done       chan struct{} // closed when Start returns
 	metadata   map[string]string
 	republish  chan struct{} // buffered 1: SetMetadata changed the metadata
+	presence   *presence     // the candidate record's writer and what it found (presence.go)
 }
 
 // validKey is what nats.go accepts as a KV key; it also excludes wildcards.
@@ -144,6 +145,7 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 		done:      make(chan struct{}),
 		metadata:  o.metadata,
 		republish: make(chan struct{}, 1),
+		presence:  newPresence(),
 	}, nil
 }
 
@@ -181,8 +183,22 @@ func CheckKey(key string) error {
 // A leader that stops releases the key so that another candidate can take
 // over at once. Start returns ErrAlreadyStarted if the election is running
 // and ErrStopped if it was stopped; an Election runs once.
+//
+// Candidate names must be unique per key. Start returns a *DuplicateError
+// (ErrDuplicateName) when another live election, in any process, runs
+// under its name for its key: without campaigning, within about a third of
+// a TTL of its start, or later, after standing down, if the other took the
+// name's record while this one could not write it. A record left by a
+// crashed election of the name is not a live one: Start waits until it has
+// aged out, at most a TTL and a third, before it campaigns. See
+// WithoutPresence for elections whose names cannot be checked.
 func (e *Election) Start(ctx context.Context) error {
-	return e.runCampaigner(ctx, func(ctx context.Context, c *campaigner) { c.run(ctx) })
+	var refused error
+	err := e.runCampaigner(ctx, func(ctx context.Context, c *campaigner) { refused = c.runUnique(ctx) })
+	if err != nil {
+		return err
+	}
+	return refused
 }
 
 // runCampaigner runs body with the election's campaigner and watcher, once

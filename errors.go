@@ -2,6 +2,7 @@ package election
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/kvelect/election/internal/natscause"
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,35 @@ var (
 	// OnLost when a leader stands down because it was stopped.
 	ErrStopped = errors.New("election: stopped")
 )
+
+// ErrDuplicateName is returned by Start when another live election runs
+// under the same candidate name for the same key, in this process or any
+// other: it is a *DuplicateError, which names both.
+var ErrDuplicateName = errors.New("election: duplicate candidate name")
+
+// DuplicateError is the error of an election refused because its name is
+// taken: another run of an election of that name for that key holds the
+// candidate record and keeps writing it. Names identify candidates
+// (transfers, the history, status, a fleet's nodes all go by them), so two
+// live candidates of one name would be taken for one. errors.Is matches it
+// to ErrDuplicateName.
+type DuplicateError struct {
+	Key  string
+	Name string
+	// Running is the run that holds the name, as its record describes it.
+	Running Writer
+	// Refused is this run.
+	Refused Writer
+}
+
+// Error names the key, the name and both runs, on one line.
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("%v: key %q: candidate %q already runs as %s; refused this one, %s: give each candidate of a key a name of its own",
+		ErrDuplicateName, e.Key, e.Name, e.Running, e.Refused)
+}
+
+// Unwrap returns ErrDuplicateName, for errors.Is.
+func (e *DuplicateError) Unwrap() error { return ErrDuplicateName }
 
 // ErrUnhealthy is returned by CheckHealth, and written by HealthHandler,
 // when the node still counts itself leader after its validity deadline: its

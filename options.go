@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Option configures an Election; pass options to NewElection.
@@ -25,7 +27,8 @@ type options struct {
 	readyFor      time.Duration
 	hooks         []func(Event)
 	metadata      map[string]string
-	clock         Clock // nil: machineClock; WithClock sets another (clock.go)
+	conn          *nats.Conn // named in the candidate record (WithConnection); nil: none
+	clock         Clock      // nil: machineClock; WithClock sets another (clock.go)
 }
 
 // wonCallback is a callback OnWon accepts: func(), or func(ctx) whose
@@ -108,6 +111,11 @@ func WithoutSplay() Option {
 // list it and a transfer to it is refused with ErrNotCandidate. A record
 // costs one write per candidate every third of a TTL; this is for processes
 // with thousands of elections, where those writes add up.
+//
+// The record is also what tells two live elections of one name apart, so
+// such an election's name is not checked: Start never returns
+// ErrDuplicateName for it, nor for another election of its name because of
+// it. Give it a name no other candidate of the key uses.
 func WithoutPresence() Option {
 	return func(o *options) { o.noPresence = true }
 }

@@ -1,13 +1,19 @@
 package election
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -42,6 +48,9 @@ type Candidate struct {
 	// record: a candidate in another region than the bucket shows it. 0
 	// before it measured any.
 	RoundTrip time.Duration
+	// Writer is the election that writes the record: its host, process
+	// and connection.
+	Writer Writer
 }
 
 // candidateRecord is the value of a candidate's record.
@@ -53,6 +62,7 @@ type candidateRecord struct {
 	// RoundTripMS is the median of the candidate's recent round trips to
 	// the bucket, in milliseconds.
 	RoundTripMS float64 `json:"round_trip_ms,omitempty"`
+	Writer      Writer  `json:"writer"`
 }
 
 func candidateKey(key, name string) string {
@@ -71,7 +81,7 @@ func candidateOf(entry jetstream.KeyValueEntry) (Candidate, bool) {
 		return Candidate{}, false
 	}
 	rtt := time.Duration(r.RoundTripMS * float64(time.Millisecond))
-	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt}, true
+	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt, Writer: r.Writer}, true
 }
 
 // electionKeyOf returns the election key of a candidate record's key.
@@ -169,43 +179,395 @@ func (b *Bucket) AllCandidates(ctx context.Context) (map[string][]Candidate, err
 	return byKey, nil
 }
 
+// Writer identifies the run of an election that writes a candidate
+// record: the process and, when the election was given it
+// (WithConnection), the NATS connection.
+type Writer struct {
+	// Instance is drawn at random for each Election: it tells apart two
+	// elections of one name even in one process.
+	Instance string `json:"instance"`
+	Host     string `json:"host,omitempty"`
+	PID      int    `json:"pid,omitempty"`
+	// Connection is the connection's name (nats.Name), Client the id the
+	// server gave it, and Server the server it is on (its name, or its URL
+	// when it has none), as of the record's latest write.
+	Connection string `json:"connection,omitempty"`
+	Client     uint64 `json:"client,omitempty"`
+	Server     string `json:"server,omitempty"`
+}
+
+// String describes the writer on one line, such as
+// `web-1 pid 4242 (connection "election run web-1", client 7, on server n1, instance 5f0c2a9e41d7)`.
+func (w Writer) String() string {
+	if w.Instance == "" {
+		return "an unnamed writer (a kvelect that does not name the writers of its records)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s pid %d (", cmp.Or(w.Host, "an unknown host"), w.PID)
+	if w.Connection != "" {
+		fmt.Fprintf(&b, "connection %q, ", w.Connection)
+	}
+	if w.Client != 0 {
+		fmt.Fprintf(&b, "client %d, ", w.Client)
+	}
+	if w.Server != "" {
+		fmt.Fprintf(&b, "on server %s, ", w.Server)
+	}
+	fmt.Fprintf(&b, "instance %s)", w.Instance)
+	return b.String()
+}
+
+// thisProcess is the host name and pid every record of this process gives.
+var thisProcess = sync.OnceValue(func() Writer {
+	host, _ := os.Hostname()
+	return Writer{Host: host, PID: os.Getpid()}
+})
+
+// newWriter returns a writer for a new Election of this process.
+func newWriter() Writer {
+	w := thisProcess()
+	var id [6]byte
+	_, _ = rand.Read(id[:]) // never fails (crypto/rand)
+	w.Instance = hex.EncodeToString(id[:])
+	return w
+}
+
+// WithConnection names nc, the connection the bucket was opened on, in the
+// election's candidate record, beside its host and process: the
+// connection's name, its client id and the server it is on, read at each
+// write. A second candidate refused because its name is taken
+// (ErrDuplicateName) then learns which connection holds the name. Give it
+// to OpenBucket to name the connection in every election of the bucket.
+func WithConnection(nc *nats.Conn) Option {
+	return func(o *options) { o.conn = nc }
+}
+
+// presence is an election's hold on its candidate record. The election
+// writes its record only by compare-and-set: the first write over no
+// record (or a delete of one), each later one over its own latest
+// revision, and its delete, when it stops, over that revision too. So it never writes over the record of
+// another election of its name, nor deletes one, and a refused write tells
+// it that its name may be taken.
+//
+// Names must be unique per key: they identify candidates to transfers, the
+// history, status and a fleet's placement. A record in the way when an
+// election starts is either another live election's, which keeps
+// rewriting it every third of a TTL, or one left by an election that
+// crashed, which no one rewrites and which ages out a TTL after its last
+// write. Start waits to tell which (runUnique): it is refused with a
+// *DuplicateError as soon as the record is written again by its writer (or
+// any other run), and campaigns as soon as the record is gone. An election
+// running WithoutPresence writes no record, so its name is not checked.
+type presence struct {
+	writer Writer // this election: its instance, host and pid
+
+	settled chan struct{} // closed once Start may campaign, or must not
+	settle  sync.Once
+
+	// taken is done, and refusal set, once another live run turned out to
+	// hold the name.
+	taken    context.Context
+	markTake context.CancelFunc
+	mu       sync.Mutex
+	refusal  *DuplicateError
+}
+
+func newPresence() *presence {
+	taken, mark := context.WithCancel(context.Background())
+	return &presence{writer: newWriter(), settled: make(chan struct{}), taken: taken, markTake: mark}
+}
+
+// open lets Start campaign (or learn that it must not).
+func (p *presence) open() { p.settle.Do(func() { close(p.settled) }) }
+
+// isOpen reports whether open was called.
+func (p *presence) isOpen() bool {
+	select {
+	case <-p.settled:
+		return true
+	default:
+		return false
+	}
+}
+
+// refused returns the *DuplicateError once the name turned out taken, and
+// nil until then.
+func (p *presence) refused() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.refusal == nil {
+		return nil
+	}
+	return p.refusal
+}
+
+// takenBy records that another live run holds the name, as err says.
+func (p *presence) takenBy(err *DuplicateError) {
+	p.mu.Lock()
+	p.refusal = err
+	p.mu.Unlock()
+	p.markTake()
+	p.open()
+}
+
+// writerNow is this election as its record names it now: with the
+// connection's client id and server, which change when it reconnects.
+func (c *campaigner) writerNow() Writer {
+	w := c.presence.writer
+	if nc := c.opts.conn; nc != nil {
+		w.Connection = nc.Opts.Name
+		if id, err := nc.GetClientID(); err == nil {
+			w.Client = id
+		}
+		w.Server = cmp.Or(nc.ConnectedServerName(), nc.ConnectedUrlRedacted())
+	}
+	return w
+}
+
+// runUnique is Start's campaign: it begins once present has written the
+// record (or cannot tell, and has waited enough), and ends as soon as the
+// name turns out taken, returning the *DuplicateError then. An election
+// WithoutPresence campaigns at once.
+func (c *campaigner) runUnique(ctx context.Context) error {
+	if c.opts.noPresence {
+		c.run(ctx)
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.presence.taken, cancel)
+	defer stop()
+	select {
+	case <-c.presence.settled:
+	case <-ctx.Done():
+	}
+	if err := c.presence.refused(); err != nil {
+		c.log.Error("refused: another live election runs under this name for this key", "error", err)
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	c.run(ctx)
+	if err := c.presence.refused(); err != nil {
+		c.log.Error("stopped: another live election runs under this name for this key", "error", err)
+		return err
+	}
+	return nil
+}
+
+// heldRecord is another run's record, found in the way before this
+// election wrote its own.
+type heldRecord struct {
+	by       Writer
+	revision uint64
+	seen     time.Time // when this election first found it
+	tries    int       // writes tried since it could have aged out
+}
+
 // present keeps this election's candidate record in the bucket until ctx
-// is done, then deletes it. A failed write is logged and tried again at the
-// next refresh: the record informs others, and the election does not depend
-// on it.
+// is done, then deletes it, as presence describes. What the record holds
+// now is read from the watcher (a candidate may write the bucket's keys
+// but need not read them), and each write is a compare-and-set over what
+// it read. A failed write is logged and tried again at the next refresh:
+// the record informs others, and the election does not depend on it.
 func (c *campaigner) present(ctx context.Context) {
+	p := c.presence
 	since := c.now().UTC()
 	key := candidateKey(c.key, c.name)
-	tick := time.NewTicker(c.clock.Real(c.timing.ttl / presenceRefreshes))
-	defer tick.Stop()
-	for {
-		c.mu.Lock()
-		metadata := c.metadata
-		c.mu.Unlock()
-		rtt := float64(c.rtt.median().Round(time.Microsecond)) / float64(time.Millisecond) // to the microsecond: no float noise in the record
-		value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt})
-		if err != nil {
-			c.log.Error("encoding the candidate record", "error", err)
-			return
-		}
-		opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
-		sent := c.now()
-		_, err = c.kv.Put(opCtx, key, value)
-		c.roundTrip(sent, err)
-		if err != nil && ctx.Err() == nil {
-			c.log.Warn("writing the candidate record", errAttrs(err)...)
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-			opCtx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
-			defer cancel()
-			if err := c.kv.Delete(opCtx, key); err != nil {
-				c.log.Warn("deleting the candidate record", "error", err)
-			}
-			return
-		case <-tick.C:
-		case <-c.republish:
+	// The watcher's news of the record matters only while another run's is
+	// in the way or a write was refused: a subscription costs the watcher
+	// a look at each entry it delivers, so there is one only then.
+	var own *hubSub
+	watch := func() {
+		if own == nil {
+			own = c.hub.subscribe(key)
 		}
 	}
+	defer func() {
+		if own != nil {
+			c.hub.unsubscribe(own)
+		}
+	}()
+	tick := time.NewTicker(c.clock.Real(c.timing.ttl / presenceRefreshes))
+	defer tick.Stop()
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	gate := time.NewTimer(c.clock.Real(c.nameWait()))
+	defer gate.Stop()
+	var (
+		rev      uint64      // this election's latest revision of the record; 0: none
+		in       *heldRecord // another run's record in the way
+		overNone bool        // a write was refused and the watcher does not show why: try over no record
+		due      = true      // a write is due
+	)
+	for {
+		e := c.hub.view(key).latest
+		if by, ok := c.othersRecord(e); ok {
+			switch {
+			case rev != 0 && e.Revision() > rev, in != nil && e.Revision() > in.revision:
+				// Another run wrote the record over this election's, or
+				// again while this one waited: it is live.
+				p.takenBy(&DuplicateError{Key: c.key, Name: c.name, Running: by, Refused: c.writerNow()})
+				c.log.Warn("the candidate record is another live election's: this one is not listed", "running", by.String())
+				return
+			case rev == 0 && in == nil:
+				watch()
+				in = &heldRecord{by: by, revision: e.Revision(), seen: c.now()}
+				c.log.Warn("the candidate record of this name is another run's: waiting for it to age out (its writer crashed) or be written again (a live duplicate: refused)",
+					"held_by", by.String(), "wait_at_most", c.nameWait())
+			}
+		} else if in != nil {
+			in = nil // gone: deleted, purged, aged out, or written over by this election
+			due = true
+		}
+		if ours := c.ownRevision(e); ours > rev {
+			rev = ours // a write of this election whose answer was lost
+		}
+
+		if due && (in == nil || !c.now().Before(in.seen.Add(c.timing.ttl))) {
+			due = false
+			over := rev
+			switch {
+			case in != nil || overNone:
+				over = 0 // succeeds only once no record is left
+			case e != nil && e.Operation() != jetstream.KeyValuePut && e.Revision() > rev:
+				over = e.Revision() // a delete or purge: written anew over it
+			}
+			written, err := c.writeRecord(ctx, key, since, over)
+			switch {
+			case err == nil:
+				rev, in, overNone = written, nil, false
+				p.open()
+				if own != nil {
+					c.hub.unsubscribe(own)
+					own = nil
+				}
+			case isCASConflict(err):
+				overNone = !overNone && over != 0 // the watcher will show why, or there is no record
+				watch()
+				if v := c.hub.view(key).latest; v != nil && (e == nil || v.Revision() != e.Revision()) {
+					due = true
+					continue // the watcher showed why before this election listened
+				}
+			case ctx.Err() == nil:
+				c.log.Warn("writing the candidate record", errAttrs(err)...)
+				if in == nil {
+					p.open() // the name cannot be checked now: campaign, and check at the next refresh
+				}
+			}
+		}
+
+		var changed <-chan struct{}
+		if own != nil {
+			changed = own.changed
+		}
+		if in != nil {
+			retry.Reset(c.wait(c.retryRecordAt(in)))
+		}
+		select {
+		case <-ctx.Done():
+			c.deleteRecord(key, max(rev, c.ownRevision(c.hub.view(key).latest)))
+			return
+		case <-tick.C:
+			due = true
+		case <-c.republish:
+			due = true
+		case <-retry.C:
+			due = true
+		case <-changed:
+			if v := c.hub.view(key).latest; v != nil && v.Revision() != rev {
+				due = true // news of another writer, or of a write of this election's lost answer
+			}
+		case <-gate.C:
+			if in != nil && !p.isOpen() {
+				c.log.Warn("the record in the way neither aged out nor was written again; campaigning, and checking the name at each refresh", "held_by", in.by.String())
+			}
+			p.open()
+		}
+		retry.Stop()
+	}
+}
+
+// othersRecord returns the writer of e if e is a candidate record written
+// by another run than this election.
+func (c *campaigner) othersRecord(e jetstream.KeyValueEntry) (Writer, bool) {
+	if e == nil || e.Operation() != jetstream.KeyValuePut {
+		return Writer{}, false
+	}
+	w := writerOf(e)
+	return w, w.Instance != c.presence.writer.Instance
+}
+
+// ownRevision returns the revision of e if e is a candidate record this
+// election wrote, and 0 otherwise.
+func (c *campaigner) ownRevision(e jetstream.KeyValueEntry) uint64 {
+	if e == nil || e.Operation() != jetstream.KeyValuePut || writerOf(e).Instance != c.presence.writer.Instance {
+		return 0
+	}
+	return e.Revision()
+}
+
+// nameWait is the longest Start waits for the name to be checked: a record
+// in the way has aged out a TTL after it was found, which was after its
+// last write, and a third of a TTL more covers the server's expiry lag.
+// Past it, the election campaigns anyway and goes on checking.
+func (c *campaigner) nameWait() time.Duration {
+	return c.timing.ttl + c.timing.ttl/presenceRefreshes
+}
+
+// retryRecordAt is when to try to write the record again while another
+// run's is in the way: once it can have aged out (a TTL after it was
+// found), then every firstRetry, doubling up to a third of a TTL, as the
+// server removes it up to its expiry lag late (and the watcher may not
+// say so: a key that ages out leaves no trace on a bucket without expiry
+// markers).
+func (c *campaigner) retryRecordAt(in *heldRecord) time.Time {
+	now := c.now()
+	expiry := in.seen.Add(c.timing.ttl)
+	if now.Before(expiry) {
+		return expiry
+	}
+	in.tries++
+	return now.Add(min(firstRetry<<min(in.tries-1, 16), c.timing.ttl/presenceRefreshes))
+}
+
+// writeRecord writes the record by compare-and-set over revision over (0:
+// over no record at all) and returns the revision written.
+func (c *campaigner) writeRecord(ctx context.Context, key string, since time.Time, over uint64) (uint64, error) {
+	c.mu.Lock()
+	metadata := c.metadata
+	c.mu.Unlock()
+	rtt := float64(c.rtt.median().Round(time.Microsecond)) / float64(time.Millisecond) // to the microsecond: no float noise in the record
+	value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt, Writer: c.writerNow()})
+	if err != nil {
+		return 0, fmt.Errorf("encoding the candidate record: %w", err)
+	}
+	opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
+	defer cancel()
+	sent := c.now()
+	rev, err := c.kv.Update(opCtx, key, value, over)
+	c.roundTrip(sent, err)
+	return rev, err
+}
+
+// deleteRecord deletes the record if it is still this election's latest
+// write, rev (0: none): another run's record is left as it is.
+func (c *campaigner) deleteRecord(key string, rev uint64) {
+	if rev == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
+	defer cancel()
+	err := c.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	if err != nil && !isCASConflict(err) {
+		c.log.Warn("deleting the candidate record", "error", err)
+	}
+}
+
+// writerOf returns the writer a record names (zero if it names none).
+func writerOf(e jetstream.KeyValueEntry) Writer {
+	var r candidateRecord
+	_ = json.Unmarshal(e.Value(), &r)
+	return r.Writer
 }

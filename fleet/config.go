@@ -33,8 +33,9 @@ var (
 	// ErrInvalidConfig means a Config, or one of its daemons, is unusable;
 	// the error names the field and what is allowed.
 	ErrInvalidConfig = errors.New("fleet: invalid configuration")
-	// ErrNameTaken means another live node has the name: its node key was
-	// held and renewed for two TTLs while this one tried to join.
+	// ErrNameTaken means another live node has the name: its process keeps
+	// writing the name's node record. The error also matches
+	// election.ErrDuplicateName, whose message names both processes.
 	ErrNameTaken = errors.New("fleet: node name live elsewhere")
 )
 
@@ -71,7 +72,7 @@ type Daemon struct {
 type Config struct {
 	// Name is the node's name, stable across restarts: any candidate name
 	// (election.CheckCandidate): letters, digits, - _ = / and dots. At most
-	// one live node has a name.
+	// one live node has a name: Join refuses a second with ErrNameTaken.
 	Name string
 	// Capacity is the node's weight in placement (0: 1): a node of capacity
 	// 2 runs twice the daemons of a node of capacity 1.

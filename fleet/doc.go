@@ -5,8 +5,9 @@
 //
 // # Membership
 //
-// A node joins (Join) under a stable name, with a capacity, labels, a
-// version and the daemons it can run. It is a member while it leads the
+// A node joins (Join) under a stable name, unique in the fleet (a second
+// live node of a name is refused with ErrNameTaken), with a capacity,
+// labels, a version and the daemons it can run. It is a member while it leads the
 // election key "fleet.node.<name>", and publishes its description in that
 // election's candidate record. Every process sees the members and their
 // joins and leaves without polling (WatchMembers, ReadStatus). A node that

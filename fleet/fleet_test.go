@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -472,36 +471,52 @@ func TestJoinRefusesABadConfig(t *testing.T) {
 	}
 }
 
+// TestJoinRefusesANameLiveElsewhere joins a second node under a live
+// node's name, with other daemons and capacity: Join says at once what it
+// waits for, then returns ErrNameTaken (and election.ErrDuplicateName)
+// naming both processes within a TTL, and the first node, its record and
+// its daemon are untouched, for every node that watches the fleet.
 func TestJoinRefusesANameLiveElsewhere(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, "NAMETAKEN")
 	f.join("a", 0, "x")
-	f.awaitPlacement("x on a", func(where map[string]string, _ map[string]int) bool { return where["x"] == "a" })
+	f.join("b", 0, "x")
+	f.awaitPlacement("x on a or b", func(where map[string]string, _ map[string]int) bool { return where["x"] != "" })
 	_, b := f.open()
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
+	defer cancel()
 	began := time.Now()
-	joined := make(chan error, 1)
-	go func() {
-		_, err := fleet.Join(context.Background(), b, fleet.Config{Name: "a", Daemons: []fleet.Daemon{f.ledger.daemon("x", "a-twin", 0)}, Logger: logger})
-		joined <- err
-	}()
-	// It says at once what it waits for, not only when it gives up.
-	waiting := regexp.MustCompile(`node a is live elsewhere since \d{4}-\d\d-\d\dT\S+; waiting up to \d+(\.\d+)?m?s for it to leave`)
-	testenv.Eventually(t, "the twin's log of what it waits for", awaitTimeout, func() bool { return waiting.MatchString(logs.String()) })
+	_, err := fleet.Join(ctx, b, fleet.Config{Name: "a", Capacity: 5,
+		Daemons: []fleet.Daemon{f.ledger.daemon("y", "a-twin", 0)}, Logger: logger})
 	if took := time.Since(began); took > b.TTL() {
-		t.Errorf("the twin said what it waits for after %v, want under a TTL (%v)", took, b.TTL())
+		t.Errorf("the twin was refused after %v, want within a TTL (%v)", took, b.TTL())
 	}
-	if err := <-joined; !errors.Is(err, fleet.ErrNameTaken) {
-		t.Fatalf("a second live node named a: %v, want ErrNameTaken", err)
+	if !errors.Is(err, fleet.ErrNameTaken) || !errors.Is(err, election.ErrDuplicateName) {
+		t.Fatalf("a second live node named a: %v, want ErrNameTaken and election.ErrDuplicateName", err)
 	}
-	// The first a is untouched: still a member with its record, still
-	// running x.
-	if !f.nodes["a"].IsMember() || f.ledger.where()["x"] != "a" {
-		t.Errorf("after the refused twin: a member %v, x runs on %q", f.nodes["a"].IsMember(), f.ledger.where()["x"])
+	var dup *election.DuplicateError
+	if !errors.As(err, &dup) || dup.Key != "fleet.node.a" || dup.Running.Instance == "" || dup.Refused.Instance == dup.Running.Instance ||
+		!strings.Contains(err.Error(), dup.Running.String()) || !strings.Contains(err.Error(), dup.Refused.String()) {
+		t.Errorf("the refusal %q does not name both processes", err)
 	}
-	if st, err := fleet.ReadStatus(context.Background(), b); err != nil || len(st.Members) != 1 || !slices.Equal(st.Members[0].Daemons, []string{"x"}) {
-		t.Errorf("after the refused twin: members %+v (%v), want a with its record", st.Members, err)
+	if !strings.Contains(logs.String(), "waiting for it to age out") {
+		t.Errorf("the twin did not say what it waited for:\n%s", logs.String())
+	}
+	// The first a is untouched: still a member with its record, as b sees
+	// it too; x did not move.
+	if !f.nodes["a"].IsMember() || !f.nodes["a"].Balanced() || !f.nodes["b"].Balanced() {
+		t.Errorf("after the refused twin: a member %v, a balanced %v, b balanced %v", f.nodes["a"].IsMember(), f.nodes["a"].Balanced(), f.nodes["b"].Balanced())
+	}
+	for _, m := range f.nodes["b"].Members() {
+		if m.Name == "a" && (m.Capacity != 1 || !slices.Equal(m.Daemons, []string{"x"})) {
+			t.Errorf("b sees a as %+v, want a's own record: capacity 1, daemon x", m)
+		}
+	}
+	st, err := fleet.ReadStatus(context.Background(), b)
+	if err != nil || len(st.Members) != 2 || st.Members[0].Name != "a" || !slices.Equal(st.Members[0].Daemons, []string{"x"}) {
+		t.Errorf("after the refused twin: members %+v (%v), want a with its record, and b", st.Members, err)
 	}
 }
 

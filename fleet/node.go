@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,10 +31,12 @@ type Node struct {
 	events  chan struct{} // buffered 1: a tenure changed (see notify)
 	leaving chan struct{} // closed by Leave
 	done    chan struct{} // closed when the controller has returned
+	left    chan struct{} // closed when Leave has returned
 	cancel  context.CancelFunc
 	leave   sync.Once
 
 	mu      sync.Mutex
+	err     error              // why the node left by itself (Err)
 	tenures map[string]*tenure // the daemons this node campaigns for, runs or revokes
 	members map[string]Member  // the live members as last seen
 	// placeNodes are the members as placement sees them, and placeable
@@ -58,9 +61,13 @@ type Node struct {
 // every process sees (WatchMembers, ReadStatus). From then on it runs its
 // share of the daemons it can run, until Leave. ctx bounds the wait to join.
 //
-// Joining takes up to a TTL when the name's previous process crashed (its
-// key must age out first). If another live process holds the name, Join
-// returns ErrNameTaken after two TTLs. A bad cfg gives ErrInvalidConfig.
+// Node names must be unique in a fleet. If another live process runs a
+// node of the name, Join returns ErrNameTaken (also matching
+// election.ErrDuplicateName, naming both processes) within about a third of
+// a TTL, and never writes over that node's record nor deletes it. Joining
+// takes up to a TTL and a third when the name's previous process crashed
+// (its record and key must age out first). A bad cfg gives
+// ErrInvalidConfig.
 func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil bucket; open one with election.OpenBucket", ErrInvalidConfig)
@@ -82,6 +89,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		events:   make(chan struct{}, 1),
 		leaving:  make(chan struct{}),
 		done:     make(chan struct{}),
+		left:     make(chan struct{}),
 		tenures:  map[string]*tenure{},
 		members:  map[string]Member{},
 		holders:  map[string]string{},
@@ -92,9 +100,6 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 	for i := range cfg.Daemons {
 		n.daemons[cfg.Daemons[i].Name] = &cfg.Daemons[i]
 	}
-	if err := awaitNameFree(ctx, b, cfg.Name, n.log); err != nil {
-		return nil, err
-	}
 	joined := make(chan struct{})
 	var once sync.Once
 	self, err := b.NewElection(cfg.Name, nodeKey(cfg.Name),
@@ -104,7 +109,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		election.WithLogger(n.log),
 		election.OnWon(func() { once.Do(func() { close(joined) }) }),
 		election.OnLost(func(cause error) {
-			if errors.Is(cause, election.ErrStopped) { // Leave, or a failed Join
+			if errors.Is(cause, election.ErrStopped) { // Leave, a failed Join, or the name taken
 				n.log.Info("no longer a member of the fleet: leaving")
 				return
 			}
@@ -117,34 +122,21 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 	n.self = self
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	started := make(chan struct{})
-	go func() {
-		defer close(started)
-		if err := self.Start(runCtx); err != nil {
-			n.log.Error("node election", "error", err)
-		}
-	}()
+	ended := make(chan error, 1) // what Start returned
+	go func() { ended <- self.Start(runCtx) }()
 
-	// Two processes that start together under one name both get past
-	// awaitNameFree; the one that has not won after two TTLs while the key
-	// is held under its name gives up. A slow server only delays the join.
-	timeout := time.NewTicker(2 * b.TTL())
-	defer timeout.Stop()
-	for waiting := true; waiting; {
-		select {
-		case <-joined:
-			waiting = false
-		case <-ctx.Done():
-			self.Stop()
-			cancel()
-			return nil, fmt.Errorf("fleet: node %q did not join: %w", cfg.Name, ctx.Err())
-		case <-timeout.C:
-			if holder, _ := b.Leader(ctx, nodeKey(cfg.Name)); holder.Name == cfg.Name && !self.IsLeader() {
-				self.Stop()
-				cancel()
-				return nil, fmt.Errorf("%w: node %q: another process holds the name and renews it (waited %v)", ErrNameTaken, cfg.Name, 2*b.TTL())
-			}
+	select {
+	case <-joined:
+	case err := <-ended:
+		cancel()
+		if taken := nameTaken(cfg.Name, err); taken != nil {
+			return nil, taken
 		}
+		return nil, fmt.Errorf("fleet: node %q did not join: %w", cfg.Name, cmp.Or(err, errBucketClosed))
+	case <-ctx.Done():
+		self.Stop()
+		cancel()
+		return nil, fmt.Errorf("fleet: node %q did not join: %w", cfg.Name, ctx.Err())
 	}
 
 	changes, err := b.ObservePrefix(runCtx, keyPrefix)
@@ -154,60 +146,52 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	go n.control(runCtx, changes)
+	go n.watchName(ended)
 	n.log.Info("joined the fleet", "capacity", cfg.capacity(), "priority", cfg.Priority, "prefer_higher", cfg.PreferHigher, "daemons", len(cfg.Daemons))
 	return n, nil
 }
 
-// awaitNameFree waits until no process holds the node key of name: at
-// once if none does; when the holder crashed, until its key ages out (at
-// most a TTL); and if the holder renews it for two TTLs, it is a live node
-// of that name, and the wait ends with ErrNameTaken. Waiting before
-// campaigning keeps this process from writing over the live node's record.
-// It logs at once what it waits for.
-func awaitNameFree(ctx context.Context, b *election.Bucket, name string, log *slog.Logger) error {
-	watchCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	holders, err := b.Observe(watchCtx, nodeKey(name))
-	if err != nil {
-		return err
+// watchName waits for the node's election to end, with what its Start
+// returned: if another live node took the name (a node cut off for over a
+// TTL, while another process joined under its name), the node leaves.
+func (n *Node) watchName(ended <-chan error) {
+	taken := nameTaken(n.cfg.Name, <-ended)
+	if taken == nil {
+		return // Leave stopped it
 	}
-	timeout := time.NewTimer(2 * b.TTL())
-	defer timeout.Stop()
-	logged := false
-	for {
-		select {
-		case l, ok := <-holders:
-			if !ok && ctx.Err() != nil {
-				return fmt.Errorf("fleet: node %q did not join: %w", name, ctx.Err())
-			}
-			if !ok {
-				return fmt.Errorf("fleet: node %q did not join: %w", name, errBucketClosed)
-			}
-			if l.Name != name {
-				return nil
-			}
-			if !logged {
-				logged = true
-				log.Warn(fmt.Sprintf("node %s is live elsewhere %s; waiting up to %v for it to leave (or its key to age out, if it crashed)",
-					name, liveSince(ctx, b, l), 2*b.TTL()))
-			}
-		case <-timeout.C:
-			return fmt.Errorf("%w: node %q: another process holds the name and renews it (waited %v)", ErrNameTaken, name, 2*b.TTL())
-		}
-	}
+	n.mu.Lock()
+	n.err = taken
+	n.mu.Unlock()
+	n.log.Error("another live node runs under this node's name: leaving the fleet", "error", taken)
+	n.Leave()
 }
 
-// liveSince says since when the holder l of a node key has been live: since
-// it began to join, by its record, or else since its latest write.
-func liveSince(ctx context.Context, b *election.Bucket, l election.Leader) string {
-	candidates, _ := b.Candidates(ctx, l.Key)
-	for _, c := range candidates {
-		if c.Name == l.Name && !c.Since.IsZero() {
-			return "since " + c.Since.UTC().Format(time.RFC3339)
-		}
-	}
-	return "(its latest renewal at " + l.Written.UTC().Format(time.RFC3339) + ")"
+// nameTakenError is the error of a node whose name another live node
+// holds: ErrNameTaken, over the election's *election.DuplicateError.
+type nameTakenError struct {
+	name string
+	dup  *election.DuplicateError
 }
+
+// nameTaken returns the error of the node name when err, what its node
+// election's Start returned, says another live node holds the name, and
+// nil otherwise.
+func nameTaken(name string, err error) error {
+	var dup *election.DuplicateError
+	if !errors.As(err, &dup) {
+		return nil
+	}
+	return &nameTakenError{name: name, dup: dup}
+}
+
+func (e *nameTakenError) Error() string {
+	return fmt.Sprintf("%v: node %q already runs as %s; refused this one, %s: give each node a name of its own",
+		ErrNameTaken, e.name, e.dup.Running, e.dup.Refused)
+}
+
+// Unwrap returns ErrNameTaken and the *election.DuplicateError, for
+// errors.Is and errors.As.
+func (e *nameTakenError) Unwrap() []error { return []error{ErrNameTaken, e.dup} }
 
 // errBucketClosed is the cause of a failed Join when the bucket was closed
 // during it.
@@ -273,7 +257,22 @@ func (n *Node) Leave() {
 		<-n.done
 		n.cancel()
 		n.log.Info("left the fleet")
+		close(n.left)
 	})
+}
+
+// Done returns a channel that is closed once the node has left the fleet:
+// Leave returned, or the node left by itself because another live node
+// took its name (Err says so).
+func (n *Node) Done() <-chan struct{} { return n.left }
+
+// Err returns why the node left the fleet by itself, an error matching
+// ErrNameTaken and election.ErrDuplicateName that names both processes, or
+// nil if it did not.
+func (n *Node) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
 }
 
 // notify wakes the controller.

@@ -25,7 +25,10 @@ const agentAbout = `Usage:
                  [--metrics ADDR] --daemon NAME=COMMAND ... [--config FILE]
 
 Joins this machine to the fleet of the bucket B as the node N (default: the
-host name; keep it stable across restarts) and runs its share of the
+host name; keep it stable across restarts, and one per machine: an agent
+started under the name of a live node exits 1 at once naming both
+processes, while one restarted after a crash waits for its old record to
+age out, at most a TTL and a third) and runs its share of the
 daemons: each daemon runs on exactly one live node that lists it, spread
 over the nodes by capacity, and moves when its node leaves or dies. Run
 one agent per machine, each listing the daemons it can run.
@@ -243,7 +246,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	}
 	// The bucket's defaults reach every election of the fleet: the node's
 	// membership and each daemon's.
-	defaults := []election.Option{election.WithLogger(slogrus.New(log))}
+	defaults := []election.Option{election.WithLogger(slogrus.New(log)), election.WithConnection(nc)}
 	if cfg.history {
 		if record := cfg.conn.openHistory(ctx, js, cfg.bucket, alog); record != nil {
 			defaults = append(defaults, election.WithEventHook(record.Record))
@@ -289,8 +292,8 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	nodeCfg.Logger = slogrus.New(log)
 	nodeCfg.Labels = withClusterLabel(nodeCfg.Labels, nc)
 
-	// Joining waits up to two TTLs when the name is held: bound it by that,
-	// not by the set-up timeout.
+	// Joining waits up to a TTL and a third when the name's previous
+	// process crashed: bound it by that, not by the set-up timeout.
 	joinCtx, stopJoining := context.WithCancel(context.Background())
 	defer stopJoining()
 	stopOnDenial := context.AfterFunc(ctx, func() {
@@ -315,12 +318,14 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	joinedNode.Store(node)
 	endSetup() // fleet.Join logged "joined the fleet"
 
-	var denied error
+	var failure error // why the agent leaves, when it is not asked to
 	select {
 	case <-signals:
 		alog.Info("leaving the fleet: stopping the daemons and handing them over")
-	case denied = <-denials:
-		alog.WithError(denied).Error("leaving the fleet: this node may not write the bucket, so it can never run a daemon")
+	case failure = <-denials:
+		alog.WithError(failure).Error("leaving the fleet: this node may not write the bucket, so it can never run a daemon")
+	case <-node.Done(): // it left by itself: another live node took its name
+		failure = node.Err()
 	}
 	left := make(chan struct{})
 	go func() {
@@ -330,7 +335,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	for {
 		select {
 		case <-left:
-			return denied
+			return failure
 		case <-signals:
 			alog.Warn("second signal: killing the daemons")
 			procs.killAll()

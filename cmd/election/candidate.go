@@ -39,7 +39,7 @@ func (c *candidateFlags) add(fs *flagSet, name string) {
 	c.conn.add(fs)
 	fs.StringVar(&c.key, "key", "", "the election `KEY` to campaign for (required): letters, digits and - / _ = .")
 	fs.bucketVar(&c.bucket, "the election bucket's `NAME`")
-	fs.StringVar(&c.name, "name", name, "this candidate's `NAME`, written to the key while it leads")
+	fs.StringVar(&c.name, "name", name, "this candidate's `NAME`, written to the key while it leads: one of its own among the key's candidates")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	fs.StringVar(&c.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
@@ -150,6 +150,14 @@ func (c *candidateFlags) openLeaderFile(log *logrus.Entry) (*leaderFile, error) 
 // labels its node with it. A lone server has no cluster: nothing is
 // published.
 const clusterKey = "cluster"
+
+// connectionOptions are the options that describe nc in the candidate
+// record: the connection itself (its name, client id and server), which a
+// second candidate refused for taking a live one's name is told, and the
+// cluster it is on (clusterMetadata).
+func connectionOptions(nc *nats.Conn) []election.Option {
+	return append([]election.Option{election.WithConnection(nc)}, clusterMetadata(nc)...)
+}
 
 // clusterMetadata is the option that publishes the cluster nc is connected
 // to under clusterKey; none on a lone server.

@@ -136,7 +136,7 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 			return nil
 		}
 		name := fmt.Sprintf("%s-%d-w%d", host, os.Getpid(), i)
-		e, err := newWorker(log, name, cfg, kv, record, clusterMetadata(nc)...)
+		e, err := newWorker(log, name, cfg, kv, record, connectionOptions(nc)...)
 		if err != nil {
 			return err
 		}
@@ -169,12 +169,19 @@ func newWorker(log *logrus.Logger, name string, cfg config, kv jetstream.KeyValu
 	wlog := log.WithField("worker", name)
 	opts := []election.Option{
 		election.WithLogger(libraryLogger(log).With("worker", name)),
+		// Every worker campaigns from its start; only those that find the
+		// key free claim it.
+		election.WithEventHook(func(ev election.Event) {
+			if ev.Kind == election.EventCampaigning {
+				wlog.WithField("event", "campaign").Info("campaigning")
+			}
+		}),
 		election.OnCampaign(func(s election.State) {
 			if s == election.LeaderState {
 				wlog.WithField("event", "renew").Debug("renewing leadership")
 				return
 			}
-			wlog.WithField("event", "campaign").Info("campaigning")
+			wlog.WithField("event", "claim").Debug("claiming the key")
 		}),
 		election.OnWon(func(ctx context.Context) {
 			token, _ := election.TokenFromContext(ctx)

@@ -62,6 +62,12 @@ runs COMMAND. The bucket must exist (election bucket create).
   at the work deadline, and another candidate leads once the key ages
   out. Continued (fg, bg), this process campaigns on.
 
+Every candidate of a key needs a --name of its own: a run (without --once)
+started under the name of a live candidate of the key exits 1 at once
+(within a third of the TTL) with one line naming both processes, and
+leaves the live one alone. One restarted under the same name after a crash waits for the old
+process's record to age out (at most a TTL and a third), then campaigns.
+
 With --priority N, a free key goes to the live candidate of the highest
 priority: lower ones wait a tenth of the TTL (at most 1s) per higher
 priority listed before they claim, and claim anyway if no higher one did.
@@ -250,7 +256,7 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 		}),
 	}
 	opts = append(opts, cfg.options(record, metrics)...)
-	opts = append(opts, clusterMetadata(nc)...)
+	opts = append(opts, connectionOptions(nc)...)
 	if !cfg.once { // with --once, Once runs COMMAND as its work
 		opts = append(opts, election.OnWon(sup.lead))
 	}

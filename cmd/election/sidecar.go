@@ -206,7 +206,7 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 			clog.WithField("cause", cause.Error()).Info("leadership ended")
 		}),
 	)
-	opts = append(opts, clusterMetadata(nc)...)
+	opts = append(opts, connectionOptions(nc)...)
 	e, err := b.NewElection(cfg.name, cfg.key, opts...)
 	if err != nil {
 		return err

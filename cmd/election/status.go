@@ -34,7 +34,13 @@ leader's command) and SINCE when it has led (by the server's clock), its
 latest write's REVISION (its claim or a renewal), the AGE of that write by
 the server's clock, and the names of the key's live candidates (the leader
 among them, each with ":N" if its priority N is not 1): the elections for
-the key running in any process. TOKEN and SINCE come from the bucket's
+the key running in any process. Names are unique per key: a candidate
+started under the name of a live one is refused (run, sidecar and agent
+exit 1 naming both processes), so each name listed is one process (its
+host, pid and connection in --json's "candidate_writers"). A warning
+follows the table for a candidate whose record does not name its process
+(a kvelect older than that check): a second candidate of its name would not
+be refused, and would show as one. TOKEN and SINCE come from the bucket's
 leadership history (election bucket create makes it; election run records in
 it): an observer that started after the claim cannot learn them from the
 key, which keeps only its latest write. They show "-" when the bucket has no
@@ -99,7 +105,8 @@ with "cluster":"C1" when the bucket lives in a cluster, in which case the
 leader lines also give "bucket_cluster", the leader's "cluster",
 "candidate_clusters" (name to cluster) and the "warnings"; they give
 "candidate_round_trips_ms" (name to milliseconds) for the candidates that
-measured one. With --mirror,
+measured one, "candidate_writers" (name to the process that writes its
+record), and the unchecked names' "warnings". With --mirror,
 every line has "authoritative":false and "mirror":"M", each --watch line
 also the mirror's "lag_messages" and "heard_seconds_ago", and the last line
 is instead
@@ -373,6 +380,9 @@ type leaderJSON struct {
 	// Without --watch: each candidate's median recent round trip to the
 	// bucket, by name, as its record says (election.Candidate.RoundTrip).
 	RoundTripsMS map[string]float64 `json:"candidate_round_trips_ms,omitempty"`
+	// Without --watch: the process of each candidate whose record names it,
+	// by name (election.Writer.String).
+	Writers map[string]string `json:"candidate_writers,omitempty"`
 }
 
 // withPriorities returns the candidates' names, each followed by ":N" when
@@ -437,6 +447,14 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenu
 					j.RoundTripsMS[c.Name] = float64(c.RoundTrip.Microseconds()) / 1000
 				}
 			}
+			for _, c := range candidates[l.Key] {
+				if c.Writer.Instance != "" {
+					if j.Writers == nil {
+						j.Writers = map[string]string{}
+					}
+					j.Writers[c.Name] = c.Writer.String()
+				}
+			}
 			if topo.shown {
 				j.BucketCluster = topo.cluster
 				j.Cluster = clusterOfCandidate(candidates[l.Key], l.Name)
@@ -448,6 +466,7 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenu
 				}
 				j.Warnings = topo.warnings(l.Key, l.Name, candidates[l.Key])
 			}
+			j.Warnings = append(j.Warnings, uncheckedNames(l.Key, candidates[l.Key])...)
 			p.line(j)
 		}
 		return
@@ -469,6 +488,7 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenu
 			}
 			warnings = append(warnings, topo.warnings(l.Key, l.Name, candidates[l.Key])...)
 		}
+		warnings = append(warnings, uncheckedNames(l.Key, candidates[l.Key])...)
 		running := strings.Join(shown, ",")
 		if running == "" {
 			running = "-"
@@ -617,6 +637,20 @@ func (t topology) warnings(key, leader string, candidates []election.Candidate) 
 			where += ", round trip " + c.RoundTrip.Round(time.Millisecond/10).String()
 		}
 		out = append(out, fmt.Sprintf("key %s: %s (%s) %s only while cluster %s is reachable", key, c.Name, where, verb, t.cluster))
+	}
+	return out
+}
+
+// uncheckedNames says, for each of key's candidates whose record does not
+// name its process (a kvelect that predates writer records wrote it), that
+// a second live candidate of its name would not be refused: both would
+// write the one record, and show as one candidate.
+func uncheckedNames(key string, candidates []election.Candidate) []string {
+	var out []string
+	for _, c := range candidates {
+		if c.Writer.Instance == "" {
+			out = append(out, fmt.Sprintf("key %s: %s runs a kvelect whose candidate record does not name its process: a second live candidate named %s would not be refused, and would show here as one", key, c.Name, c.Name))
+		}
 	}
 	return out
 }

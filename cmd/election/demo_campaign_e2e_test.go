@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestEveryDemoWorkerLogsThatItCampaigns runs the demo with three workers:
+// each logs "campaigning" (event campaign) once it campaigns, not only the
+// one that finds the key free and claims it; then SIGINT stops the demo,
+// which exits 0.
+func TestEveryDemoWorkerLogsThatItCampaigns(t *testing.T) {
+	t.Parallel()
+	bin := buildElection(t)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=", "CONTEXT=",
+		"WORKERS=3", "LOG_FORMAT=json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait() // after the end of the output: Wait closes the pipe
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for range lines { // what the test did not read, up to the end
+		}
+	})
+	campaigning := map[string]bool{}
+	var log []string
+	timeout := time.After(waitTimeout)
+	for len(campaigning) < 3 {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the demo ended its output:\n%s", strings.Join(log, "\n"))
+			}
+			log = append(log, line)
+			var entry struct{ Worker, Event, Msg string }
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Event == "campaign" && entry.Msg == "campaigning" {
+				campaigning[entry.Worker] = true
+			}
+		case <-timeout:
+			t.Fatalf("after %v, %d workers logged that they campaign, want 3:\n%s", waitTimeout, len(campaigning), strings.Join(log, "\n"))
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	go func() {
+		for range lines { // the rest, to the end of the output
+		}
+	}()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("demo exited with %v after SIGINT, want 0", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatalf("demo still runs %v after SIGINT", waitTimeout)
+	}
+}
