@@ -232,6 +232,11 @@ func newWriter() Writer {
 	return w
 }
 
+// Instance is the random id that tells this Election's candidate record
+// apart from the record of another election of the same name: the
+// Writer.Instance of the records it writes.
+func (e *Election) Instance() string { return e.presence.writer.Instance }
+
 // WithConnection names nc, the connection the bucket was opened on, in the
 // election's candidate record, beside its host and process: the
 // connection's name, its client id and the server it is on, read at each

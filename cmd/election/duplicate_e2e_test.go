@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // and agent under the name of a live process of the same command: each
 // exits 1 within 5 s with one line naming the duplicate, both processes
 // (their pids and connections) and the key, and the first runs on, its
-// record untouched.
+// record untouched. The second sidecar's /healthz is never ok: the record
+// under its name is another's.
 func TestASecondCandidateOfALiveNameExitsAtOnce(t *testing.T) {
 	t.Parallel()
 	bin := buildElection(t)
@@ -55,6 +57,11 @@ func TestASecondCandidateOfALiveNameExitsAtOnce(t *testing.T) {
 
 			started := time.Now()
 			second := startProcess(t, bin, "second-"+c.command, args...)
+			var healthOK atomic.Bool
+			if c.command == "sidecar" {
+				stopPolling := pollHealth(t, second, &healthOK)
+				defer stopPolling()
+			}
 			select {
 			case <-second.done:
 			case <-time.After(5 * time.Second):
@@ -63,6 +70,9 @@ func TestASecondCandidateOfALiveNameExitsAtOnce(t *testing.T) {
 			log := second.logged(t)
 			if second.code != exitError {
 				t.Errorf("the second %s exited %d after %v, want %d:\n%s", c.command, second.code, time.Since(started), exitError, log)
+			}
+			if healthOK.Load() {
+				t.Errorf("the second sidecar's /healthz answered ok while another held its name:\n%s", log)
 			}
 			line := lineWith(log, c.says)
 			connection := fmt.Sprintf(`(connection "election %s twin", client `, c.command)

@@ -497,8 +497,9 @@ type sidecarHealth struct {
 }
 
 // serveHealth answers 200 while the sidecar is connected, campaigning,
-// watching, listed (its candidate record, which it writes first, is in the
-// bucket, so it can write there) and not stuck (Election.CheckHealth), and
+// watching, listed (its own candidate record, which it writes first, is in
+// the bucket, so it can write there and no other live candidate holds its
+// name) and not stuck (Election.CheckHealth), and
 // 503 otherwise, naming the problem. Whether this instance leads does not
 // count.
 func (s *sidecar) serveHealth(w http.ResponseWriter, r *http.Request) {
@@ -509,7 +510,9 @@ func (s *sidecar) serveHealth(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 	if candidates, err := s.bucket.Candidates(r.Context(), s.key); err == nil {
-		h.Listed = slices.ContainsFunc(candidates, func(c election.Candidate) bool { return c.Name == s.self })
+		h.Listed = slices.ContainsFunc(candidates, func(c election.Candidate) bool {
+			return c.Name == s.self && c.Writer.Instance == s.election.Instance()
+		})
 	}
 	switch err := s.election.CheckHealth(s.tolerance); {
 	case !h.Connected:
@@ -519,7 +522,7 @@ func (s *sidecar) serveHealth(w http.ResponseWriter, r *http.Request) {
 	case !h.Watching:
 		h.Problem = "the key has not been read yet"
 	case !h.Listed:
-		h.Problem = "this candidate's record is not in the bucket yet: it has just started, or may not write the bucket"
+		h.Problem = "this candidate's record is not in the bucket yet: it has just started, may not write the bucket, or another candidate holds its name"
 	case err != nil:
 		h.Problem = err.Error()
 	default:
