@@ -298,6 +298,22 @@ func (d *dashboard) mirrorJSON(ctx context.Context) *mirrorJSON {
 	return &j
 }
 
+// serverTime is the time now by the clock of the servers of the bucket
+// (or of the mirror, with --mirror), which stamped the keys' writes: so a
+// renewal's age carries no offset between this host's clock and theirs, as
+// in election check (serverTime). This host's clock if they do not answer.
+func (d *dashboard) serverTime(ctx context.Context) time.Time {
+	name := d.name
+	if d.mirror != nil {
+		name = d.mirror.name
+	}
+	kv, err := d.js.KeyValue(ctx, name)
+	if err != nil {
+		return time.Now()
+	}
+	return serverTime(ctx, kv)()
+}
+
 func atoiOr(s string, fallback int) (int, error) {
 	if s == "" {
 		return fallback, nil
@@ -318,7 +334,7 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 	}
 	byKey := map[string]keyRow{}
 	late, lapsed := renewalLimits(d.bucket.TTL(), 0)
-	now := time.Now()
+	now := d.serverTime(ctx)
 	d.mu.Lock()
 	for _, l := range leaders {
 		if fleet.IsFleetKey(l.Key) {
