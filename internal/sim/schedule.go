@@ -75,6 +75,10 @@ type CandidateSpec struct {
 	// run's writes (three per TTL per candidate and key, against one
 	// renewal per interval per key), and so of its wall time.
 	Presence bool
+	// Bucket: its Start elections are made from its Bucket, sharing the
+	// Bucket's watcher (half the candidates); the others' Start elections
+	// each have a watcher of their own, as NewElection makes them.
+	Bucket bool
 }
 
 // Fault is one fault of a schedule.
@@ -122,7 +126,15 @@ type Schedule struct {
 	StartKeys  int           // keys elected with Start; one more key runs the Once jobs
 	Candidates []CandidateSpec
 	Faults     []Fault
+	// OnceFromBucket makes every Once election from its candidate's Bucket
+	// (one watcher for all, as a process that fires a job often would),
+	// rather than with NewElection (a watcher created and deleted per
+	// job). Not drawn from the seed: Config sets it.
+	OnceFromBucket bool
 }
+
+// DefaultLength is the simulated time of a seed unless said otherwise.
+const DefaultLength = 10 * time.Minute
 
 // Quiet is how long before the end of a run the last fault ends: a key
 // must have a leader again by then.
@@ -153,6 +165,7 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 			c.OnceEvery = time.Duration(2000+rng.IntN(8000)) * time.Millisecond
 		}
 		c.Presence = rng.IntN(4) == 0
+		c.Bucket = rng.IntN(2) == 0
 		s.Candidates = append(s.Candidates, c)
 	}
 	suspends := 0
@@ -236,8 +249,12 @@ func ms(rng *rand.Rand, lo, hi int) time.Duration {
 // String prints the schedule, one line per candidate and per fault.
 func (s Schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %v, TTL %v (server ages keys out %v early), %d Start keys and a Once key\n",
+	fmt.Fprintf(&b, "seed %d: %v, TTL %v (server ages keys out %v early), %d Start keys and a Once key",
 		s.Seed, s.Length, s.TTL, s.ServerLead, s.StartKeys)
+	if s.OnceFromBucket {
+		b.WriteString(", Once elections from each candidate's Bucket")
+	}
+	b.WriteString("\n")
 	for i, c := range s.Candidates {
 		fmt.Fprintf(&b, "  c%d clock ×%.4f", i, c.Rate)
 		for k, w := range c.Work {
@@ -252,10 +269,25 @@ func (s Schedule) String() string {
 		if c.Presence {
 			b.WriteString(", candidate records")
 		}
+		if c.Bucket {
+			b.WriteString(", Start elections from its Bucket")
+		}
 		b.WriteString("\n")
 	}
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  %v\n", f)
 	}
 	return b.String()
+}
+
+// Replay is the command that runs the schedule again.
+func (s Schedule) Replay() string {
+	cmd := fmt.Sprintf("go run ./cmd/chaos -simulate -seed %d", s.Seed)
+	if s.Length != DefaultLength {
+		cmd += fmt.Sprintf(" -length %v", s.Length)
+	}
+	if s.OnceFromBucket {
+		cmd += " -once-bucket"
+	}
+	return cmd
 }

@@ -20,3 +20,27 @@ func TestSeeds(t *testing.T) {
 type testWriter struct{ t testing.TB }
 
 func (w *testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestOnceDoneOnlyWhileAMarkMayStand checks the check: OnceDone right
+// after a job marked done passes, OnceDone long after the mark aged out
+// (or with no mark at all) is a violation.
+func TestOnceDoneOnlyWhileAMarkMayStand(t *testing.T) {
+	const ttl = 2 * time.Second
+	r := newRecord()
+	r.works = []interval{{key: 1, cand: 0, token: 5, start: 10 * time.Second, cancelled: -1, end: 11 * time.Second, once: true}}
+	r.onces = []onceResult{
+		{cand: 1, work: -1, outcome: "done", called: 5 * time.Second, returned: 5 * time.Second},
+		{cand: 0, work: 0, outcome: "ran", called: 9 * time.Second, returned: 11100 * time.Millisecond},
+		{cand: 1, work: -1, outcome: "done", called: 12 * time.Second, returned: 12 * time.Second},
+		{cand: 2, work: -1, outcome: "done", called: 60 * time.Second, returned: 60 * time.Second},
+	}
+	vs := r.finish(70*time.Second, ttl)
+	if len(vs) != 2 || vs[0].At != 5*time.Second || vs[1].At != 60*time.Second {
+		t.Fatalf("violations %v, want the done answers at 5 s (no mark yet) and 60 s (the mark gone) only", vs)
+	}
+	for _, v := range vs {
+		if v.Check != "once done" {
+			t.Errorf("%v: want the once done check", v)
+		}
+	}
+}

@@ -46,6 +46,7 @@ type cand struct {
 	rng   *rand.Rand // its Once jobs' lengths
 
 	mu         sync.Mutex
+	bucket     *election.Bucket     // its Bucket, while up
 	elections  []*election.Election // its Start elections, while up
 	once       *election.Election   // its Once election, while one runs
 	cancel     context.CancelFunc   // ends its Once loop
@@ -113,12 +114,23 @@ func (w *world) connect() (*nats.Conn, error) {
 // name is candidate i's name.
 func name(i int) string { return fmt.Sprintf("c%d", i) }
 
-// start starts the candidate's elections and its Once loop.
+// start opens the candidate's Bucket, if its elections use one, and starts
+// its elections and its Once loop, as its process does when it starts.
 func (c *cand) start() {
 	ctx, cancel := context.WithCancel(c.w.ctx)
+	var b *election.Bucket
+	if c.spec.Bucket || c.spec.OnceEvery > 0 && c.w.s.OnceFromBucket {
+		b = c.openBucket(ctx)
+	}
 	var es []*election.Election
 	for k := range c.w.s.StartKeys {
-		e := c.election(ctx, c.w.keys[k], election.OnWon(func(ctx context.Context) { c.work(ctx, k) }))
+		work := election.OnWon(func(ctx context.Context) { c.work(ctx, k) })
+		var e *election.Election
+		if c.spec.Bucket {
+			e = c.fromBucket(b, c.w.keys[k], work)
+		} else {
+			e = c.election(ctx, c.w.keys[k], work)
+		}
 		if e == nil {
 			break
 		}
@@ -126,20 +138,55 @@ func (c *cand) start() {
 		c.running.Go(func() { e.Start(ctx) })
 	}
 	c.mu.Lock()
-	c.elections, c.cancel = es, cancel
+	c.bucket, c.elections, c.cancel = b, es, cancel
 	c.mu.Unlock()
-	if c.spec.OnceEvery > 0 {
-		c.running.Go(func() { c.onceLoop(ctx) })
+	if c.spec.OnceEvery > 0 && ctx.Err() == nil {
+		c.running.Go(func() { c.onceLoop(ctx, b) })
 	}
 }
 
-// election makes one of the candidate's elections, retrying while its
-// link is cut; nil if ctx ends first.
-func (c *cand) election(ctx context.Context, key string, opts ...election.Option) *election.Election {
-	opts = append(opts, election.WithoutSplay(), election.WithClock(c.clock), election.WithEventHook(c.event))
+// options are the options of every election of the candidate.
+func (c *cand) options(opts ...election.Option) []election.Option {
+	opts = append(opts, election.WithoutSplay(), election.WithEventHook(c.event))
 	if !c.spec.Presence {
 		opts = append(opts, election.WithoutPresence())
 	}
+	return opts
+}
+
+// openBucket opens the candidate's Bucket on its clock, retrying while its
+// link is cut; nil if ctx ends first.
+func (c *cand) openBucket(ctx context.Context) *election.Bucket {
+	for {
+		b, err := election.OpenBucket(ctx, c.kv, election.WithClock(c.clock))
+		if err == nil {
+			return b
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// fromBucket makes an election of key from the candidate's Bucket; nil if
+// there is none.
+func (c *cand) fromBucket(b *election.Bucket, key string, opts ...election.Option) *election.Election {
+	if b == nil {
+		return nil
+	}
+	e, err := b.NewElection(name(c.i), key, c.options(opts...)...)
+	if err != nil {
+		panic(err) // only a closed bucket or a bad argument, neither of which the simulation makes
+	}
+	return e
+}
+
+// election makes one of the candidate's elections on its own, with a
+// watcher of its own, retrying while its link is cut; nil if ctx ends
+// first.
+func (c *cand) election(ctx context.Context, key string, opts ...election.Option) *election.Election {
+	opts = c.options(append(opts, election.WithClock(c.clock))...)
 	for {
 		e, err := election.NewElection(ctx, name(c.i), key, c.kv, opts...)
 		if err == nil {
@@ -169,8 +216,8 @@ func (c *cand) event(ev election.Event) {
 // election, its Once loop cancelled, and waits for them.
 func (c *cand) halt() {
 	c.mu.Lock()
-	es, cancel := c.elections, c.cancel
-	c.elections = nil
+	es, cancel, b := c.elections, c.cancel, c.bucket
+	c.elections, c.bucket = nil, nil
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, e := range es {
@@ -181,6 +228,9 @@ func (c *cand) halt() {
 		cancel()
 	}
 	c.running.Wait()
+	if b != nil {
+		b.Close()
+	}
 }
 
 // work is the candidate's OnWon on Start key k.
@@ -209,11 +259,18 @@ func (c *cand) work(ctx context.Context, k int) {
 	c.w.rec.end(id)
 }
 
-// onceLoop fires the candidate's Once job every OnceEvery, on its clock.
-func (c *cand) onceLoop(ctx context.Context) {
+// onceLoop fires the candidate's Once job every OnceEvery, on its clock,
+// each time with a new election: made from the candidate's Bucket b with
+// Schedule.OnceFromBucket, else with NewElection.
+func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
 	key := len(c.w.keys) - 1
 	for c.nextOnce(ctx) {
-		e := c.election(ctx, c.w.keys[key])
+		var e *election.Election
+		if c.w.s.OnceFromBucket {
+			e = c.fromBucket(b, c.w.keys[key])
+		} else {
+			e = c.election(ctx, c.w.keys[key])
+		}
 		if e == nil {
 			return
 		}
@@ -232,6 +289,7 @@ func (c *cand) onceLoop(ctx context.Context) {
 		case <-c.jobEnd:
 		default:
 		}
+		called := c.w.rec.now()
 		out, err := e.Once(ctx, 500*time.Millisecond, func(ctx context.Context) error {
 			token, _ := election.TokenFromContext(ctx)
 			id = c.w.rec.begin(key, c.i, token, true)
@@ -247,7 +305,7 @@ func (c *cand) onceLoop(ctx context.Context) {
 		c.once = nil
 		c.mu.Unlock()
 		c.w.rec.mu.Lock()
-		c.w.rec.onces = append(c.w.rec.onces, onceResult{cand: c.i, work: id, outcome: out.String(), err: err, returned: c.w.rec.now()})
+		c.w.rec.onces = append(c.w.rec.onces, onceResult{cand: c.i, work: id, outcome: out.String(), err: err, called: called, returned: c.w.rec.now()})
 		c.w.rec.mu.Unlock()
 	}
 }
