@@ -89,6 +89,23 @@ type record struct {
 	removals   map[int][]time.Duration
 	exempt     map[int][][2]time.Duration
 	violations []Violation
+	timeline   []Decision
+}
+
+// Decision is one decision of a candidate on the timeline of a run: a win,
+// a stand-down, the outcome of a Once.
+type Decision struct {
+	At   time.Duration // simulated time since the start of the run
+	What string
+}
+
+func (d Decision) String() string { return fmt.Sprintf("%9.3fs %s", d.At.Seconds(), d.What) }
+
+// decided records a decision on the timeline.
+func (r *record) decided(format string, args ...any) {
+	r.mu.Lock()
+	r.timeline = append(r.timeline, Decision{At: r.now(), What: fmt.Sprintf(format, args...)})
+	r.mu.Unlock()
 }
 
 func newRecord() *record {

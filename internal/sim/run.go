@@ -9,6 +9,9 @@
 package sim
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -16,6 +19,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +36,19 @@ type Result struct {
 	Faults     map[Class]int // faults applied, by class
 	Simulated  time.Duration
 	Violations []Violation
+	// Timeline is every decision of the run, in order of simulated time
+	// (decisions at one instant in the order of their text): wins,
+	// stand-downs and Once outcomes.
+	Timeline []Decision
+}
+
+// Digest is a hash of the timeline, to compare two runs of one seed.
+func (r Result) Digest() string {
+	h := sha256.New()
+	for _, d := range r.Timeline {
+		fmt.Fprintf(h, "%d %s\n", d.At, d.What)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 var registerATS sync.Once
@@ -60,6 +77,10 @@ func runSchedule(t *testing.T, s Schedule) Result {
 		res.Simulated = time.Since(start)
 		res.Faults = w.faults
 		res.Violations = w.rec.finish(res.Simulated, res.Schedule.TTL-res.Schedule.ServerLead)
+		res.Timeline = w.rec.timeline
+		slices.SortStableFunc(res.Timeline, func(a, b Decision) int {
+			return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.What, b.What))
+		})
 	})
 	return res
 }

@@ -79,6 +79,9 @@ type CandidateSpec struct {
 	// Bucket's watcher (half the candidates); the others' Start elections
 	// each have a watcher of their own, as NewElection makes them.
 	Bucket bool
+	// Link is the latency of its writes to the server (KV.latency adds up
+	// to 100 µs to each).
+	Link time.Duration
 }
 
 // Fault is one fault of a schedule.
@@ -166,6 +169,7 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		}
 		c.Presence = rng.IntN(4) == 0
 		c.Bucket = rng.IntN(2) == 0
+		c.Link = time.Duration(100+rng.IntN(900)) * time.Microsecond
 		s.Candidates = append(s.Candidates, c)
 	}
 	suspends := 0
@@ -256,7 +260,7 @@ func (s Schedule) String() string {
 	}
 	b.WriteString("\n")
 	for i, c := range s.Candidates {
-		fmt.Fprintf(&b, "  c%d clock ×%.4f", i, c.Rate)
+		fmt.Fprintf(&b, "  c%d clock ×%.4f, link %v", i, c.Rate, c.Link)
 		for k, w := range c.Work {
 			fmt.Fprintf(&b, ", key %d: stops %v", k, w.Stop)
 			if w.Stop == StopAfterDelay {

@@ -97,7 +97,7 @@ func newWorld(s Schedule, dir string) (*world, error) {
 			return nil, err
 		}
 		c := &cand{w: w, i: i, spec: spec, nc: nc, clock: NewClock(spec.Rate),
-			kv:  NewKV(kv, s.TTL, s.Seed^uint64(i+1)<<32),
+			kv:  NewKV(kv, s.TTL, s.Seed^uint64(i+1)<<32, spec.Link),
 			rng: rand.New(rand.NewPCG(s.Seed, uint64(i))), jobEnd: make(chan struct{}, 1), poke: make(chan struct{}, 1)}
 		w.cands = append(w.cands, c)
 	}
@@ -206,7 +206,10 @@ func (c *cand) election(ctx context.Context, key string, opts ...election.Option
 func (c *cand) event(ev election.Event) {
 	switch ev.Kind {
 	case election.EventWon:
+		c.w.rec.decided("%s won %s with token %d after %s", name(c.i), ev.Key, ev.Token, ev.After)
 		c.w.sample(name(c.i) + " announced on " + ev.Key)
+	case election.EventLost:
+		c.w.rec.decided("%s lost %s (token %d): %v", name(c.i), ev.Key, ev.Token, ev.Err)
 	case election.EventRenewed:
 		c.w.sample(name(c.i) + " renewed " + ev.Key)
 	}
@@ -304,6 +307,7 @@ func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
 		c.mu.Lock()
 		c.once = nil
 		c.mu.Unlock()
+		c.w.rec.decided("%s's Once on %s: %v, error %v", name(c.i), c.w.keys[key], out, err)
 		c.w.rec.mu.Lock()
 		c.w.rec.onces = append(c.w.rec.onces, onceResult{cand: c.i, work: id, outcome: out.String(), err: err, called: called, returned: c.w.rec.now()})
 		c.w.rec.mu.Unlock()
