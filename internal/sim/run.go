@@ -40,6 +40,10 @@ type Result struct {
 	// (decisions at one instant in the order of their text): wins,
 	// stand-downs and Once outcomes.
 	Timeline []Decision
+	// Ops is how many writes reached the server, and CheckTook how long
+	// the check of their history for linearizability took (wall time).
+	Ops       int
+	CheckTook time.Duration
 }
 
 // Digest is a hash of the timeline, to compare two runs of one seed.
@@ -52,6 +56,10 @@ func (r Result) Digest() string {
 }
 
 var registerATS sync.Once
+
+// checkTimeout bounds the linearizability check of one seed's history; a
+// check that runs out of time is a violation (inconclusive is no pass).
+const checkTimeout = 20 * time.Second
 
 // RunSeed runs the seed's schedule for length in a bubble of its own,
 // under t, and returns what it found. It never fails t: violations are in
@@ -66,6 +74,7 @@ func runSchedule(t *testing.T, s Schedule) Result {
 	// would keep the bubble from ever idling, so time would never advance.
 	registerATS.Do(func() { ats.Register() })
 	res := Result{Seed: s.Seed, Schedule: s}
+	var hist *history
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		w, err := newWorld(res.Schedule, t.TempDir())
@@ -77,11 +86,21 @@ func runSchedule(t *testing.T, s Schedule) Result {
 		res.Simulated = time.Since(start)
 		res.Faults = w.faults
 		res.Violations = w.rec.finish(res.Simulated, res.Schedule.TTL-res.Schedule.ServerLead)
+		hist = w.hist
 		res.Timeline = w.rec.timeline
 		slices.SortStableFunc(res.Timeline, func(a, b Decision) int {
 			return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.What, b.What))
 		})
 	})
+	// Outside the bubble, where the check's timeout runs on real time.
+	if hist != nil {
+		wall := time.Now()
+		for _, v := range hist.check(s.TTL-s.ServerLead, checkTimeout) {
+			v.At = res.Simulated
+			res.Violations = append(res.Violations, v)
+		}
+		res.Ops, res.CheckTook = len(hist.ops), time.Since(wall)
+	}
 	return res
 }
 
@@ -104,6 +123,8 @@ type Summary struct {
 	SimulatedHours float64       `json:"simulated_hours"`
 	Faults         map[Class]int `json:"faults"`
 	Violations     int           `json:"violations"`
+	Writes         int           `json:"writes_checked"` // writes whose history was checked for linearizability
+	CheckSeconds   float64       `json:"history_check_seconds"`
 	FailedSeeds    []uint64      `json:"failed_seeds"`
 	WallSeconds    float64       `json:"wall_seconds"`
 	SeedsPerMinute float64       `json:"seeds_per_wall_minute"`
@@ -138,6 +159,8 @@ func Run(t *testing.T, cfg Config) Summary {
 				mu.Lock()
 				sum.Seeds++
 				sum.SimulatedHours += res.Simulated.Hours()
+				sum.Writes += res.Ops
+				sum.CheckSeconds += res.CheckTook.Seconds()
 				for c, n := range res.Faults {
 					sum.Faults[c] += n
 				}
@@ -185,6 +208,7 @@ func (s Summary) Print(out io.Writer) {
 	if len(s.FailedSeeds) > 0 {
 		fmt.Fprintf(out, " (seeds %v)", s.FailedSeeds)
 	}
+	fmt.Fprintf(out, "\n%d writes checked for linearizability (%.1f s)", s.Writes, s.CheckSeconds)
 	fmt.Fprintf(out, "\nfaults: %s\nwall time %.1f s: %.0f seeds per wall minute\n", strings.Join(faults, ", "), s.WallSeconds, s.SeedsPerMinute)
 }
 

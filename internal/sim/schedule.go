@@ -134,6 +134,9 @@ type Schedule struct {
 	// rather than with NewElection (a watcher created and deleted per
 	// job). Not drawn from the seed: Config sets it.
 	OnceFromBucket bool
+	// breakCAS gives candidate 0 a store that breaks compare-and-set
+	// (brokenCAS), for the test that the linearizability check fails on it.
+	breakCAS bool
 }
 
 // DefaultLength is the simulated time of a seed unless said otherwise.

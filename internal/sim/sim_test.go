@@ -44,3 +44,21 @@ func TestOnceDoneOnlyWhileAMarkMayStand(t *testing.T) {
 		}
 	}
 }
+
+// TestTheHistoryCheckFailsOnAStoreThatBreaksCompareAndSet runs a seed for
+// a minute with candidate 0 on a store that writes an Update the server
+// refused (the key had moved on) and reports it won: the history of the
+// store's writes is not linearizable, and the run says so. The same seed
+// on the real store passes (TestSeeds).
+func TestTheHistoryCheckFailsOnAStoreThatBreaksCompareAndSet(t *testing.T) {
+	s := NewSchedule(1, time.Minute)
+	s.breakCAS = true
+	res := runSchedule(t, s)
+	for _, v := range res.Violations {
+		if v.Check == "linearizable" {
+			t.Logf("%v (%d writes, checked in %v)", v, res.Ops, res.CheckTook)
+			return
+		}
+	}
+	t.Errorf("no linearizability violation on a broken store; violations: %v", res.Violations)
+}

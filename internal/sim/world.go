@@ -29,6 +29,7 @@ type world struct {
 	keys   []string           // the Start keys, then the Once key
 	cands  []*cand
 	rec    *record
+	hist   *history // every write that reached the server
 	faults map[Class]int
 	ctx    context.Context
 	stop   context.CancelFunc
@@ -81,11 +82,12 @@ func newWorld(s Schedule, dir string) (*world, error) {
 	}
 	w.adminC = nc
 	js, _ := jetstream.New(nc)
-	w.admin, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: s.TTL - s.ServerLead, Storage: jetstream.MemoryStorage})
+	admin, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: s.TTL - s.ServerLead, Storage: jetstream.MemoryStorage})
 	if err != nil {
 		return nil, err
 	}
-	w.rec = newRecord()
+	w.rec, w.hist = newRecord(), newHistory()
+	w.admin = &recorded{KeyValue: admin, client: "admin", h: w.hist}
 	for i, spec := range s.Candidates {
 		nc, err := w.connect()
 		if err != nil {
@@ -96,6 +98,10 @@ func newWorld(s Schedule, dir string) (*world, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.breakCAS && i == 0 {
+			kv = brokenCAS{kv}
+		}
+		kv = &recorded{KeyValue: kv, client: name(i), h: w.hist}
 		c := &cand{w: w, i: i, spec: spec, nc: nc, clock: NewClock(spec.Rate),
 			kv:  NewKV(kv, s.TTL, s.Seed^uint64(i+1)<<32, spec.Link),
 			rng: rand.New(rand.NewPCG(s.Seed, uint64(i))), jobEnd: make(chan struct{}, 1), poke: make(chan struct{}, 1)}
