@@ -1,13 +1,14 @@
 package sim
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
 
 // TestSeeds runs a small fixed range of seeds: every check must hold.
 func TestSeeds(t *testing.T) {
-	sum := Run(t, Config{First: 1, Seeds: 4, Length: 10 * time.Minute, Parallel: 2})
+	sum := Run(t, Config{First: 1, Seeds: 4, Length: 10 * time.Minute})
 	for _, res := range sum.failed {
 		Report(&testWriter{t}, res)
 	}
@@ -61,4 +62,27 @@ func TestTheHistoryCheckFailsOnAStoreThatBreaksCompareAndSet(t *testing.T) {
 		}
 	}
 	t.Errorf("no linearizability violation on a broken store; violations: %v", res.Violations)
+}
+
+// TestShrinkKeepsTheFewestFaultsThatStillFail shrinks a failing seed whose
+// failure needs no fault (candidate 0's store breaks compare-and-set): the
+// shrunk schedule keeps none, still fails the same check, and its replay
+// command says so.
+func TestShrinkKeepsTheFewestFaultsThatStillFail(t *testing.T) {
+	s := NewSchedule(1, time.Minute)
+	s.breakCAS = true
+	res := runSchedule(t, s)
+	if len(res.Violations) == 0 || len(s.Faults) == 0 {
+		t.Fatalf("want a failing run with faults to shrink; %d violations, %d faults", len(res.Violations), len(s.Faults))
+	}
+	shrunk, r := Shrink(t, s, res, &testWriter{t})
+	if len(shrunk.Faults) != 0 || shrunk.Kept == nil || len(shrunk.Kept) != 0 {
+		t.Errorf("shrunk to %d faults (kept %v), want none", len(shrunk.Faults), shrunk.Kept)
+	}
+	if !slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Check == res.Violations[0].Check }) {
+		t.Errorf("the shrunk run's violations %v, want one of %q", r.Violations, res.Violations[0].Check)
+	}
+	if want := `go run ./cmd/chaos -simulate -seed 1 -length 1m0s -keep ""`; shrunk.Replay() != want {
+		t.Errorf("replay %q, want %q", shrunk.Replay(), want)
+	}
 }

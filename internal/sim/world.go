@@ -76,7 +76,7 @@ func newWorld(s Schedule, dir string) (*world, error) {
 		w.keys = append(w.keys, fmt.Sprintf("job%d", k))
 	}
 	w.keys = append(w.keys, "cron")
-	nc, err := w.connect()
+	nc, err := w.connect(time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func newWorld(s Schedule, dir string) (*world, error) {
 	w.rec, w.hist = newRecord(), newHistory()
 	w.admin = &recorded{KeyValue: admin, client: "admin", h: w.hist}
 	for i, spec := range s.Candidates {
-		nc, err := w.connect()
+		nc, err := w.connect(spec.Reconnect)
 		if err != nil {
 			return nil, err
 		}
@@ -113,8 +113,17 @@ func newWorld(s Schedule, dir string) (*world, error) {
 	return w, nil
 }
 
-func (w *world) connect() (*nats.Conn, error) {
-	return nats.Connect("", nats.InProcessServer(w.srv), nats.MaxReconnects(-1))
+// connect connects a client to the server, one that reconnects after wait
+// (no jitter: the seed decides) whenever its connection drops.
+func (w *world) connect(wait time.Duration) (*nats.Conn, error) {
+	return nats.Connect("", nats.InProcessServer(w.srv), nats.MaxReconnects(-1), nats.ReconnectWait(wait), nats.ReconnectJitter(0, 0))
+}
+
+// drop has the server close the connection nc.
+func (w *world) drop(nc *nats.Conn) {
+	if id, err := nc.GetClientID(); err == nil {
+		_ = w.srv.DisconnectClientByID(id)
+	}
 }
 
 // name is candidate i's name.
@@ -156,6 +165,12 @@ func (c *cand) options(opts ...election.Option) []election.Option {
 	opts = append(opts, election.WithoutSplay(), election.WithEventHook(c.event))
 	if !c.spec.Presence {
 		opts = append(opts, election.WithoutPresence())
+	}
+	if c.spec.Priority > 0 {
+		opts = append(opts, election.WithPriority(c.spec.Priority))
+	}
+	if c.spec.PreferHigher {
+		opts = append(opts, election.WithPreferHigher(0))
 	}
 	return opts
 }
@@ -469,6 +484,15 @@ func (w *world) inject(f Fault, pending *sync.WaitGroup) {
 		pending.Go(func() { w.lateRenewal(f) })
 	case LostBeforeDone:
 		w.lostBeforeDone(f)
+	case Drop:
+		w.drop(c.nc)
+	case DropAll:
+		for _, c := range w.cands {
+			w.drop(c.nc)
+		}
+		w.drop(w.adminC)
+	case Resign, Transfer:
+		pending.Go(func() { w.request(f) })
 	case Restart:
 		c.mu.Lock()
 		busy := c.restarting
@@ -486,6 +510,28 @@ func (w *world) inject(f Fault, pending *sync.WaitGroup) {
 			c.mu.Unlock()
 		})
 	}
+}
+
+// request plays a Resign or Transfer: the asking candidate's Bucket asks
+// the leader of the key, and the outcome goes on the timeline.
+func (w *world) request(f Fault) {
+	c := w.cands[f.Cand]
+	c.mu.Lock()
+	b := c.bucket
+	c.mu.Unlock()
+	if b == nil {
+		return // the candidate is restarting
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 3*w.s.TTL)
+	defer cancel()
+	key := w.keys[f.Key]
+	if f.Class == Transfer {
+		l, err := b.Transfer(ctx, key, name(f.To))
+		w.rec.decided("%s's transfer of %s to %s: %s leads, error %v", name(c.i), key, name(f.To), l.Name, err)
+		return
+	}
+	l, err := b.Resign(ctx, key)
+	w.rec.decided("%s's resignation request on %s: %s leads, error %v", name(c.i), key, l.Name, err)
 }
 
 // remove deletes or purges key k as another client.
