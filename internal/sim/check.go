@@ -15,10 +15,10 @@ import (
 // from a suspension until three TTLs after the candidate resumed, only the
 // fencing check (tokens) applies, to every candidate. Everywhere else:
 //
-//   - never two leaders: at every event (a fault, a leader's work starting,
-//     a Once job starting) and every 100 ms, at most one candidate's
-//     IsLeader is true for each key, all read at one instant of simulated
-//     time;
+//   - never two leaders: whenever an election announces or renews, at
+//     every fault, every leader's work or Once job starting, and every
+//     second, at most one candidate's IsLeader is true for each key, all
+//     read at one instant of simulated time;
 //   - never two works: the intervals from OnWon's start to its return (and
 //     from a Once job's start to its return) of different leaderships of a
 //     key never overlap;
@@ -92,8 +92,8 @@ type record struct {
 	timeline   []Decision
 }
 
-// Decision is one decision of a candidate on the timeline of a run: a win,
-// a stand-down, the outcome of a Once.
+// Decision is one decision on the timeline of a run: a candidate's win,
+// stand-down or Once outcome, or the outcome of a request to a leader.
 type Decision struct {
 	At   time.Duration // simulated time since the start of the run
 	What string

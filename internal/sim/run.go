@@ -41,7 +41,7 @@ type Result struct {
 	Violations []Violation
 	// Timeline is every decision of the run, in order of simulated time
 	// (decisions at one instant in the order of their text): wins,
-	// stand-downs and Once outcomes.
+	// stand-downs, Once outcomes and the outcomes of requests to leaders.
 	Timeline []Decision
 	// Ops is how many writes reached the server, and CheckTook how long
 	// the check of their history for linearizability took (wall time).
