@@ -15,10 +15,10 @@ import (
 // from a suspension until three TTLs after the candidate resumed, only the
 // fencing check (tokens) applies, to every candidate. Everywhere else:
 //
-//   - never two leaders: at every event (a fault, a leader's work starting,
-//     a Once job starting) and every 100 ms, at most one candidate's
-//     IsLeader is true for each key, all read at one instant of simulated
-//     time;
+//   - never two leaders: whenever an election announces or renews, at
+//     every fault, every leader's work or Once job starting, and every
+//     second, at most one candidate's IsLeader is true for each key, all
+//     read at one instant of simulated time;
 //   - never two works: the intervals from OnWon's start to its return (and
 //     from a Once job's start to its return) of different leaderships of a
 //     key never overlap;
@@ -28,6 +28,11 @@ import (
 //     while its done mark stands: no job starts on the key within the TTL
 //     the server keeps the mark, counted from the end of the work (the mark
 //     is written after it), unless the key was deleted or purged meanwhile;
+//   - a Once call answers OnceDone only while a done mark may stand, or
+//     soon after: it started at most doneSlack after the last moment some
+//     Once's mark could have stood (written after its job returned, by the
+//     time its call returned or a late request landed, and kept the TTL the
+//     server keeps writes);
 //   - liveness: each Start key has a leader at the end of the run, Quiet
 //     after the last fault.
 
@@ -59,8 +64,20 @@ type onceResult struct {
 	work     int // index of its work interval, -1 if it ran none
 	outcome  string
 	err      error
+	called   time.Duration
 	returned time.Duration
 }
+
+// lateWrite is the longest a write can reach the server after its caller
+// had its answer (KV: a late request is applied after the caller's
+// timeout, up to 600 ms after it was sent).
+const lateWrite = 600 * time.Millisecond
+
+// doneSlack is how long after a done mark can last have stood a Once may
+// still answer OnceDone: a watcher may show the mark late (a cut or a
+// window of late watched entries lasts up to 10 s), and an election counts
+// a mark it sees for up to a TTL on its own clock.
+const doneSlack = 15 * time.Second
 
 // record collects what a run did, for the checks.
 type record struct {
@@ -72,6 +89,23 @@ type record struct {
 	removals   map[int][]time.Duration
 	exempt     map[int][][2]time.Duration
 	violations []Violation
+	timeline   []Decision
+}
+
+// Decision is one decision on the timeline of a run: a candidate's win,
+// stand-down or Once outcome, or the outcome of a request to a leader.
+type Decision struct {
+	At   time.Duration // simulated time since the start of the run
+	What string
+}
+
+func (d Decision) String() string { return fmt.Sprintf("%9.3fs %s", d.At.Seconds(), d.What) }
+
+// decided records a decision on the timeline.
+func (r *record) decided(format string, args ...any) {
+	r.mu.Lock()
+	r.timeline = append(r.timeline, Decision{At: r.now(), What: fmt.Sprintf(format, args...)})
+	r.mu.Unlock()
 }
 
 func newRecord() *record {
@@ -158,6 +192,37 @@ func (r *record) exemptLocked(from, to time.Duration) bool {
 	return false
 }
 
+// checkDone checks each Once call that answered OnceDone against the done
+// marks that could have stood then (see doneSlack); ttl is the time the
+// server keeps a write.
+func (r *record) checkDone(ttl time.Duration) {
+	var marks [][2]time.Duration // from the end of a job to the last moment its mark could stand
+	for _, o := range r.onces {
+		if o.outcome == "ran" && o.work >= 0 && r.works[o.work].end >= 0 {
+			marks = append(marks, [2]time.Duration{r.works[o.work].end, o.returned + lateWrite + ttl})
+		}
+	}
+	for _, o := range r.onces {
+		if o.outcome != "done" || r.exemptLocked(o.called, o.returned) {
+			continue
+		}
+		last := time.Duration(-1)
+		for _, m := range marks {
+			if m[0] <= o.returned {
+				last = max(last, m[1])
+			}
+		}
+		if last < 0 || o.called > last+doneSlack {
+			detail := fmt.Sprintf("c%d's Once called at %.3fs answered done, and no done mark was written before", o.cand, o.called.Seconds())
+			if last >= 0 {
+				detail = fmt.Sprintf("c%d's Once called at %.3fs answered done, %v after the last done mark could have stood (%.3fs)",
+					o.cand, o.called.Seconds(), o.called-last, last.Seconds())
+			}
+			r.violations = append(r.violations, Violation{At: o.called, Check: "once done", Detail: detail})
+		}
+	}
+}
+
 // leaders checks one sample: the candidates whose IsLeader was true on key
 // at one instant.
 func (r *record) leaders(key int, cands []int, why string) {
@@ -218,6 +283,7 @@ func (r *record) finish(end, ttl time.Duration) []Violation {
 			}
 		}
 	}
+	r.checkDone(ttl)
 	slices.SortStableFunc(r.violations, func(a, b Violation) int { return int(a.At - b.At) })
 	return r.violations
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -27,8 +26,10 @@ type KV struct {
 	jetstream.KeyValue
 	TTL time.Duration
 
+	seed uint64        // draws
+	link time.Duration // a write's latency to the server (see latency)
+
 	mu    sync.Mutex
-	rng   *rand.Rand
 	lost  time.Time         // writes lost until then
 	late  time.Time         // answers late until then
 	watch time.Time         // watched entries late until then
@@ -92,6 +93,7 @@ func (k *KV) wrote(key string, rev uint64, err error) {
 
 // spring plays trap t on a renewal.
 func (k *KV) spring(ctx context.Context, t *trap, do func(context.Context) (uint64, error)) (uint64, error) {
+	time.Sleep(k.latency(t.key))
 	rev, err := do(ctx)
 	defer func() {
 		if t.cutFor > 0 {
@@ -109,9 +111,10 @@ func (k *KV) spring(ctx context.Context, t *trap, do func(context.Context) (uint
 	return rev, err
 }
 
-// NewKV wraps kv; seed seeds its draws.
-func NewKV(kv jetstream.KeyValue, ttl time.Duration, seed uint64) *KV {
-	return &KV{KeyValue: kv, TTL: ttl, rng: rand.New(rand.NewPCG(seed, 0x5eed)), own: map[string]uint64{}}
+// NewKV wraps kv; seed seeds its draws, and link is the latency of its
+// writes to the server.
+func NewKV(kv jetstream.KeyValue, ttl time.Duration, seed uint64, link time.Duration) *KV {
+	return &KV{KeyValue: kv, TTL: ttl, seed: seed, link: link, own: map[string]uint64{}}
 }
 
 // Fault windows a KV can be given.
@@ -144,37 +147,62 @@ func (k *KV) cutUntil() time.Time {
 	return time.Time{}
 }
 
-// draw picks what happens to one write, and an answer's lateness.
-func (k *KV) draw() (kvFault, time.Duration, bool) {
+// draw picks what happens to one write of key, sent now: a fault (ok
+// false: none), and for a late write how late, and whether on its way to
+// the server (request) or back.
+func (k *KV) draw(key string) (f kvFault, late time.Duration, request, ok bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := time.Now()
+	h := k.hash(key, uint64(now.UnixNano()))
 	switch {
 	case now.Before(k.cut):
-		return faultCut, 0, true
-	case now.Before(k.lost) && k.rng.IntN(2) == 0:
-		return faultLost, 0, true
-	case now.Before(k.late) && k.rng.IntN(2) == 0:
-		return faultLate, time.Duration(k.rng.IntN(600)) * time.Millisecond, true
+		return faultCut, 0, false, true
+	case now.Before(k.lost) && h%2 == 0:
+		return faultLost, 0, false, true
+	case now.Before(k.late) && h%2 == 0:
+		return faultLate, time.Duration(h>>2%600) * time.Millisecond, h>>1%2 == 0, true
 	}
-	return 0, 0, false
+	return 0, 0, false, false
 }
 
-// coin draws true or false.
-func (k *KV) coin() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.rng.IntN(2) == 0
+// hash draws a number for key and x from the KV's seed. Draws are made
+// from what a call is, not from a sequence, so that a call made at the same
+// instant of two runs of a seed draws the same whatever order the bubble's
+// goroutines ran in.
+func (k *KV) hash(key string, x uint64) uint64 {
+	h := k.seed ^ 0x9e3779b97f4a7c15
+	for i := range len(key) {
+		h = (h ^ uint64(key[i])) * 0x100000001b3
+	}
+	return mix(h ^ mix(x))
 }
 
-// watchDelay is how late the next watched entry arrives.
-func (k *KV) watchDelay() time.Duration {
+// mix is splitmix64's finalizer.
+func mix(x uint64) uint64 {
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// watchDelay is how late entry e arrives.
+func (k *KV) watchDelay(e jetstream.KeyValueEntry) time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if !time.Now().Before(k.watch) {
+	if !time.Now().Before(k.watch) || e == nil {
 		return 0
 	}
-	return time.Duration(k.rng.IntN(300)) * time.Millisecond
+	return time.Duration(k.hash(e.Key(), e.Revision())%300) * time.Millisecond
+}
+
+// latency is how long a write of key sent now takes to reach the server:
+// the client's link latency, and up to 100 µs more, drawn for the key and
+// the instant, so that writes sent at one instant (by clients reacting to
+// one event they all watched, or by one client for several keys) reach the
+// server one after the other, in an order the seed decides, rather than at
+// one instant, in the order Go happens to run them.
+func (k *KV) latency(key string) time.Duration {
+	return k.link + time.Duration(k.hash(key, ^uint64(time.Now().UnixNano()))%100000)
 }
 
 // timeout waits as a call without an answer does, until ctx's deadline (at
@@ -197,12 +225,12 @@ func timeout(ctx context.Context) error {
 // on its way to the server half the time, and on its way back otherwise; a
 // request later than its caller's deadline is applied anyway, after the
 // caller had its timeout, as a request still in flight is.
-func (k *KV) write(ctx context.Context, do func(context.Context) (uint64, error)) (uint64, error) {
-	f, late, ok := k.draw()
+func (k *KV) write(ctx context.Context, key string, do func(context.Context) (uint64, error)) (uint64, error) {
+	f, late, request, ok := k.draw(key)
+	time.Sleep(k.latency(key))
 	if !ok {
 		return do(ctx)
 	}
-	request := f == faultLate && k.coin()
 	switch f {
 	case faultCut:
 		return 0, timeout(ctx)
@@ -238,7 +266,7 @@ func (k *KV) write(ctx context.Context, do func(context.Context) (uint64, error)
 }
 
 func (k *KV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	rev, err := k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
+	rev, err := k.write(ctx, key, func(ctx context.Context) (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
 	k.wrote(key, rev, err)
 	return rev, err
 }
@@ -250,23 +278,23 @@ func (k *KV) Update(ctx context.Context, key string, value []byte, last uint64) 
 	if t := k.sprung(ctx, key, last); t != nil {
 		rev, err = k.spring(ctx, t, do)
 	} else {
-		rev, err = k.write(ctx, do)
+		rev, err = k.write(ctx, key, do)
 	}
 	k.wrote(key, rev, err)
 	return rev, err
 }
 
 func (k *KV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	return k.write(ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Put(ctx, key, value) })
+	return k.write(ctx, key, func(ctx context.Context) (uint64, error) { return k.KeyValue.Put(ctx, key, value) })
 }
 
 func (k *KV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	_, err := k.write(ctx, func(ctx context.Context) (uint64, error) { return 0, k.KeyValue.Delete(ctx, key, opts...) })
+	_, err := k.write(ctx, key, func(ctx context.Context) (uint64, error) { return 0, k.KeyValue.Delete(ctx, key, opts...) })
 	return err
 }
 
 func (k *KV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	_, err := k.write(ctx, func(ctx context.Context) (uint64, error) { return 0, k.KeyValue.Purge(ctx, key, opts...) })
+	_, err := k.write(ctx, key, func(ctx context.Context) (uint64, error) { return 0, k.KeyValue.Purge(ctx, key, opts...) })
 	return err
 }
 
@@ -323,7 +351,7 @@ func (k *KV) delayed(w jetstream.KeyWatcher) *lateWatcher {
 		defer close(lw.updates)
 		for e := range w.Updates() {
 			for {
-				wait := k.watchDelay()
+				wait := k.watchDelay(e)
 				if until := k.cutUntil(); !until.IsZero() {
 					wait = time.Until(until)
 				}

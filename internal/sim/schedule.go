@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,10 +38,22 @@ const (
 	// then, and the other candidates fire their Once jobs when the renewal
 	// is about to age out.
 	LostBeforeDone Class = "lost-before-done"
+	// Drop: the server closes a candidate's connection; the client
+	// reconnects after its reconnect wait, sending what it buffered.
+	Drop Class = "drop"
+	// DropAll: the server closes every connection at once, which is what
+	// clients see of a server restart that keeps its store (memory storage
+	// would lose it: see docs/simulation.md).
+	DropAll Class = "drop-all"
+	// Resign and Transfer are requests, not faults: a candidate asks the
+	// leader of a Start key, through its Bucket, to stand down
+	// (Bucket.Resign) or to hand the key to a candidate (Bucket.Transfer).
+	Resign   Class = "resign"
+	Transfer Class = "transfer"
 )
 
 // Classes lists every class, in the order summaries print them.
-var Classes = []Class{Delete, Purge, DeleteDraining, LostAnswers, LateAnswers, LateWatch, Cut, Suspend, Restart, LateRenewal, LostBeforeDone}
+var Classes = []Class{Delete, Purge, DeleteDraining, LostAnswers, LateAnswers, LateWatch, Cut, Suspend, Restart, LateRenewal, LostBeforeDone, Drop, DropAll, Resign, Transfer}
 
 // StopMode is how a leader's work stops once its leadership context is
 // cancelled.
@@ -75,6 +89,22 @@ type CandidateSpec struct {
 	// run's writes (three per TTL per candidate and key, against one
 	// renewal per interval per key), and so of its wall time.
 	Presence bool
+	// Bucket: its Start elections are made from its Bucket, sharing the
+	// Bucket's watcher (half the candidates); the others' Start elections
+	// each have a watcher of their own, as NewElection makes them.
+	Bucket bool
+	// Link is the latency of its writes to the server (KV.latency adds up
+	// to 100 µs to each).
+	Link time.Duration
+	// Reconnect is how long its client waits before it reconnects after its
+	// connection dropped.
+	Reconnect time.Duration
+	// Priority is its elections' priority (WithPriority), 1–3, for a
+	// candidate that writes records (priorities need them); 0 leaves the
+	// default. PreferHigher makes its leaders hand the key to a listed
+	// candidate of higher priority (WithPreferHigher).
+	Priority     int
+	PreferHigher bool
 }
 
 // Fault is one fault of a schedule.
@@ -92,6 +122,7 @@ type Fault struct {
 	// renewal of a winner over a removal (else at the leader's).
 	Frac    float64
 	Removal bool
+	To      int // Transfer: the candidate the key is handed to
 }
 
 func (f Fault) String() string {
@@ -109,6 +140,14 @@ func (f Fault) String() string {
 		return s + fmt.Sprintf(" key %d late by %.2f of the time left, then cut for %v, after a removal=%v", f.Key, f.Frac, f.For, f.Removal)
 	case LostBeforeDone:
 		return s + fmt.Sprintf(" others fire %v after", f.For)
+	case Drop:
+		return s + fmt.Sprintf(" c%d", f.Cand)
+	case DropAll:
+		return s
+	case Resign:
+		return s + fmt.Sprintf(" key %d, asked by c%d", f.Key, f.Cand)
+	case Transfer:
+		return s + fmt.Sprintf(" key %d to c%d, asked by c%d", f.Key, f.To, f.Cand)
 	}
 	return s + fmt.Sprintf(" c%d for %v", f.Cand, f.For)
 }
@@ -122,7 +161,21 @@ type Schedule struct {
 	StartKeys  int           // keys elected with Start; one more key runs the Once jobs
 	Candidates []CandidateSpec
 	Faults     []Fault
+	// OnceFromBucket makes every Once election from its candidate's Bucket
+	// (one watcher for all, as a process that fires a job often would),
+	// rather than with NewElection (a watcher created and deleted per
+	// job). Not drawn from the seed: Config sets it.
+	OnceFromBucket bool
+	// Kept lists the faults kept of the seed's schedule, by their index in
+	// it, when only some are (a shrunk schedule: Only); nil keeps all.
+	Kept []int
+	// breakCAS gives candidate 0 a store that breaks compare-and-set
+	// (brokenCAS), for the test that the linearizability check fails on it.
+	breakCAS bool
 }
+
+// DefaultLength is the simulated time of a seed unless said otherwise.
+const DefaultLength = 10 * time.Minute
 
 // Quiet is how long before the end of a run the last fault ends: a key
 // must have a leader again by then.
@@ -153,6 +206,8 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 			c.OnceEvery = time.Duration(2000+rng.IntN(8000)) * time.Millisecond
 		}
 		c.Presence = rng.IntN(4) == 0
+		c.Bucket = rng.IntN(2) == 0
+		c.Link = time.Duration(100+rng.IntN(900)) * time.Microsecond
 		s.Candidates = append(s.Candidates, c)
 	}
 	suspends := 0
@@ -200,6 +255,50 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		}
 		s.Faults = append(s.Faults, f)
 	}
+	// Dropped connections come from a stream of their own, so that they
+	// leave every other fault of a seed where it was.
+	drops := rand.New(rand.NewPCG(seed, 0xd209))
+	for i := range s.Candidates {
+		s.Candidates[i].Reconnect = ms(drops, 100, 2000)
+	}
+	for at := 3 * time.Second; ; {
+		at += ms(drops, 10000, 50000)
+		if at+5*time.Second > length-Quiet {
+			break
+		}
+		f := Fault{At: at, Class: Drop, Cand: drops.IntN(n)}
+		if drops.IntN(5) == 0 {
+			f.Class = DropAll
+		}
+		s.Faults = append(s.Faults, f)
+	}
+	// Priorities and requests to the leader come from a stream of their
+	// own too. Only candidates that write records can have a priority or
+	// be handed a key, and only one with a Bucket asks.
+	reqs := rand.New(rand.NewPCG(seed, 0x7e9))
+	var listed, asking []int
+	for i := range s.Candidates {
+		c := &s.Candidates[i]
+		if c.Presence {
+			c.Priority, c.PreferHigher = 1+reqs.IntN(3), reqs.IntN(2) == 0
+			listed = append(listed, i)
+		}
+		if c.Bucket {
+			asking = append(asking, i)
+		}
+	}
+	for at := 3 * time.Second; len(asking) > 0; {
+		at += ms(reqs, 10000, 60000)
+		if at+5*time.Second > length-Quiet {
+			break
+		}
+		f := Fault{At: at, Class: Resign, Cand: asking[reqs.IntN(len(asking))], Key: reqs.IntN(s.StartKeys)}
+		if len(listed) > 0 && reqs.IntN(2) == 0 {
+			f.Class, f.To = Transfer, listed[reqs.IntN(len(listed))]
+		}
+		s.Faults = append(s.Faults, f)
+	}
+	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
 	return s
 }
 
@@ -236,10 +335,17 @@ func ms(rng *rand.Rand, lo, hi int) time.Duration {
 // String prints the schedule, one line per candidate and per fault.
 func (s Schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %v, TTL %v (server ages keys out %v early), %d Start keys and a Once key\n",
+	fmt.Fprintf(&b, "seed %d: %v, TTL %v (server ages keys out %v early), %d Start keys and a Once key",
 		s.Seed, s.Length, s.TTL, s.ServerLead, s.StartKeys)
+	if s.Kept != nil {
+		fmt.Fprintf(&b, ", only faults %s of the seed's", joinInts(s.Kept))
+	}
+	if s.OnceFromBucket {
+		b.WriteString(", Once elections from each candidate's Bucket")
+	}
+	b.WriteString("\n")
 	for i, c := range s.Candidates {
-		fmt.Fprintf(&b, "  c%d clock ×%.4f", i, c.Rate)
+		fmt.Fprintf(&b, "  c%d clock ×%.4f, link %v, reconnects after %v", i, c.Rate, c.Link, c.Reconnect)
 		for k, w := range c.Work {
 			fmt.Fprintf(&b, ", key %d: stops %v", k, w.Stop)
 			if w.Stop == StopAfterDelay {
@@ -252,10 +358,64 @@ func (s Schedule) String() string {
 		if c.Presence {
 			b.WriteString(", candidate records")
 		}
+		if c.Priority > 0 {
+			fmt.Fprintf(&b, ", priority %d", c.Priority)
+		}
+		if c.PreferHigher {
+			b.WriteString(" preferring higher")
+		}
+		if c.Bucket {
+			b.WriteString(", Start elections from its Bucket")
+		}
 		b.WriteString("\n")
 	}
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  %v\n", f)
+	}
+	return b.String()
+}
+
+// Replay is the command that runs the schedule again.
+func (s Schedule) Replay() string {
+	cmd := fmt.Sprintf("go run ./cmd/chaos -simulate -seed %d", s.Seed)
+	if s.Length != DefaultLength {
+		cmd += fmt.Sprintf(" -length %v", s.Length)
+	}
+	if s.OnceFromBucket {
+		cmd += " -once-bucket"
+	}
+	if s.Kept != nil {
+		cmd += " -keep " + joinInts(s.Kept)
+		if len(s.Kept) == 0 {
+			cmd += `""`
+		}
+	}
+	return cmd
+}
+
+// Only returns the schedule with only the faults of the seed's schedule at
+// the indices keep (in the order of the seed's schedule); s must be the
+// seed's whole schedule.
+func (s Schedule) Only(keep []int) Schedule {
+	keep = append([]int{}, keep...) // not nil: Kept nil means every fault
+	slices.Sort(keep)
+	faults := make([]Fault, 0, len(keep))
+	for _, i := range keep {
+		if i >= 0 && i < len(s.Faults) {
+			faults = append(faults, s.Faults[i])
+		}
+	}
+	s.Faults, s.Kept = faults, keep
+	return s
+}
+
+func joinInts(xs []int) string {
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprint(&b, x)
 	}
 	return b.String()
 }

@@ -1,13 +1,14 @@
 package sim
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
 
 // TestSeeds runs a small fixed range of seeds: every check must hold.
 func TestSeeds(t *testing.T) {
-	sum := Run(t, Config{First: 1, Seeds: 4, Length: 10 * time.Minute, Parallel: 2})
+	sum := Run(t, Config{First: 1, Seeds: 4, Length: 10 * time.Minute})
 	for _, res := range sum.failed {
 		Report(&testWriter{t}, res)
 	}
@@ -20,3 +21,68 @@ func TestSeeds(t *testing.T) {
 type testWriter struct{ t testing.TB }
 
 func (w *testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestOnceDoneOnlyWhileAMarkMayStand checks the check: OnceDone right
+// after a job marked done passes, OnceDone long after the mark aged out
+// (or with no mark at all) is a violation.
+func TestOnceDoneOnlyWhileAMarkMayStand(t *testing.T) {
+	const ttl = 2 * time.Second
+	r := newRecord()
+	r.works = []interval{{key: 1, cand: 0, token: 5, start: 10 * time.Second, cancelled: -1, end: 11 * time.Second, once: true}}
+	r.onces = []onceResult{
+		{cand: 1, work: -1, outcome: "done", called: 5 * time.Second, returned: 5 * time.Second},
+		{cand: 0, work: 0, outcome: "ran", called: 9 * time.Second, returned: 11100 * time.Millisecond},
+		{cand: 1, work: -1, outcome: "done", called: 12 * time.Second, returned: 12 * time.Second},
+		{cand: 2, work: -1, outcome: "done", called: 60 * time.Second, returned: 60 * time.Second},
+	}
+	vs := r.finish(70*time.Second, ttl)
+	if len(vs) != 2 || vs[0].At != 5*time.Second || vs[1].At != 60*time.Second {
+		t.Fatalf("violations %v, want the done answers at 5 s (no mark yet) and 60 s (the mark gone) only", vs)
+	}
+	for _, v := range vs {
+		if v.Check != "once done" {
+			t.Errorf("%v: want the once done check", v)
+		}
+	}
+}
+
+// TestTheHistoryCheckFailsOnAStoreThatBreaksCompareAndSet runs a seed for
+// a minute with candidate 0 on a store that writes an Update the server
+// refused (the key had moved on) and reports it won: the history of the
+// store's writes is not linearizable, and the run says so. The same seed
+// on the real store passes (TestSeeds).
+func TestTheHistoryCheckFailsOnAStoreThatBreaksCompareAndSet(t *testing.T) {
+	s := NewSchedule(1, time.Minute)
+	s.breakCAS = true
+	res := runSchedule(t, s)
+	for _, v := range res.Violations {
+		if v.Check == "linearizable" {
+			t.Logf("%v (%d writes, checked in %v)", v, res.Ops, res.CheckTook)
+			return
+		}
+	}
+	t.Errorf("no linearizability violation on a broken store; violations: %v", res.Violations)
+}
+
+// TestShrinkKeepsTheFewestFaultsThatStillFail shrinks a failing seed whose
+// failure needs no fault (candidate 0's store breaks compare-and-set): the
+// shrunk schedule keeps none, still fails the same check, and its replay
+// command says so.
+func TestShrinkKeepsTheFewestFaultsThatStillFail(t *testing.T) {
+	s := NewSchedule(1, time.Minute)
+	s.breakCAS = true
+	res := runSchedule(t, s)
+	if len(res.Violations) == 0 || len(s.Faults) == 0 {
+		t.Fatalf("want a failing run with faults to shrink; %d violations, %d faults", len(res.Violations), len(s.Faults))
+	}
+	shrunk, r := Shrink(t, s, res, &testWriter{t})
+	if len(shrunk.Faults) != 0 || shrunk.Kept == nil || len(shrunk.Kept) != 0 {
+		t.Errorf("shrunk to %d faults (kept %v), want none", len(shrunk.Faults), shrunk.Kept)
+	}
+	if !slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Check == res.Violations[0].Check }) {
+		t.Errorf("the shrunk run's violations %v, want one of %q", r.Violations, res.Violations[0].Check)
+	}
+	if want := `go run ./cmd/chaos -simulate -seed 1 -length 1m0s -keep ""`; shrunk.Replay() != want {
+		t.Errorf("replay %q, want %q", shrunk.Replay(), want)
+	}
+}

@@ -29,6 +29,7 @@ type world struct {
 	keys   []string           // the Start keys, then the Once key
 	cands  []*cand
 	rec    *record
+	hist   *history // every write that reached the server
 	faults map[Class]int
 	ctx    context.Context
 	stop   context.CancelFunc
@@ -46,6 +47,7 @@ type cand struct {
 	rng   *rand.Rand // its Once jobs' lengths
 
 	mu         sync.Mutex
+	bucket     *election.Bucket     // its Bucket, while up
 	elections  []*election.Election // its Start elections, while up
 	once       *election.Election   // its Once election, while one runs
 	cancel     context.CancelFunc   // ends its Once loop
@@ -74,19 +76,20 @@ func newWorld(s Schedule, dir string) (*world, error) {
 		w.keys = append(w.keys, fmt.Sprintf("job%d", k))
 	}
 	w.keys = append(w.keys, "cron")
-	nc, err := w.connect()
+	nc, err := w.connect(time.Second)
 	if err != nil {
 		return nil, err
 	}
 	w.adminC = nc
 	js, _ := jetstream.New(nc)
-	w.admin, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: s.TTL - s.ServerLead, Storage: jetstream.MemoryStorage})
+	admin, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: s.TTL - s.ServerLead, Storage: jetstream.MemoryStorage})
 	if err != nil {
 		return nil, err
 	}
-	w.rec = newRecord()
+	w.rec, w.hist = newRecord(), newHistory()
+	w.admin = &recorded{KeyValue: admin, client: "admin", h: w.hist}
 	for i, spec := range s.Candidates {
-		nc, err := w.connect()
+		nc, err := w.connect(spec.Reconnect)
 		if err != nil {
 			return nil, err
 		}
@@ -95,8 +98,12 @@ func newWorld(s Schedule, dir string) (*world, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.breakCAS && i == 0 {
+			kv = brokenCAS{kv}
+		}
+		kv = &recorded{KeyValue: kv, client: name(i), h: w.hist}
 		c := &cand{w: w, i: i, spec: spec, nc: nc, clock: NewClock(spec.Rate),
-			kv:  NewKV(kv, s.TTL, s.Seed^uint64(i+1)<<32),
+			kv:  NewKV(kv, s.TTL, s.Seed^uint64(i+1)<<32, spec.Link),
 			rng: rand.New(rand.NewPCG(s.Seed, uint64(i))), jobEnd: make(chan struct{}, 1), poke: make(chan struct{}, 1)}
 		w.cands = append(w.cands, c)
 	}
@@ -106,19 +113,39 @@ func newWorld(s Schedule, dir string) (*world, error) {
 	return w, nil
 }
 
-func (w *world) connect() (*nats.Conn, error) {
-	return nats.Connect("", nats.InProcessServer(w.srv), nats.MaxReconnects(-1))
+// connect connects a client to the server, one that reconnects after wait
+// (no jitter: the seed decides) whenever its connection drops.
+func (w *world) connect(wait time.Duration) (*nats.Conn, error) {
+	return nats.Connect("", nats.InProcessServer(w.srv), nats.MaxReconnects(-1), nats.ReconnectWait(wait), nats.ReconnectJitter(0, 0))
+}
+
+// drop has the server close the connection nc.
+func (w *world) drop(nc *nats.Conn) {
+	if id, err := nc.GetClientID(); err == nil {
+		_ = w.srv.DisconnectClientByID(id)
+	}
 }
 
 // name is candidate i's name.
 func name(i int) string { return fmt.Sprintf("c%d", i) }
 
-// start starts the candidate's elections and its Once loop.
+// start opens the candidate's Bucket, if its elections use one, and starts
+// its elections and its Once loop, as its process does when it starts.
 func (c *cand) start() {
 	ctx, cancel := context.WithCancel(c.w.ctx)
+	var b *election.Bucket
+	if c.spec.Bucket || c.spec.OnceEvery > 0 && c.w.s.OnceFromBucket {
+		b = c.openBucket(ctx)
+	}
 	var es []*election.Election
 	for k := range c.w.s.StartKeys {
-		e := c.election(ctx, c.w.keys[k], election.OnWon(func(ctx context.Context) { c.work(ctx, k) }))
+		work := election.OnWon(func(ctx context.Context) { c.work(ctx, k) })
+		var e *election.Election
+		if c.spec.Bucket {
+			e = c.fromBucket(b, c.w.keys[k], work)
+		} else {
+			e = c.election(ctx, c.w.keys[k], work)
+		}
 		if e == nil {
 			break
 		}
@@ -126,20 +153,61 @@ func (c *cand) start() {
 		c.running.Go(func() { e.Start(ctx) })
 	}
 	c.mu.Lock()
-	c.elections, c.cancel = es, cancel
+	c.bucket, c.elections, c.cancel = b, es, cancel
 	c.mu.Unlock()
-	if c.spec.OnceEvery > 0 {
-		c.running.Go(func() { c.onceLoop(ctx) })
+	if c.spec.OnceEvery > 0 && ctx.Err() == nil {
+		c.running.Go(func() { c.onceLoop(ctx, b) })
 	}
 }
 
-// election makes one of the candidate's elections, retrying while its
-// link is cut; nil if ctx ends first.
-func (c *cand) election(ctx context.Context, key string, opts ...election.Option) *election.Election {
-	opts = append(opts, election.WithoutSplay(), election.WithClock(c.clock), election.WithEventHook(c.event))
+// options are the options of every election of the candidate.
+func (c *cand) options(opts ...election.Option) []election.Option {
+	opts = append(opts, election.WithoutSplay(), election.WithEventHook(c.event))
 	if !c.spec.Presence {
 		opts = append(opts, election.WithoutPresence())
 	}
+	if c.spec.Priority > 0 {
+		opts = append(opts, election.WithPriority(c.spec.Priority))
+	}
+	if c.spec.PreferHigher {
+		opts = append(opts, election.WithPreferHigher(0))
+	}
+	return opts
+}
+
+// openBucket opens the candidate's Bucket on its clock, retrying while its
+// link is cut; nil if ctx ends first.
+func (c *cand) openBucket(ctx context.Context) *election.Bucket {
+	for {
+		b, err := election.OpenBucket(ctx, c.kv, election.WithClock(c.clock))
+		if err == nil {
+			return b
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// fromBucket makes an election of key from the candidate's Bucket; nil if
+// there is none.
+func (c *cand) fromBucket(b *election.Bucket, key string, opts ...election.Option) *election.Election {
+	if b == nil {
+		return nil
+	}
+	e, err := b.NewElection(name(c.i), key, c.options(opts...)...)
+	if err != nil {
+		panic(err) // only a closed bucket or a bad argument, neither of which the simulation makes
+	}
+	return e
+}
+
+// election makes one of the candidate's elections on its own, with a
+// watcher of its own, retrying while its link is cut; nil if ctx ends
+// first.
+func (c *cand) election(ctx context.Context, key string, opts ...election.Option) *election.Election {
+	opts = c.options(append(opts, election.WithClock(c.clock))...)
 	for {
 		e, err := election.NewElection(ctx, name(c.i), key, c.kv, opts...)
 		if err == nil {
@@ -159,7 +227,10 @@ func (c *cand) election(ctx context.Context, key string, opts ...election.Option
 func (c *cand) event(ev election.Event) {
 	switch ev.Kind {
 	case election.EventWon:
+		c.w.rec.decided("%s won %s with token %d after %s", name(c.i), ev.Key, ev.Token, ev.After)
 		c.w.sample(name(c.i) + " announced on " + ev.Key)
+	case election.EventLost:
+		c.w.rec.decided("%s lost %s (token %d): %v", name(c.i), ev.Key, ev.Token, ev.Err)
 	case election.EventRenewed:
 		c.w.sample(name(c.i) + " renewed " + ev.Key)
 	}
@@ -169,8 +240,8 @@ func (c *cand) event(ev election.Event) {
 // election, its Once loop cancelled, and waits for them.
 func (c *cand) halt() {
 	c.mu.Lock()
-	es, cancel := c.elections, c.cancel
-	c.elections = nil
+	es, cancel, b := c.elections, c.cancel, c.bucket
+	c.elections, c.bucket = nil, nil
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, e := range es {
@@ -181,6 +252,9 @@ func (c *cand) halt() {
 		cancel()
 	}
 	c.running.Wait()
+	if b != nil {
+		b.Close()
+	}
 }
 
 // work is the candidate's OnWon on Start key k.
@@ -209,11 +283,18 @@ func (c *cand) work(ctx context.Context, k int) {
 	c.w.rec.end(id)
 }
 
-// onceLoop fires the candidate's Once job every OnceEvery, on its clock.
-func (c *cand) onceLoop(ctx context.Context) {
+// onceLoop fires the candidate's Once job every OnceEvery, on its clock,
+// each time with a new election: made from the candidate's Bucket b with
+// Schedule.OnceFromBucket, else with NewElection.
+func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
 	key := len(c.w.keys) - 1
 	for c.nextOnce(ctx) {
-		e := c.election(ctx, c.w.keys[key])
+		var e *election.Election
+		if c.w.s.OnceFromBucket {
+			e = c.fromBucket(b, c.w.keys[key])
+		} else {
+			e = c.election(ctx, c.w.keys[key])
+		}
 		if e == nil {
 			return
 		}
@@ -232,6 +313,7 @@ func (c *cand) onceLoop(ctx context.Context) {
 		case <-c.jobEnd:
 		default:
 		}
+		called := c.w.rec.now()
 		out, err := e.Once(ctx, 500*time.Millisecond, func(ctx context.Context) error {
 			token, _ := election.TokenFromContext(ctx)
 			id = c.w.rec.begin(key, c.i, token, true)
@@ -246,8 +328,9 @@ func (c *cand) onceLoop(ctx context.Context) {
 		c.mu.Lock()
 		c.once = nil
 		c.mu.Unlock()
+		c.w.rec.decided("%s's Once on %s: %v, error %v", name(c.i), c.w.keys[key], out, err)
 		c.w.rec.mu.Lock()
-		c.w.rec.onces = append(c.w.rec.onces, onceResult{cand: c.i, work: id, outcome: out.String(), err: err, returned: c.w.rec.now()})
+		c.w.rec.onces = append(c.w.rec.onces, onceResult{cand: c.i, work: id, outcome: out.String(), err: err, called: called, returned: c.w.rec.now()})
 		c.w.rec.mu.Unlock()
 	}
 }
@@ -401,6 +484,15 @@ func (w *world) inject(f Fault, pending *sync.WaitGroup) {
 		pending.Go(func() { w.lateRenewal(f) })
 	case LostBeforeDone:
 		w.lostBeforeDone(f)
+	case Drop:
+		w.drop(c.nc)
+	case DropAll:
+		for _, c := range w.cands {
+			w.drop(c.nc)
+		}
+		w.drop(w.adminC)
+	case Resign, Transfer:
+		pending.Go(func() { w.request(f) })
 	case Restart:
 		c.mu.Lock()
 		busy := c.restarting
@@ -418,6 +510,28 @@ func (w *world) inject(f Fault, pending *sync.WaitGroup) {
 			c.mu.Unlock()
 		})
 	}
+}
+
+// request plays a Resign or Transfer: the asking candidate's Bucket asks
+// the leader of the key, and the outcome goes on the timeline.
+func (w *world) request(f Fault) {
+	c := w.cands[f.Cand]
+	c.mu.Lock()
+	b := c.bucket
+	c.mu.Unlock()
+	if b == nil {
+		return // the candidate is restarting
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 3*w.s.TTL)
+	defer cancel()
+	key := w.keys[f.Key]
+	if f.Class == Transfer {
+		l, err := b.Transfer(ctx, key, name(f.To))
+		w.rec.decided("%s's transfer of %s to %s: %s leads, error %v", name(c.i), key, name(f.To), l.Name, err)
+		return
+	}
+	l, err := b.Resign(ctx, key)
+	w.rec.decided("%s's resignation request on %s: %s leads, error %v", name(c.i), key, l.Name, err)
 }
 
 // remove deletes or purges key k as another client.
