@@ -53,7 +53,8 @@ type Run struct {
 	Interrupted bool
 	// DoneFor is how long the done mark this record leaves lasts, from
 	// Stored: no Once that records its runs in the log runs the key's work
-	// until it has passed by every server's clock. 0: no mark.
+	// until it has passed by the clock of the server that stored the
+	// record (see MarkUntil). 0: no mark.
 	DoneFor time.Duration
 }
 
@@ -187,6 +188,13 @@ func serverClockAt(reading, received, now time.Time) time.Time {
 	return reading.Add(elapsed * (clockRateDen - clockRateNum) / clockRateDen)
 }
 
+// markStands reports whether run's done mark may still stand now, judged
+// from a reading of the log's servers' clock that arrived at received, on
+// this candidate's clock.
+func (c *campaigner) markStands(run Run, reading, received time.Time) bool {
+	return run.standsAt(serverClockAt(reading, received, c.now()))
+}
+
 // exitStatus is the Status a run's record gives err.
 func exitStatus(err error) int {
 	if err == nil {
@@ -228,7 +236,7 @@ func (c *campaigner) checkRuns(leading context.Context, token uint64, log RunLog
 			cancel() // this run's own first record, whose answer was lost
 			return run.Seq, nil, nil
 		}
-		if run.standsAt(serverClockAt(reading, received, c.now())) {
+		if c.markStands(run, reading, received) {
 			cancel()
 			c.log.Info("the run log shows a done mark that still stands; not running the work",
 				"ran_by", run.Name, "stored", run.Stored, "done_for", run.DoneFor)

@@ -106,16 +106,9 @@ func printHistory(w io.Writer, events []history.Event, asJSON bool) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tKEY\tEVENT\tNAME\tTOKEN\tDETAIL")
-	for _, ev := range events {
-		detail := ev.After
-		if ev.Kind == history.StoodDown {
-			detail = strings.TrimPrefix(ev.Cause, "election: ")
-		}
-		if ev.Late {
-			detail += fmt.Sprintf(" (recorded %v late)", ev.Delay.Round(time.Millisecond))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.At.Local().Format("2006-01-02 15:04:05.000"),
-			ev.Key, strings.ReplaceAll(ev.Kind, "_", " "), ev.Name, strconv.FormatUint(ev.Token, 10), detail)
+	for _, l := range printedLines(events) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.at.Local().Format("2006-01-02 15:04:05.000"),
+			l.ev.Key, strings.ReplaceAll(l.ev.Kind, "_", " "), l.ev.Name, strconv.FormatUint(l.ev.Token, 10), l.detail)
 	}
 	tw.Flush()
 }

@@ -119,7 +119,11 @@ type runConfig struct {
 	grace time.Duration
 	once  bool          // run COMMAND at most once, if this process wins within wait
 	wait  time.Duration // with once: how long to wait for the key to be free
-	argv  []string
+	// With once: how long the done mark lasts (0: a TTL, on the key), and
+	// whether a failed run marks it too (once.go).
+	doneFor time.Duration
+	noRetry bool
+	argv    []string
 }
 
 // runMain runs "election run".
@@ -131,6 +135,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` COMMAND may take to exit after SIGTERM before it gets SIGKILL")
 	fs.BoolVar(&cfg.once, "once", false, "make one attempt: run COMMAND once if this process wins, else exit 75")
 	fs.DurationVar(&cfg.wait, "wait", 0, "with --once, how long to wait for the key to be free (`DURATION`; 0: only if free now)")
+	fs.Var(spanFlag{&cfg.doneFor}, "done-for", "with --once, how long a successful run's done mark lasts (`DURATION`, such as 90m, 25h or 1d; default one TTL), kept in the bucket's history")
+	fs.BoolVar(&cfg.noRetry, "no-retry", false, "with --once, mark the job done even if it failed, for a job that must not run twice")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -175,6 +181,9 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	}
 	if cfg.wait > 0 && !cfg.once {
 		return nil, errors.New("--wait is for --once: without it, run campaigns until it is stopped")
+	}
+	if err := cfg.checkOnce(); err != nil {
+		return nil, err
 	}
 	if len(cfg.argv) == 0 {
 		return nil, errors.New("no COMMAND given: election run --key K -- COMMAND [ARGS...]")
@@ -267,7 +276,7 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	go sup.watchSignals(signals, watching)
 
 	if cfg.once {
-		code, err := runOnce(electionCtx, e, sup, cfg.wait, clog)
+		code, err := runOnce(electionCtx, e, sup, cfg, record, clog)
 		return code, deniedOr(electionCtx, err)
 	}
 	clog.Info("campaigning")
