@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,14 @@ import (
 // one with its outcome, by compare-and-set over the first. The first is the
 // proof the check needs: a read of the log may be answered by a server that
 // lags behind, but the compare-and-set fails if a newer record exists.
+
+// DoneBy reports whether l is not a holder but Election.Once's done mark,
+// and the name of the candidate that ran the work: the mark holds the key,
+// like a holder that never renews, until it ages out a TTL after Written.
+// A mark that DoneFor made last longer lives in the run log (RunLog).
+func (l Leader) DoneBy() (name string, ok bool) {
+	return strings.CutPrefix(l.Name, donePrefix)
+}
 
 // Run is a record of one of Election.Once's runs of a key in a RunLog: the
 // record Once writes as the work starts (Ended false), or the one with its

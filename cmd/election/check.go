@@ -224,6 +224,11 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 			return
 		}
 		hasLeader := perfDatum{Name: "has_leader:" + key, Critical: 1, help: "1 if the key has a leader, else 0"}
+		if m, ok := keyMark(l, ttl); ok { // a job's key: --ran-within checks it
+			r.perf(hasLeader)
+			r.ok("%s has no leader: it is a job's key, %s (check a job with --ran-within)", key, m)
+			continue
+		}
 		if l.Name == "" {
 			r.perf(hasLeader)
 			r.critical("%s", noLeader(ctx, b, key))
