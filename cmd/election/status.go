@@ -39,7 +39,10 @@ leadership history (election bucket create makes it; election run records in
 it): an observer that started after the claim cannot learn them from the
 key, which keeps only its latest write. They show "-" when the bucket has no
 history, when it cannot be read, or when the leader's win is not recorded
-(yet, or it ran with --history=false). A stopped
+(yet, or it ran with --history=false). A job's key (election run --once)
+shows no leader but its done mark, "done by NAME at T, until U": the key's
+own, or, with --done-for, the longer one the history keeps (shown for --key
+K even after the key's own has aged out). A stopped
 candidate drops out at once, a crashed one a TTL after its last write. The
 last line counts the watchers on the bucket, one per process that
 opened it with the library's OpenBucket (and one per election made without
