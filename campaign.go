@@ -22,7 +22,7 @@ type campaigner struct {
 	sitOut    uint64                // the revision of this node's own resignation: it does not claim over it for half a TTL
 	since     time.Time             // when this node began to campaign for its next tenure
 	work      func(context.Context) // Once's work, run after OnWon when this node leads
-	workDone  atomic.Bool           // Once's work returned while this node led: the release marks the key done
+	workDone  atomic.Bool           // Once's run leaves a mark on the key (doOnce): the release marks the key done
 	marked    bool                  // Once's done mark was confirmed written (markDone)
 	pref      preference            // with WithPreferHigher: the higher candidates seen while leading
 	listed    time.Time             // the end of the first campaign's listing window (priority.go); zero: none

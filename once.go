@@ -55,28 +55,43 @@ func (o OnceOutcome) String() string {
 // If the key is free, or becomes free within wait (0: only if free now), the
 // candidate claims it. If it wins and leads, Once runs work with the
 // leadership context (cancelled if leadership ends; TokenFromContext gives
-// the fencing token), renewing the key meanwhile; when work returns while
-// this node still leads, it marks the key done ("done:" and its name) for
-// one TTL and returns OnceRan with work's error. Any candidate's Once in that
-// TTL returns OnceDone without running, and a Start-ed candidate of the key
-// claims it only once the mark has aged out. A panic in work is returned as
-// an error. The mark is written by compare-and-set over this node's latest
+// the fencing token), renewing the key meanwhile. When work returns nil
+// while this node still leads, it marks the key done ("done:" and its name)
+// for one TTL and returns OnceRan: any candidate's Once in that TTL returns
+// OnceDone without running, and a Start-ed candidate of the key claims it
+// only once the mark has aged out. A run that failed or was interrupted is
+// retried, not buried: when work returns an error, Once releases the key
+// unmarked, at once, and returns OnceRan with work's error, so that another
+// Once (one waiting, or the next to fire) runs the work; NoRetry marks the
+// key done whatever happened instead. A panic in work is returned as an
+// error.
+//
+// With RecordRuns, Once records the run in a RunLog (the bucket's history,
+// say): before work starts it checks there that no done mark stands, and
+// returns OnceDone if one does; after, it records the outcome, with a done
+// mark lasting DoneFor (as long as the schedule needs, whatever the
+// bucket's TTL) when the run succeeded.
+//
+// The key's mark is written by compare-and-set over this node's latest
 // write, including a renewal the server applied but whose answer was lost
 // (the watcher shows it), or over a delete or purge another client made
-// while this node led; it must be confirmed before the leadership's validity
-// deadline. If it is not (its writes failed or went unanswered, or another
-// client wrote over the key), Once returns OnceRan with an error matching
-// ErrDoneUnconfirmed, joined with work's: the work ran, but another host may
-// run it again. If leadership ends, or ctx is done, before work returns, Once
-// waits for work to return, releases the key unmarked (another host may run
-// the work) and returns OnceRan with an error matching ErrWorkInterrupted.
+// while this node led; it must be confirmed before the leadership's
+// validity deadline. If the mark the run should leave is not confirmed
+// (its writes failed or went unanswered, or another client wrote over the
+// key, or with DoneFor the log's record could not be written), Once returns
+// OnceRan with an error matching ErrDoneUnconfirmed, joined with work's:
+// the work ran, but another host may run it again. If leadership ends, or
+// ctx is done, before work returns, Once waits for work to return, releases
+// the key unmarked (another host may run the work) and returns OnceRan with
+// an error matching ErrWorkInterrupted.
 //
 // Otherwise it returns without running work: OnceOtherLeader, OnceDone,
-// OnceConflict or OnceAlreadyLeader. A key free only after a removal (a
-// delete or purge) is claimed after the vouch window (see the package
-// documentation; at most a quarter of the TTL), even with a wait of 0 or
-// one that ends sooner, and the winner may have to wait out a TTL before it
-// leads.
+// OnceConflict (also when leadership ended before the work could start) or
+// OnceAlreadyLeader, or an error matching ErrRunLog when the run log could
+// not be checked. A key free only after a removal (a delete or purge) is
+// claimed after the vouch window (see the package documentation; at most a
+// quarter of the TTL), even with a wait of 0 or one that ends sooner, and
+// the winner may have to wait out a TTL before it leads.
 //
 // Once campaigns as Start does: it lets higher priorities among the live
 // candidates claim a free key first, within its wait, and claims over a
@@ -84,7 +99,11 @@ func (o OnceOutcome) String() string {
 // OnWon and OnLost run as with Start, OnWon before work. Like Start, Once
 // runs once per Election; it returns ErrAlreadyStarted or ErrStopped as
 // Start does, and Stop interrupts it.
-func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx context.Context) error) (OnceOutcome, error) {
+func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx context.Context) error, opts ...OnceOption) (OnceOutcome, error) {
+	var o onceOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	switch {
 	case wait < 0:
 		return 0, fmt.Errorf("%w: wait %v: want 0 (only if the key is free now) or more", ErrInvalidArgument, wait)
@@ -93,10 +112,13 @@ func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx c
 	case e.opts.priority == 0:
 		return 0, fmt.Errorf("%w: priority 0: a candidate of priority 0 never leads, so it cannot run work once", ErrInvalidArgument)
 	}
+	if err := o.check(); err != nil {
+		return 0, err
+	}
 	var outcome OnceOutcome
 	var workErr error
 	err := e.runCampaigner(ctx, func(ctx context.Context, c *campaigner) {
-		outcome, workErr = c.once(ctx, wait, work)
+		outcome, workErr = c.once(ctx, wait, work, &o)
 	})
 	if err != nil {
 		return 0, err
@@ -106,12 +128,12 @@ func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx c
 
 // once is Once's campaign: it claims the key if it is free, or becomes free
 // before wait has passed, and runs work if the claim leads.
-func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(context.Context) error) (OnceOutcome, error) {
+func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(context.Context) error, o *onceOptions) (OnceOutcome, error) {
 	defer c.begin(ctx)()
 	t, outcome := c.campaign(ctx, campaignEnd{until: c.now().Add(wait), stop: c.onceStop})
 	switch {
 	case t != nil:
-		return c.runOnce(ctx, t, work)
+		return c.runOnce(ctx, t, work, o)
 	case outcome == 0:
 		return 0, ctx.Err()
 	}
@@ -133,32 +155,90 @@ func (c *campaigner) onceStop(v *keyView) OnceOutcome {
 	return 0
 }
 
+// onceRun is what the work of one Once tenure came to.
+type onceRun struct {
+	outcome OnceOutcome // OnceRan; OnceDone (a mark stands in the run log) or OnceConflict (the leadership ended first) without running; 0 with err: the run log failed
+	err     error       // work's error, or why the run log could not be checked
+	led     bool        // the work returned while this node led
+	marks   bool        // the run should leave a done mark
+	logged  bool        // its outcome is in the run log, with the mark it leaves
+}
+
 // runOnce holds the tenure t while work runs once this node leads, then
-// releases the key: marked done if work returned while this node led.
-func (c *campaigner) runOnce(ctx context.Context, t *tenure, work func(context.Context) error) (OnceOutcome, error) {
+// releases the key: marked done if the run leaves a mark on it.
+func (c *campaigner) runOnce(ctx context.Context, t *tenure, work func(context.Context) error, o *onceOptions) (OnceOutcome, error) {
 	holdCtx, finish := context.WithCancel(ctx)
 	defer finish()
-	result := make(chan error, 1)
+	result := make(chan onceRun, 1)
 	c.work = func(leading context.Context) {
-		err := runWork(leading, work)
-		if leading.Err() == nil {
-			c.workDone.Store(true)
-		}
-		result <- err
+		result <- c.doOnce(leading, t.token, work, o)
 		finish()
 	}
 	c.hold(holdCtx, t)
 	if !t.announced {
 		return OnceConflict, nil
 	}
-	err := <-result
+	r := <-result
+	switch r.outcome {
+	case OnceDone, OnceConflict:
+		return r.outcome, nil
+	case 0:
+		return 0, r.err
+	}
+	err := r.err
 	switch {
-	case !c.workDone.Load():
+	case !r.led:
 		err = errors.Join(ErrWorkInterrupted, err)
-	case !c.marked:
+		if r.marks && !r.logged {
+			err = errors.Join(err, ErrDoneUnconfirmed)
+		}
+	case r.marks && o.doneFor > 0 && !r.logged, r.marks && o.doneFor == 0 && !c.marked:
 		err = errors.Join(ErrDoneUnconfirmed, err)
 	}
 	return OnceRan, err
+}
+
+// doOnce is the work of a Once tenure, run as OnWon is, with the
+// leadership context: it checks the run log (if any), runs work, records
+// its outcome there, and says whether the key is to be marked done
+// (c.workDone) before the tenure's release.
+func (c *campaigner) doOnce(leading context.Context, token uint64, work func(context.Context) error, o *onceOptions) onceRun {
+	var started uint64
+	if o.log != nil {
+		var mark *Run
+		var err error
+		if started, mark, err = c.checkRuns(leading, token, o.log); err != nil {
+			if leading.Err() != nil {
+				return onceRun{outcome: OnceConflict}
+			}
+			return onceRun{err: err}
+		}
+		if mark != nil {
+			return onceRun{outcome: OnceDone}
+		}
+	}
+	if leading.Err() != nil {
+		return onceRun{outcome: OnceConflict}
+	}
+	begun := c.now()
+	err := runWork(leading, work)
+	ended := c.now()
+	r := onceRun{outcome: OnceRan, err: err, led: leading.Err() == nil}
+	r.marks = (err == nil && r.led) || o.noRetry
+	if o.log != nil {
+		run := Run{Name: c.name, Token: token, Ended: true, Duration: ended.Sub(begun), Status: exitStatus(err), Interrupted: !r.led}
+		if err != nil {
+			run.Error = err.Error()
+		}
+		if r.marks {
+			run.DoneFor = o.doneFor
+		}
+		r.logged = c.recordOutcome(o.log, started, run, ended)
+	}
+	if r.marks && r.led && o.marksKey(r.logged && o.doneFor > 0, c.timing.ttl) {
+		c.workDone.Store(true)
+	}
+	return r
 }
 
 // markDone writes the done mark once Once's work returned while this node

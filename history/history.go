@@ -3,6 +3,12 @@
 // through its event hook (election.WithEventHook(h.Record)); anyone reads
 // it with Events, and election history prints it.
 //
+// A History is also a run log for election.Election.Once
+// (election.RecordRuns(h)): each run of a key is recorded there, with its
+// host, start, duration, exit status and fencing token, and the done mark
+// a successful run leaves lasts as long as election.DoneFor says, whatever
+// the bucket's TTL (runs.go).
+//
 // What the history can miss:
 //
 //   - A leader that crashes (SIGKILL, a machine lost) records no
@@ -70,13 +76,14 @@ var (
 const (
 	Won       = "won"        // a candidate announced leadership
 	StoodDown = "stood_down" // a leader stood down
+	// RunStarted and Ran (runs.go) are the records of Once's runs.
 )
 
 // Event is one record of a bucket's leadership history.
 type Event struct {
 	Key   string `json:"key"`
 	Name  string `json:"name"`  // the candidate
-	Kind  string `json:"kind"`  // Won or StoodDown
+	Kind  string `json:"kind"`  // Won, StoodDown, RunStarted or Ran
 	Token uint64 `json:"token"` // the leadership's fencing token
 	// After says, for a win, how the key became free: "no key" (never
 	// held, or aged out), "released by NAME", "handed over to NAME",
@@ -98,7 +105,23 @@ type Event struct {
 	At time.Time `json:"-"`
 	// Recorded is when the record was stored, by the server's clock.
 	Recorded time.Time `json:"-"`
+	// Seq is the record's sequence in the history's stream.
+	Seq uint64 `json:"-"`
+
+	// A run of election.Election.Once (Kind Ran; RunStarted has none of
+	// these): how long the work ran (it ended at At, Delay before the
+	// record was stored), its exit status (0: it returned nil) and error,
+	// whether the leadership ended or Once was stopped before it returned,
+	// and how long the done mark it leaves lasts from Recorded (0: none).
+	Duration    time.Duration `json:"duration_ns,omitempty"`
+	Status      int           `json:"status,omitempty"`
+	Error       string        `json:"error,omitempty"`
+	Interrupted bool          `json:"interrupted,omitempty"`
+	DoneFor     time.Duration `json:"done_for_ns,omitempty"`
 }
+
+// Started is when a run (Kind Ran) began: Duration before it ended, at At.
+func (ev Event) Started() time.Time { return ev.At.Add(-ev.Duration) }
 
 // lateAfter is the delay past which a record is Late: far longer than a
 // record waits behind the one before it, or than the round trip of any
@@ -256,12 +279,12 @@ func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Ev
 			return nil, err
 		}
 	}
-	subject := historySubject(h.bucket) + ".>"
+	subjects := []string{historySubject(h.bucket) + ".>"}
 	if key != "" {
-		subject = historySubject(h.bucket) + "." + key
+		subjects = []string{historySubject(h.bucket) + "." + key, runSubject(h.bucket, key)}
 	}
 	cfg := jetstream.ConsumerConfig{
-		FilterSubject:     subject,
+		FilterSubjects:    subjects,
 		AckPolicy:         jetstream.AckNonePolicy,
 		MemoryStorage:     true,
 		InactiveThreshold: time.Minute, // if the deletion below is lost
@@ -301,14 +324,17 @@ func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Ev
 			if json.Unmarshal(msg.Data(), &ev) != nil {
 				continue // not a record of ours
 			}
-			ev.Recorded = meta.Timestamp
+			ev.Recorded, ev.Seq = meta.Timestamp, meta.Sequence.Stream
 			ev.At = meta.Timestamp.Add(-ev.Delay)
 			// One election's records are sent in order: a shorter trip to
-			// the server for the later one must not place it first.
-			if prev := last[[2]string{ev.Key, ev.Name}]; ev.At.Before(prev) {
-				ev.At = prev
+			// the server for the later one must not place it first. (The
+			// records of Once's runs are sent apart from them.)
+			if ev.Kind == Won || ev.Kind == StoodDown {
+				if prev := last[[2]string{ev.Key, ev.Name}]; ev.At.Before(prev) {
+					ev.At = prev
+				}
+				last[[2]string{ev.Key, ev.Name}] = ev.At
 			}
-			last[[2]string{ev.Key, ev.Name}] = ev.At
 			if ev.At.Before(since) {
 				continue // recorded since, but happened before
 			}

@@ -32,10 +32,10 @@ func TestOnceRunsOnAFreeKeyAndMarksItDoneForATTL(t *testing.T) {
 	var token uint64
 	outcome, err := onceElection(t, kvs[0], "a").Once(context.Background(), 0, func(ctx context.Context) error {
 		token, _ = election.TokenFromContext(ctx)
-		return errors.New("the job's own error")
+		return nil
 	})
-	if outcome != election.OnceRan || err == nil || err.Error() != "the job's own error" {
-		t.Fatalf("Once = %v, %v; want ran, the job's own error", outcome, err)
+	if outcome != election.OnceRan || err != nil {
+		t.Fatalf("Once = %v, %v; want ran, nil", outcome, err)
 	}
 	e, err := admin.Get(context.Background(), "job")
 	if err != nil {
@@ -59,6 +59,58 @@ func TestOnceRunsOnAFreeKeyAndMarksItDoneForATTL(t *testing.T) {
 	outcome, err = onceElection(t, kvs[1], "b").Once(context.Background(), 0, func(context.Context) error { return nil })
 	if outcome != election.OnceRan || err != nil {
 		t.Errorf("Once after the mark aged out = %v, %v; want ran, nil", outcome, err)
+	}
+}
+
+// TestAFailedOnceReleasesTheKeyForAnotherToRun: a work that returns an
+// error leaves the key released, not marked, and a Once waiting for it runs
+// the work at once; with NoRetry, the failed run marks the key done.
+func TestAFailedOnceReleasesTheKeyForAnotherToRun(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWith(t, jetstream.KeyValueConfig{Bucket: "ONCE_FAIL", TTL: ttl, History: 10})
+	kvs := handles(t, s.ClientURL(), "ONCE_FAIL", 3)
+
+	failing := make(chan struct{})
+	waited := make(chan error, 1)
+	go func() {
+		<-failing
+		ran := false
+		outcome, err := onceElection(t, kvs[1], "b").Once(context.Background(), awaitTimeout, func(context.Context) error { ran = true; return nil })
+		if outcome != election.OnceRan || err != nil || !ran {
+			err = fmt.Errorf("the Once waiting for the failed run = %v, %v, ran %v; want ran, nil", outcome, err, ran)
+		}
+		waited <- err
+	}()
+	jobErr := errors.New("the job's own error")
+	outcome, err := onceElection(t, kvs[0], "a").Once(context.Background(), 0, func(ctx context.Context) error {
+		close(failing)
+		return jobErr
+	})
+	if outcome != election.OnceRan || !errors.Is(err, jobErr) || errors.Is(err, election.ErrDoneUnconfirmed) || errors.Is(err, election.ErrWorkInterrupted) {
+		t.Fatalf("a failing Once = %v, %v; want ran, the job's own error alone", outcome, err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, e := range keyHistory(t, admin, "job") {
+		values = append(values, string(e.Value()))
+	}
+	if len(values) < 3 || values[1] != "released:a" || values[len(values)-1] != "done:b" {
+		t.Errorf("the key went %q; want a's claim, released:a, then b's claim and done:b", values)
+	}
+
+	// NoRetry: once b's mark has aged out, a failed run marks the key.
+	testenv.Eventually(t, "b's done mark to age out", 3*ttl, func() bool {
+		_, err := admin.Get(context.Background(), "job")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	outcome, err = onceElection(t, kvs[2], "c").Once(context.Background(), 0, func(context.Context) error { return jobErr }, election.NoRetry())
+	if outcome != election.OnceRan || !errors.Is(err, jobErr) || errors.Is(err, election.ErrDoneUnconfirmed) {
+		t.Fatalf("Once with NoRetry after b's mark aged out = %v, %v; want ran, the job's error", outcome, err)
+	}
+	if e, err := admin.Get(context.Background(), "job"); err != nil || string(e.Value()) != "done:c" {
+		t.Errorf("after a failed run with NoRetry the key holds %v (%v); want done:c", e, err)
 	}
 }
 

@@ -60,8 +60,9 @@ func checkNames(t *testing.T, file, text string, families map[string][]string) {
 	t.Helper()
 	// daemon and node are the labels of election agent's kvelect_fleet_*
 	// series, which cmd/election's TestDeployedRulesAndDashboardUseFleetSeries
-	// checks.
-	labels := map[string]bool{"le": true, "daemon": true, "node": true}
+	// checks; bucket is one of election check's kvelect_check_* series,
+	// which its TestDeployedRulesUseCheckSeries checks.
+	labels := map[string]bool{"le": true, "daemon": true, "node": true, "bucket": true}
 	for _, names := range families {
 		for _, n := range names {
 			labels[n] = true
@@ -94,7 +95,7 @@ func TestDeployedRulesAndDashboardUseExportedSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNames(t, rulesFile, string(rules), families)
-	for _, alert := range []string{"KvelectNoLeader", "KvelectMoreThanOneLeader", "KvelectFrequentLeaderChanges", "KvelectLeaderUnhealthy", "KvelectRenewalsSlow", "KvelectRenewalsFailing", "KvelectDaemonRunsNowhere", "KvelectFleetMovesDaemonsOften"} {
+	for _, alert := range []string{"KvelectNoLeader", "KvelectMoreThanOneLeader", "KvelectFrequentLeaderChanges", "KvelectLeaderUnhealthy", "KvelectRenewalsSlow", "KvelectRenewalsFailing", "KvelectDaemonRunsNowhere", "KvelectFleetMovesDaemonsOften", "KvelectJobDidNotRun", "KvelectJobFailed"} {
 		anchor := "docs/alerts.md#" + strings.ToLower(alert)
 		if !strings.Contains(string(rules), "alert: "+alert+"\n") || !strings.Contains(string(rules), anchor) {
 			t.Errorf("%s lacks the alert %s or its runbook link %s", rulesFile, alert, anchor)

@@ -21,6 +21,7 @@ import (
 const checkAbout = `Usage:
   election check --key K [--key K2 ...] [--fleet] [--bucket B]
                  [--format nagios|json|prometheus|text] [--namespace NS] [--timeout 10s]
+  election check --key K [--key K2 ...] --ran-within DURATION [--bucket B] [--format ...]
 
 For monitoring systems that poll, in the shape of nats server check: checks
 the bucket B and prints one result.
@@ -34,6 +35,17 @@ the bucket B and prints one result.
   --fleet   every daemon of the bucket's fleet runs on a node: CRITICAL if
             one runs nowhere (stopped) or no node is live, WARNING while one
             is being assigned
+  --key K --ran-within D
+            K is a job of election run --once: a run of it succeeded within
+            D, as the bucket's leadership history records it: CRITICAL when
+            none did, WARNING when one did but the latest run failed (its
+            retry may be under way). For a nightly job, 25h
+
+With --ran-within, --format prometheus also prints, per key,
+NS_last_success_timestamp_seconds (0 if none), NS_last_run_failed and
+NS_ran_within_seconds, for the alert rules KvelectJobDidNotRun and
+KvelectJobFailed (deploy/prometheus/kvelect-rules.yml): run the check from a
+timer into node_exporter's textfile directory.
 
 --format nagios (the default) prints one line, STATUS, the checks and their
 performance data after "|"; json prints an object with status, ok, warning,
@@ -124,10 +136,11 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	var bucket, format, namespace string
 	var keys multiFlag
 	var checkFleet bool
-	var timeout time.Duration
+	var timeout, ranWithin time.Duration
 	fs.bucketVar(&bucket, "the election bucket's `NAME`")
 	fs.Var(&keys, "key", "an election `KEY` that must have a live leader; repeatable")
 	fs.BoolVar(&checkFleet, "fleet", false, "check that every daemon of the bucket's fleet runs on a node")
+	fs.Var(spanFlag{&ranWithin}, "ran-within", "check instead that each --key, a job of run --once, ran successfully within `DURATION` (such as 25h or 1d)")
 	fs.StringVar(&format, "format", "nagios", "output `FORMAT`: nagios, json, prometheus or text")
 	fs.StringVar(&namespace, "namespace", "kvelect_check", "with --format prometheus, the metrics' name prefix `NS`")
 	fs.DurationVar(&timeout, "timeout", bucketTimeout, "`DURATION` the check may take")
@@ -147,6 +160,8 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		return usage("unexpected argument %q", fs.Arg(0))
 	case len(keys) == 0 && !checkFleet:
 		return usage("nothing to check: give --key K, --fleet, or both")
+	case ranWithin > 0 && len(keys) == 0:
+		return usage("--ran-within %s without --key: give the key of the job, --key K", formatSpan(ranWithin))
 	case format != "nagios" && format != "json" && format != "prometheus" && format != "text":
 		return usage("--format %q: want nagios, json, prometheus or text", format)
 	case !promName.MatchString(namespace):
@@ -168,14 +183,14 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	r := &checkResult{Name: bucket}
-	runChecks(ctx, &conn, r, bucket, keys, checkFleet)
+	runChecks(ctx, &conn, r, bucket, keys, checkFleet, ranWithin)
 	r.finish()
 	printCheck(stdout, r, format, namespace)
 	return r.Code
 }
 
 // runChecks connects and runs the checks into r.
-func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket string, keys []string, checkFleet bool) {
+func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket string, keys []string, checkFleet bool, ranWithin time.Duration) {
 	ctx, stopWatching := conn.watchDenials(ctx, roleObserver)
 	defer stopWatching()
 	nc, js, err := conn.connect("election check")
@@ -198,6 +213,10 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	ttl := b.TTL()
 	now := serverTime(ctx, kv) // the clock the write times are stamped by
 	late, lapsed := renewalLimits(ttl, 0)
+	if ranWithin > 0 { // the keys are jobs of run --once (ranwithin.go)
+		checkRanWithin(ctx, js, r, bucket, keys, ranWithin, now)
+		keys = nil
+	}
 	for _, key := range keys {
 		l, err := b.Leader(ctx, key)
 		if err != nil {
@@ -205,6 +224,11 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 			return
 		}
 		hasLeader := perfDatum{Name: "has_leader:" + key, Critical: 1, help: "1 if the key has a leader, else 0"}
+		if m, ok := keyMark(l, ttl); ok { // a job's key: --ran-within checks it
+			r.perf(hasLeader)
+			r.ok("%s has no leader: it is a job's key, %s (check a job with --ran-within)", key, m)
+			continue
+		}
 		if l.Name == "" {
 			r.perf(hasLeader)
 			r.critical("%s", noLeader(ctx, b, key))

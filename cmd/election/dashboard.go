@@ -231,6 +231,7 @@ func (d *dashboard) handler() http.Handler {
 type keyRow struct {
 	Key        string     `json:"key"`
 	Leader     string     `json:"leader"`
+	Done       *doneMark  `json:"done,omitempty"`         // a job's done mark (leader ""): who ran it, when, until when it stands
 	Token      uint64     `json:"token,omitempty"`        // the fencing token, if the dashboard saw the claim or the history has it
 	Revision   uint64     `json:"revision,omitempty"`     // the leader's latest write: the token is at most this
 	Since      *time.Time `json:"since,omitempty"`        // when the leader won, as the dashboard or the history saw it
@@ -340,6 +341,10 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 		if fleet.IsFleetKey(l.Key) {
 			continue
 		}
+		if m, ok := keyMark(l, d.bucket.TTL()); ok {
+			byKey[l.Key] = keyRow{Key: l.Key, Done: &m, Revision: l.Revision}
+			continue
+		}
 		row := keyRow{Key: l.Key, Leader: l.Name, Revision: l.Revision, Renewal: "on time"}
 		age := max(now.Sub(l.Written), 0)
 		switch {
@@ -375,7 +380,7 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 		if row.Candidates == nil {
 			row.Candidates = []string{}
 		}
-		row.Healthy = row.Leader == "" && len(row.Candidates) == 0 || row.Renewal == "on time"
+		row.Healthy = row.Leader == "" && len(row.Candidates) == 0 || row.Renewal == "on time" || row.Done != nil
 		rows = append(rows, row)
 	}
 	slices.SortFunc(rows, func(a, b keyRow) int { return cmp.Compare(a.Key, b.Key) })

@@ -22,7 +22,11 @@ const historyAbout = `Usage:
 Prints the leadership history of the bucket B, oldest first: each win, with
 how the key became free ("no key": never held or aged out; "released by N";
 "handed over to N"; "deleted"; "purged"), and each stand-down, with its
-cause. election run, sidecar, agent and the demo record it by default
+cause; and each run of election run --once, at its start, with its exit
+status, how long it ran, why it failed, and the done mark it left ("ran";
+"run started" for one whose outcome nobody recorded). --json prints a run
+as its two records, "run_started" and "ran" (with duration_ns, status,
+error, interrupted and done_for_ns; no status: 0). election run, sidecar, agent and the demo record it by default
 (--history=false: not), and the library through history.History.Record, in
 the stream the bucket's history lives in: election bucket create makes it
 (kept 7 days; --history 30d for longer). A leader that crashed did not
@@ -106,16 +110,9 @@ func printHistory(w io.Writer, events []history.Event, asJSON bool) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tKEY\tEVENT\tNAME\tTOKEN\tDETAIL")
-	for _, ev := range events {
-		detail := ev.After
-		if ev.Kind == history.StoodDown {
-			detail = strings.TrimPrefix(ev.Cause, "election: ")
-		}
-		if ev.Late {
-			detail += fmt.Sprintf(" (recorded %v late)", ev.Delay.Round(time.Millisecond))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.At.Local().Format("2006-01-02 15:04:05.000"),
-			ev.Key, strings.ReplaceAll(ev.Kind, "_", " "), ev.Name, strconv.FormatUint(ev.Token, 10), detail)
+	for _, l := range printedLines(events) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.at.Local().Format("2006-01-02 15:04:05.000"),
+			l.ev.Key, strings.ReplaceAll(l.ev.Kind, "_", " "), l.ev.Name, strconv.FormatUint(l.ev.Token, 10), l.detail)
 	}
 	tw.Flush()
 }

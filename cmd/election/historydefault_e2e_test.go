@@ -168,8 +168,8 @@ func TestRunWithHistoryFalseRecordsNothing(t *testing.T) {
 	if code, _, stderr := runCLI(t, "run", "-s", url, "--bucket", "OFF", "--key", "other", "--once", "--", "true"); code != 0 {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}
-	if got := historyLines(t, url, "OFF", "other"); len(got) != 2 {
-		t.Errorf("after a plain run the history holds %q, want its win and stand-down", got)
+	if got := historyLines(t, url, "OFF", "other"); len(got) != 4 {
+		t.Errorf("after a plain run the history holds %q, want its win, its run's start and outcome, and its stand-down", got)
 	}
 }
 

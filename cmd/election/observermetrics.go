@@ -38,7 +38,7 @@ func (m *observerMetrics) seen(l election.Leader) {
 	old, known := m.holders[l.Key]
 	m.holders[l.Key] = l.Name
 	has := 0.0
-	if l.Name != "" {
+	if _, done := l.DoneBy(); l.Name != "" && !done { // a job's done mark leads nothing
 		has = 1
 	}
 	m.hasLeader.WithLabelValues(l.Key).Set(has)

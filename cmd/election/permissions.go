@@ -67,9 +67,10 @@ func historyPermissions(role, bucket, domain string) []string {
 	}
 	stream := "KVELECT_HISTORY_" + bucket
 	info := api + ".STREAM.INFO." + stream
+	lastRun := api + ".STREAM.MSG.GET." + stream // run --once reads the key's last run
 	switch role {
 	case roleCandidate:
-		return []string{info, "kvelect.history." + bucket + ".>"}
+		return []string{info, lastRun, "kvelect.history." + bucket + ".>"}
 	case roleObserver:
 		return []string{info,
 			api + ".CONSUMER.CREATE." + stream + ".>", api + ".CONSUMER.INFO." + stream + ".>",

@@ -96,18 +96,32 @@ write it, one warning, and the election runs the same.
 A COMMAND paused with its whole machine may act once more on resuming:
 pass KVELECT_TOKEN to what it changes.
 
-With --once (for a job that cron fires on every host), it makes one attempt:
-if the key is free, or becomes free within --wait (default 0: only if free
-now), and this process wins it, it runs COMMAND once, exits with its status,
-and leaves the key marked done for the bucket's TTL, so that a host whose
-schedule fires a little later skips the job. If another host leads the key,
-or ran the job less than a TTL ago, it exits 75 without running COMMAND.
-If leadership ends while COMMAND runs, COMMAND is stopped as above and the
-key is left unmarked.
+With --once (for a job that cron or a systemd timer fires on every host),
+it makes one attempt: if the key is free, or becomes free within --wait
+(default 0: only if free now), and this process wins it, it runs COMMAND
+once and exits with its status. If COMMAND succeeds (exits 0), the key is
+marked done for the bucket's TTL, so that a host whose schedule fires a
+little later skips the job. If it fails (another status, a signal), or
+election run is told to stop while it runs, the key is released at once,
+unmarked: a host waiting with --wait, or the next to fire, runs the job
+again. --no-retry marks the job done whatever happened, for a job that must
+not run twice. If another host leads the key, or ran the job and its mark
+stands, it exits 75 without running COMMAND. If leadership ends while
+COMMAND runs, COMMAND is stopped as above and the key is left unmarked.
+
+On a bucket with a leadership history, each run is recorded there (its
+host, start, duration, exit status and token: election history), and
+checked there first for a done mark. --done-for DURATION (such as 90m, 25h
+or 1d) makes a successful run's mark last that long, whatever the bucket's
+TTL: a host that fires within it exits 75, whether or not it has
+--done-for itself. It needs the history (election bucket create --history
+makes one, and adds one to an existing bucket); election check --key K
+--ran-within D alerts when the job did not run.
 
 Exit status: COMMAND's; 1 if the server, the bucket or the election failed;
-2 for bad flags; 75 with --once when another host leads or ran the job; 126
-if COMMAND could not be started; 127 if it was not found.
+2 for bad flags; 75 with --once when another host leads or ran the job (for
+systemd: SuccessExitStatus=75); 126 if COMMAND could not be started; 127 if
+it was not found.
 `
 
 // Exit codes for a COMMAND that could not run, as shells and env use them.
@@ -125,7 +139,11 @@ type runConfig struct {
 	grace time.Duration
 	once  bool          // run COMMAND at most once, if this process wins within wait
 	wait  time.Duration // with once: how long to wait for the key to be free
-	argv  []string
+	// With once: how long the done mark lasts (0: a TTL, on the key), and
+	// whether a failed run marks it too (once.go).
+	doneFor time.Duration
+	noRetry bool
+	argv    []string
 }
 
 // runMain runs "election run".
@@ -137,6 +155,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` COMMAND may take to exit after SIGTERM before it gets SIGKILL")
 	fs.BoolVar(&cfg.once, "once", false, "make one attempt: run COMMAND once if this process wins, else exit 75")
 	fs.DurationVar(&cfg.wait, "wait", 0, "with --once, how long to wait for the key to be free (`DURATION`; 0: only if free now)")
+	fs.Var(spanFlag{&cfg.doneFor}, "done-for", "with --once, how long a successful run's done mark lasts (`DURATION`, such as 90m, 25h or 1d; default one TTL), kept in the bucket's history")
+	fs.BoolVar(&cfg.noRetry, "no-retry", false, "with --once, mark the job done even if it failed, for a job that must not run twice")
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -181,6 +201,9 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	}
 	if cfg.wait > 0 && !cfg.once {
 		return nil, errors.New("--wait is for --once: without it, run campaigns until it is stopped")
+	}
+	if err := cfg.checkOnce(); err != nil {
+		return nil, err
 	}
 	if len(cfg.argv) == 0 {
 		return nil, errors.New("no COMMAND given: election run --key K -- COMMAND [ARGS...]")
@@ -273,7 +296,7 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	go sup.watchSignals(signals, watching)
 
 	if cfg.once {
-		code, err := runOnce(electionCtx, e, sup, cfg.wait, clog)
+		code, err := runOnce(electionCtx, e, sup, cfg, record, clog)
 		return code, deniedOr(electionCtx, err)
 	}
 	clog.Info("campaigning")

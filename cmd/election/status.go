@@ -45,7 +45,10 @@ leadership history (election bucket create makes it; election run records in
 it): an observer that started after the claim cannot learn them from the
 key, which keeps only its latest write. They show "-" when the bucket has no
 history, when it cannot be read, or when the leader's win is not recorded
-(yet, or it ran with --history=false). A stopped
+(yet, or it ran with --history=false). A job's key (election run --once)
+shows no leader but its done mark, "done by NAME at T, until U": the key's
+own, or, with --done-for, the longer one the history keeps (shown for --key
+K even after the key's own has aged out). A stopped
 candidate drops out at once, a crashed one a TTL after its last write. The
 last line counts the watchers on the bucket, one per process that
 opened it with the library's OpenBucket (and one per election made without
@@ -191,7 +194,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	}
 	defer b.Close()
 
-	out := leaderPrinter{w: stdout, json: cfg.json, mirror: src.mirror, ctx: ctx}
+	out := leaderPrinter{w: stdout, json: cfg.json, mirror: src.mirror, ctx: ctx, ttl: b.TTL()}
 	if cfg.watch {
 		metrics, om, err := listenObserverMetrics(cfg.metrics)
 		if err != nil {
@@ -244,6 +247,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	if src.mirror == nil { // the history lives with the bucket
 		tenures = readTenures(openCtx, &cfg.conn, js, cfg.bucket, leaders)
 	}
+	out.marks = doneMarks(openCtx, &cfg.conn, js, cfg.bucket, b.TTL(), leaders, cfg.key, src.mirror == nil, now)
 	hasFleet := len(st.Members) > 0 || len(st.Daemons) > 0
 	printTable := len(leaders) > 0 || !hasFleet
 	if src.mirror != nil && !cfg.json {
@@ -358,12 +362,17 @@ type leaderPrinter struct {
 	// go with what is printed; nil: the bucket itself.
 	mirror *mirrorSource
 	ctx    context.Context // bounds the reads of the mirror's lag
+	// ttl is the bucket's, and marks the done marks to show instead of
+	// leaders, by key (statusdone.go).
+	ttl   time.Duration
+	marks map[string]doneMark
 }
 
 // leaderJSON is one leader as --json prints it.
 type leaderJSON struct {
 	Key        string     `json:"key"`
 	Leader     string     `json:"leader"`
+	Done       *doneMark  `json:"done,omitempty"`  // a job's done mark (leader ""): who ran it, when, until when it stands
 	Token      uint64     `json:"token,omitempty"` // without --watch: the leader's fencing token, if known
 	Since      *time.Time `json:"since,omitempty"` // without --watch: when it won, if known
 	Revision   uint64     `json:"revision,omitempty"`
@@ -406,7 +415,10 @@ func names(candidates []election.Candidate) []string {
 	return out
 }
 
-func toJSON(l election.Leader, now time.Time) leaderJSON {
+func (p *leaderPrinter) toJSON(l election.Leader, now time.Time) leaderJSON {
+	if m, ok := p.mark(l); ok {
+		return leaderJSON{Key: l.Key, Done: &m}
+	}
 	j := leaderJSON{Key: l.Key, Leader: l.Name}
 	if l.Name != "" {
 		written := l.Written.UTC()
@@ -422,8 +434,20 @@ func age(l election.Leader, now time.Time) time.Duration {
 	return max(now.Sub(l.Written), 0)
 }
 
+// mark returns the done mark to show for l's key instead of a leader, if
+// there is one.
+func (p *leaderPrinter) mark(l election.Leader) (doneMark, bool) {
+	if m, ok := p.marks[l.Key]; ok {
+		return m, true
+	}
+	return keyMark(l, p.ttl)
+}
+
 // columns are the table's cells for l: key, leader, revision, age.
-func columns(l election.Leader, now time.Time) []string {
+func (p *leaderPrinter) columns(l election.Leader, now time.Time) []string {
+	if m, ok := p.mark(l); ok {
+		return []string{l.Key, m.String(), "-", "-"}
+	}
 	if l.Name == "" {
 		return []string{l.Key, "none", "-", "-"}
 	}
@@ -433,7 +457,7 @@ func columns(l election.Leader, now time.Time) []string {
 func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenure, candidates map[string][]election.Candidate, now time.Time, topo topology) {
 	if p.json {
 		for _, l := range leaders {
-			j := toJSON(l, now)
+			j := p.toJSON(l, now)
 			if t, ok := tenures[l.Key]; ok {
 				since := t.since.UTC()
 				j.Token, j.Since = t.token, &since
@@ -478,7 +502,7 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenu
 	fmt.Fprintln(tw, "KEY\tLEADER\tTOKEN\tSINCE\tREVISION\tAGE\tCANDIDATES")
 	var warnings []string
 	for _, l := range leaders {
-		c := columns(l, now)
+		c := p.columns(l, now)
 		shown := withPriorities(candidates[l.Key])
 		if topo.shown {
 			for i, cand := range candidates[l.Key] {
@@ -543,7 +567,7 @@ func (p *leaderPrinter) change(l election.Leader, now time.Time) {
 	}
 	if p.json {
 		if p.mirror == nil {
-			p.line(toJSON(l, now))
+			p.line(p.toJSON(l, now))
 			return
 		}
 		m := p.mirror.toJSON(lag)
@@ -552,10 +576,10 @@ func (p *leaderPrinter) change(l election.Leader, now time.Time) {
 			Lag          uint64   `json:"lag_messages"`
 			HeardSeconds *float64 `json:"heard_seconds_ago,omitempty"`
 			Error        string   `json:"mirror_error,omitempty"`
-		}{toJSON(l, now), m.Lag, m.HeardSeconds, m.Error})
+		}{p.toJSON(l, now), m.Lag, m.HeardSeconds, m.Error})
 		return
 	}
-	c := columns(l, now)
+	c := p.columns(l, now)
 	if p.mirror != nil {
 		fmt.Fprintf(p.w, watchMirrorFormat, now.Format("15:04:05.000"), c[0], c[1], c[2], lag.describe(p.mirror.bucket))
 		return

@@ -36,6 +36,9 @@ type supervisor struct {
 	mu    sync.Mutex
 	child *guard.Child // the running COMMAND, nil when none runs
 	code  int          // the exit code of election run
+	// outcome is, with --once, how COMMAND's run ended: nil if it exited
+	// by itself with status 0, else a *jobError (nil too before it ran).
+	outcome error
 }
 
 func newSupervisor(cfg runConfig, log *logrus.Entry, endElection context.CancelFunc) *supervisor {
@@ -62,6 +65,13 @@ func (s *supervisor) lead(leading context.Context) {
 
 	s.mu.Lock()
 	if s.shuttingDown() {
+		if s.once {
+			s.code = exitError
+			if sig, ok := s.sig.(syscall.Signal); ok {
+				s.code = 128 + int(sig)
+			}
+			s.outcome = &jobError{code: s.code, why: fmt.Sprintf("election run was told to stop (%v) before COMMAND started", s.sig)}
+		}
 		s.mu.Unlock()
 		return
 	}
@@ -129,13 +139,18 @@ func (s *supervisor) lead(leading context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.child = nil
+	if s.once {
+		s.outcome = jobOutcome(code, byItself, s.shuttingDown(), s.sig)
+	}
 	switch {
-	case byItself && s.once:
+	case byItself && s.once && code == 0:
 		log.Info("the command exited by itself; marking the key done")
+	case byItself && s.once:
+		log.Warn("the command failed; releasing the key unmarked, for another host to run the job")
 	case byItself:
 		log.Info("the command exited by itself; releasing the key")
 	case s.shuttingDown() || s.once:
-		log.Info("the command stopped; releasing the key")
+		log.Info("the command stopped; releasing the key unmarked")
 	default:
 		log.Info("the command stopped; campaigning again")
 		return
@@ -154,6 +169,7 @@ func (s *supervisor) endedBeforeStart(log *logrus.Entry) {
 	if s.once {
 		log.Warn("leadership ended before COMMAND could start; not running it")
 		s.code = exitCannotRun
+		s.outcome = &jobError{code: exitCannotRun, why: "the leadership ended before COMMAND could start"}
 		return
 	}
 	log.Warn("leadership ended before COMMAND could start; campaigning again")
@@ -199,6 +215,43 @@ func (s *supervisor) shuttingDown() bool {
 	default:
 		return false
 	}
+}
+
+// jobError is a run of COMMAND under --once that did not succeed: Once
+// records its exit status in the run log (ExitCode) and releases the key
+// unmarked.
+type jobError struct {
+	code int
+	why  string
+}
+
+func (e *jobError) Error() string { return e.why }
+
+// ExitCode is COMMAND's exit status, or what election run exits with for
+// it (126: it could not start).
+func (e *jobError) ExitCode() int { return e.code }
+
+// jobOutcome is how a run of COMMAND that exited with code ended: nil for a
+// success, else a *jobError saying why it failed.
+func jobOutcome(code int, byItself, shutdown bool, sig os.Signal) error {
+	switch {
+	case byItself && code == 0:
+		return nil
+	case byItself && code > 128:
+		return &jobError{code: code, why: fmt.Sprintf("COMMAND was killed by signal %d", code-128)}
+	case byItself:
+		return &jobError{code: code, why: fmt.Sprintf("COMMAND exited with status %d", code)}
+	case shutdown:
+		return &jobError{code: code, why: fmt.Sprintf("election run was told to stop (%v): COMMAND stopped with status %d", sig, code)}
+	}
+	return &jobError{code: code, why: fmt.Sprintf("the leadership ended: COMMAND stopped with status %d", code)}
+}
+
+// onceOutcome is how COMMAND's run ended, for Once: see outcome.
+func (s *supervisor) onceOutcome() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.outcome
 }
 
 // exitCode is the exit code of election run, once the election has ended.

@@ -31,7 +31,7 @@ async function loadKeys(changedKey) {
     tr.dataset.key = k.key;
     if (k.key === selected) tr.classList.add("selected");
     if (k.key === changedKey) tr.classList.add("changed");
-    tr.append(cell(k.key), cell(k.leader || "none", k.leader ? "" : "none"), tokenCell(k),
+    tr.append(cell(k.key), leaderCell(k), tokenCell(k),
       sinceCell(k), cell(ago(k.renewed_ago)),
       cell(k.candidates.join(", ") || "–"), healthCell(k, page));
     tr.addEventListener("click", () => showTimeline(k.key));
@@ -43,6 +43,20 @@ async function loadKeys(changedKey) {
   $("prev").disabled = offset === 0;
   $("next").disabled = last >= total;
   if (!$("changes").children.length) for (const c of page.changes) addChange(c);
+}
+
+// leaderCell shows the key's leader, or a job's done mark: who ran it, when,
+// and until when no host runs it again.
+function leaderCell(k) {
+  if (k.done) return cell(`done by ${k.done.by} at ${when(k.done.at)}, until ${when(k.done.until)}`, "done");
+  return cell(k.leader || "none", k.leader ? "" : "none");
+}
+
+// holder says who a change left holding the key: a leader, a job's done
+// mark ("done:" and its runner), or nobody.
+function holder(name) {
+  if (!name) return "no leader";
+  return name.startsWith("done:") ? "done by " + name.slice(5) : name;
 }
 
 // showMirror says, when the page reads a mirror of the bucket, that nothing
@@ -89,7 +103,8 @@ function sinceCell(k) {
 // and fails at.
 function healthCell(k, page) {
   let td;
-  if (!k.leader) td = cell(k.healthy ? "ok" : "no leader", k.healthy ? "" : "unhealthy");
+  if (k.done) td = cell("done");
+  else if (!k.leader) td = cell(k.healthy ? "ok" : "no leader", k.healthy ? "" : "unhealthy");
   else if (k.renewal === "late") td = cell("renewal late", "late");
   else if (k.renewal === "lapsed") td = cell("leadership lapsed", "unhealthy");
   else td = cell("ok");
@@ -152,7 +167,8 @@ async function loadFleet() {
 
 function addChange(c) {
   const li = document.createElement("li");
-  li.textContent = `${when(c.at)} ${c.key}: ${c.leader || "no leader"}` + (c.token ? ` (token ${c.token})` : "");
+  const done = (c.leader || "").startsWith("done:");
+  li.textContent = `${when(c.at)} ${c.key}: ${holder(c.leader)}` + (c.token && !done ? ` (token ${c.token})` : "");
   $("changes").prepend(li);
   while ($("changes").children.length > 200) $("changes").lastChild.remove();
 }
@@ -177,7 +193,7 @@ async function showTimeline(key) {
     if (ev.kind === "won") {
       if (open) open.end = at;
       spans.push({ name: ev.name, token: ev.token, start: at });
-    } else if (open && open.token === ev.token) {
+    } else if (ev.kind === "stood_down" && open && open.token === ev.token) {
       open.end = at;
     }
   }
