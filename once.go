@@ -141,7 +141,10 @@ func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(con
 }
 
 // onceStop ends Once's campaign at once when the key is held under this
-// node's own name or marked done.
+// node's own name or marked done. A mark seen a TTL ago or more may have
+// aged out, of which the server sends no word: a watcher that outlives one
+// Once (a Bucket's) would show it for ever. The campaign then goes on and
+// claims over no entry, which wins only once the mark is gone.
 func (c *campaigner) onceStop(v *keyView) OnceOutcome {
 	if !v.held() {
 		return 0
@@ -149,7 +152,7 @@ func (c *campaigner) onceStop(v *keyView) OnceOutcome {
 	switch holder := v.latest.Value(); {
 	case string(holder) == c.name:
 		return OnceAlreadyLeader
-	case isDone(holder):
+	case isDone(holder) && c.now().Before(v.seenAt.Add(c.timing.ttl)):
 		return OnceDone
 	}
 	return 0

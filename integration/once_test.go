@@ -286,3 +286,48 @@ func TestOnceGivesUpWhenItsWaitPasses(t *testing.T) {
 		t.Errorf("Once with a wait of %v gave up after %v; want within %v of the wait", wait, took, ttl/4)
 	}
 }
+
+// TestOnceFromABucketRunsAgainOnceTheMarkAgedOut fires Once from one Bucket,
+// whose watcher outlives each Once, while other keys of the bucket are
+// written: the mark ages out with no word to the watcher (the server sends
+// none when a key ages out), so the view still shows it, and a Once fired
+// past the mark's TTL must claim the key, not answer OnceDone.
+func TestOnceFromABucketRunsAgainOnceTheMarkAgedOut(t *testing.T) {
+	t.Parallel()
+	s, admin := serverWithBucket(t, "ONCE_BUCKET")
+	kv := handles(t, s.ClientURL(), "ONCE_BUCKET", 1)[0]
+	b, err := election.OpenBucket(context.Background(), kv, election.WithoutSplay(), election.WithLogger(testenv.Logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fire := func() (election.OnceOutcome, error) {
+		e, err := b.NewElection("a", "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Stop()
+		return e.Once(context.Background(), 0, func(context.Context) error { return nil })
+	}
+	if outcome, err := fire(); outcome != election.OnceRan || err != nil {
+		t.Fatalf("the first Once = %v, %v; want ran, nil", outcome, err)
+	}
+	// Another key's writes keep the bucket's watcher busy.
+	busy, stopBusy := context.WithCancel(context.Background())
+	var writes sync.WaitGroup
+	writes.Go(func() {
+		for busy.Err() == nil {
+			admin.Put(busy, "other", []byte("x"))
+			time.Sleep(50 * time.Millisecond) // a steady trickle of writes, not an event awaited
+		}
+	})
+	defer writes.Wait()
+	defer stopBusy()
+	testenv.Eventually(t, "the done mark to age out", 3*ttl, func() bool {
+		_, err := admin.Get(context.Background(), "job")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	if outcome, err := fire(); outcome != election.OnceRan || err != nil {
+		t.Errorf("Once from the bucket after the mark aged out = %v, %v; want ran, nil", outcome, err)
+	}
+}
