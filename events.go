@@ -24,8 +24,8 @@ const (
 	// nil if it was acknowledged.
 	EventRenewed
 	// EventLost: leadership ended. Token is the leadership's, Err the cause
-	// (matching ErrRevisionGone, ErrRenewDeadline, ErrStopped or
-	// ErrHandedOver), and Duration how long it led.
+	// (matching ErrRevisionGone, ErrRenewDeadline, ErrStopped,
+	// ErrHandedOver or ErrSuspended), and Duration how long it led.
 	EventLost
 	// EventStopped: the election stopped campaigning. Duration is its KV
 	// call timeout, the longest an event hook should take to finish what

@@ -17,7 +17,11 @@ import "time"
 //     its lead. NTP or chrony keeps them within milliseconds.
 //   - Suspend is outside the assumption: a suspended host's monotonic clock
 //     stops, so a leader resumed from suspend believes less time has passed
-//     than has (fencing tokens are for that).
+//     than has. Where the election's clock reports suspend (SuspendReporter:
+//     the machine's clock on Linux), a tenure the machine slept through
+//     ends at once and nothing is written on its strength (sleptSince,
+//     clock.go; clockcheck.go); elsewhere suspend goes unseen, and fencing
+//     tokens are what protects the resource.
 //
 // A span is ρ and an offset absolute; the ρ does not depend on the campaign
 // interval. What the interval decides is how much of the margin left inside
