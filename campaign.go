@@ -27,13 +27,27 @@ type campaigner struct {
 	pref      preference            // with WithPreferHigher: the higher candidates seen while leading
 	listed    time.Time             // the end of the first campaign's listing window (priority.go); zero: none
 	rtt       roundTrips            // recent round trips to the bucket (roundtrip.go)
-	clockWake chan struct{}         // buffered 1: the lease watch saw IsLeader turn false
+
+	// kv is the election's bucket with every acknowledged write noted for
+	// the clock checks (clockedKV): it shadows Election.kv, so that every
+	// write of the campaigner's, in any file, is measured.
+	kv        jetstream.KeyValue
+	clocks    *clockWatch   // what the clock checks measured (clockcheck.go)
+	clockWake chan struct{} // buffered 1: the lease watch saw IsLeader turn false
 }
 
 // newCampaigner makes the campaigner of e, which runs callbacks on
 // callbacks and watches its key through h.
 func newCampaigner(e *Election, callbacks *callbackQueue, h *hub) *campaigner {
-	return &campaigner{Election: e, callbacks: callbacks, hub: h, clockWake: make(chan struct{}, 1)}
+	clocks := &clockWatch{}
+	return &campaigner{
+		Election:  e,
+		callbacks: callbacks,
+		hub:       h,
+		kv:        &clockedKV{KeyValue: e.kv, clock: e.clock, watch: clocks},
+		clocks:    clocks,
+		clockWake: make(chan struct{}, 1),
+	}
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -189,7 +203,8 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 				return nil, outcome
 			}
 		}
-		if c.canClaim(&view, tried, triedAny) {
+		refusal := c.checkClocks() // a clock past ClockRate: claim nothing
+		if refusal == nil && c.canClaim(&view, tried, triedAny) {
 			if t := c.claim(ctx, view.latest, c.proven(view.classify())); t != nil {
 				return t, 0
 			}
@@ -201,6 +216,9 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 		}
 
 		at := c.fallbackAt(&view, lost)
+		if refusal != nil {
+			at = later(at, c.now().Add(c.timing.interval)) // measure again meanwhile (candidate records)
+		}
 		wake := at
 		if until, ok := c.patience(&view, end.until); ok {
 			if now := c.now(); !now.Before(until) && at.After(now) {
@@ -222,6 +240,9 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 			}
 			if v := c.hub.view(c.key); c.canClaim(&v, tried, triedAny) {
 				continue // a handoff to another candidate or a resignation no longer keeps this node away
+			}
+			if c.checkClocks() != nil {
+				continue
 			}
 			// No news for a while: the latest entry may have aged out, which
 			// leaves no news. Claim over no entry; that fails while any

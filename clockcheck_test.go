@@ -3,6 +3,9 @@ package election
 import (
 	"context"
 	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,4 +159,149 @@ func TestASleepVoidsEveryDecisionThatTrustsTheLease(t *testing.T) {
 	// then.
 	tn.slept, e.validSlept = clk.Suspended(), clk.Suspended()
 	check("after a renewal sent since", true)
+}
+
+// sample is a clock sample at local times sent and sent+rtt, stamped at
+// the fraction at of the round trip on a server clock running at rate
+// against the local one, from stamp0, plus jump.
+func sample(t0 time.Time, sent, rtt time.Duration, at, rate float64, jump time.Duration) clockSample {
+	mid := sent + time.Duration(at*float64(rtt))
+	return clockSample{
+		sent:  t0.Add(sent),
+		recv:  t0.Add(sent + rtt),
+		stamp: t0.Add(time.Duration(float64(mid)*rate) + jump),
+	}
+}
+
+// writes returns the samples of an election at TTL 2 s writing every
+// 400 ms for span, with round trips of up to maxRTT, each stamped anywhere
+// within it (drawn by rng), on a server clock at rate.
+func writes(rng *rand.Rand, span, maxRTT time.Duration, rate float64) []clockSample {
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	var out []clockSample
+	for at := time.Duration(0); at <= span; at += 400 * time.Millisecond {
+		rtt := time.Duration(rng.Int64N(int64(maxRTT) + 1))
+		out = append(out, sample(t0, at, rtt, rng.Float64(), rate, 0))
+	}
+	return out
+}
+
+// TestTheRateIsMeasuredWithinRoundTripBounds: an election's writes on
+// server clocks at several rates, with round trips of up to 40 ms, each
+// stamped anywhere within its round trip (drawn at random, 200 times
+// each): the measured bounds always hold the true rate, a rate within
+// half of ClockRate is never warned of, one beyond ClockRate by a fifth
+// of it is always refused, and one at ClockRate exactly, which the
+// assumption allows, never is. Nothing is measured before 5 TTLs, and no
+// jump is ever reported.
+func TestTheRateIsMeasuredWithinRoundTripBounds(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	tests := []struct {
+		rate         float64
+		warn, refuse bool
+	}{
+		{1, false, false},
+		{1 + 0.4*ClockRate, false, false},
+		{1 - 0.4*ClockRate, false, false},
+		{1 + 0.7*ClockRate, true, false},
+		{1 - 0.7*ClockRate, true, false},
+		{1 + ClockRate, true, false},
+		{1 - ClockRate, true, false},
+		{1 + 1.2*ClockRate, true, true},
+		{1 - 1.2*ClockRate, true, true},
+	}
+	for _, tt := range tests {
+		rng := rand.New(rand.NewPCG(uint64(tt.rate*1e6), 1))
+		for range 200 {
+			if early := measure(writes(rng, rateMinSpanTTLs*ttl-ttl, 40*time.Millisecond, tt.rate), ttl); early.rate.Span != 0 {
+				t.Fatalf("rate %v: measured over %v, less than %d TTLs", tt.rate, early.rate.Span, rateMinSpanTTLs)
+			}
+			samples := writes(rng, 8*ttl, 40*time.Millisecond, tt.rate)
+			found := measure(samples, ttl)
+			r := found.rate
+			switch {
+			case r.Span == 0:
+				t.Fatalf("rate %v: nothing measured over 8 TTLs", tt.rate)
+			case len(found.jumps) > 0:
+				t.Fatalf("rate %v: jumps reported with none made: %+v", tt.rate, found.jumps)
+			case r.RateLow > tt.rate || r.RateHigh < tt.rate:
+				t.Fatalf("rate %v: measured %v in [%v, %v], which misses it", tt.rate, r.Rate, r.RateLow, r.RateHigh)
+			case r.beyond(ClockRate/2) != tt.warn:
+				t.Fatalf("rate %v, measured %v in [%v, %v]: warned %v, want %v", tt.rate, r.Rate, r.RateLow, r.RateHigh, !tt.warn, tt.warn)
+			case r.beyond(ClockRate) != tt.refuse:
+				t.Fatalf("rate %v, measured %v in [%v, %v]: refused %v, want %v", tt.rate, r.Rate, r.RateLow, r.RateHigh, !tt.refuse, tt.refuse)
+			}
+		}
+	}
+}
+
+// TestAJumpIsReportedOnceAndLeftOutOfTheRate: the stamps jump by 300 ms
+// (a new stream leader that far ahead) between two writes with round
+// trips of up to 40 ms: the jump is reported once, within its error of
+// 300 ms, and the rate measured across it is the clocks' own.
+func TestAJumpIsReportedOnceAndLeftOutOfTheRate(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, jump := range []time.Duration{300 * time.Millisecond, -300 * time.Millisecond, 5 * time.Second} {
+		samples := writes(rng, 12*ttl, 40*time.Millisecond, 1)
+		for i := len(samples) / 2; i < len(samples); i++ {
+			samples[i].stamp = samples[i].stamp.Add(jump)
+		}
+		found := measure(samples, ttl)
+		if len(found.jumps) != 1 {
+			t.Fatalf("jump %v: %d jumps reported, want 1: %+v", jump, len(found.jumps), found.jumps)
+		}
+		j := found.jumps[0]
+		if (j.Jump-jump).Abs() > j.JumpError || j.JumpError > 100*time.Millisecond {
+			t.Errorf("jump %v reported as %v ± %v", jump, j.Jump, j.JumpError)
+		}
+		t.Logf("jump %v reported as %v ± %v", jump, j.Jump.Round(time.Millisecond), j.JumpError.Round(time.Millisecond))
+		if again := measure(samples, ttl); len(again.jumps) != 0 {
+			t.Errorf("jump %v reported again: %+v", jump, again.jumps)
+		}
+		if r := found.rate; r.Span == 0 || r.RateLow > 1 || r.RateHigh < 1 || r.beyond(ClockRate/2) {
+			t.Errorf("jump %v: rate measured %v in [%v, %v] over %v, want 1", jump, r.Rate, r.RateLow, r.RateHigh, r.Span)
+		}
+	}
+}
+
+// TestASleepBetweenWritesIsNeitherAJumpNorARate: the machine slept 30 s
+// between two writes (its clock stood still, the server's did not): no
+// jump is reported and the rate is measured around it.
+func TestASleepBetweenWritesIsNeitherAJumpNorARate(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	samples := writes(rand.New(rand.NewPCG(3, 3)), 12*ttl, 10*time.Millisecond, 1)
+	for i := len(samples) / 2; i < len(samples); i++ {
+		samples[i].stamp = samples[i].stamp.Add(30 * time.Second)
+		samples[i].slept = 30 * time.Second
+	}
+	found := measure(samples, ttl)
+	if len(found.jumps) != 0 {
+		t.Errorf("a sleep reported as jumps: %+v", found.jumps)
+	}
+	if r := found.rate; r.Span == 0 || math.Abs(r.Rate-1) > 0.01 {
+		t.Errorf("rate measured %v over %v, want 1", r.Rate, r.Span)
+	}
+}
+
+// TestRefusalNamesTheMeasuredRate: the refusal's message gives the rate and
+// its bounds.
+func TestRefusalNamesTheMeasuredRate(t *testing.T) {
+	t.Parallel()
+	r := ClockCheck{Rate: 1.0612, RateLow: 1.0601, RateHigh: 1.0623, Span: 12 * time.Second}
+	err := r.rateError()
+	if !errors.Is(err, ErrClockRate) {
+		t.Fatalf("rateError %v, want ErrClockRate", err)
+	}
+	for _, want := range []string{"6.12% slow", "1.0612", "1.0601", "1.0623", "refusing to lead"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %q", err, want)
+		}
+	}
+	if err := (ClockCheck{Rate: 1.01, RateLow: 1.005, RateHigh: 1.015, Span: time.Minute}).rateError(); err != nil {
+		t.Errorf("a rate of 1.01: %v, want none", err)
+	}
 }

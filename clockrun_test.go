@@ -3,8 +3,12 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,5 +244,261 @@ func TestALeaderResumedFromSuspendNeverWritesOverItsSuccessor(t *testing.T) {
 		if v := string(e.Value()); strings.Contains(v, "a") && v != "b" {
 			t.Errorf("a wrote %q (revision %d, %v) over b's claim at revision %d", v, e.Revision(), e.Operation(), won.Token)
 		}
+	}
+}
+
+// skewedRun runs a alone on a clock at which a second lasts rate seconds
+// of the server's, with b (the machine's clock) as the other candidate,
+// and returns both event logs and what a logged; through kvOf its bucket
+// may be wrapped.
+func skewedRun(t *testing.T, bucket string, rate float64, kvOf func(jetstream.KeyValue) jetstream.KeyValue) (aEvents, bEvents *eventLog, logs *syncBuffer) {
+	t.Helper()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: 2 * time.Second})
+	aKV := kv
+	if kvOf != nil {
+		aKV = kvOf(kv)
+	}
+	aEvents, bEvents, logs = newEventLog(), newEventLog(), &syncBuffer{}
+	a, err := NewElection(context.Background(), "a", "k", aKV, WithoutSplay(), WithClock(newSkewedClock(1/rate)),
+		WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithEventHook(aEvents.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewElection(context.Background(), "b", "k", kv, WithoutSplay(), WithEventHook(bEvents.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running(t, a)
+	aEvents.await(t, "a to lead", 0, 1, 10*time.Second, kind(EventWon))
+	running(t, b)
+	return aEvents, bEvents, logs
+}
+
+// measured is the established rate measurements.
+func measured(ev Event) bool { return ev.Kind == EventClockRate }
+
+// TestAClockBeyondTheRateBoundIsRefusedLeadership: a leader whose clock
+// runs 6% slow or fast against the server's (beyond ClockRate by a fifth)
+// stands down once it has measured that, with ErrClockRate naming the
+// measured rate; b takes over, and a claims nothing while its candidate
+// records keep measuring the same.
+func TestAClockBeyondTheRateBoundIsRefusedLeadership(t *testing.T) {
+	t.Parallel()
+	for _, rate := range []float64{1 + 1.2*ClockRate, 1 - 1.2*ClockRate} {
+		t.Run(fmt.Sprint(rate), func(t *testing.T) {
+			t.Parallel()
+			aEvents, bEvents, logs := skewedRun(t, fmt.Sprintf("RATE%d", int(rate*100)), rate, nil)
+			lostEv, next := aEvents.await(t, "a to stand down", 0, 1, 30*time.Second, kind(EventLost))
+			if !errors.Is(lostEv.Err, ErrClockRate) {
+				t.Fatalf("a stood down for %v, want ErrClockRate", lostEv.Err)
+			}
+			rates := aEvents.all(measured)
+			last := rates[len(rates)-1].Clock
+			if last.Rate < rate-0.005 || last.Rate > rate+0.005 || last.RateLow > rate || last.RateHigh < rate {
+				t.Errorf("measured %v in [%v, %v], want %v", last.Rate, last.RateLow, last.RateHigh, rate)
+			}
+			if figure := fmt.Sprintf("%.4f", last.Rate); !strings.Contains(lostEv.Err.Error(), figure) {
+				t.Errorf("the cause %q does not name the measured rate %s", lostEv.Err, figure)
+			}
+			t.Logf("stood down: %v", lostEv.Err)
+			bEvents.await(t, "b to lead", 0, 1, 10*time.Second, kind(EventWon))
+			aEvents.await(t, "three more measurements of a's", next, 3, 10*time.Second, measured)
+			if won := aEvents.all(kind(EventWon)); len(won) != 1 {
+				t.Errorf("a led %d times, want once: it claimed while its clock was refused", len(won))
+			}
+			for _, ev := range aEvents.all(measured)[len(rates):] {
+				if !errors.Is(ev.Err, ErrClockRate) {
+					t.Errorf("a measurement after the refusal: %v, want ErrClockRate", ev.Err)
+				}
+			}
+			if !strings.Contains(logs.String(), "refusing to lead") {
+				t.Error("the log does not say a refuses to lead")
+			}
+		})
+	}
+}
+
+// TestAClockPastHalfTheBoundWarnsAndLeads: a leader whose clock runs 3.5%
+// slow is warned of (the event, the log) and keeps leading.
+func TestAClockPastHalfTheBoundWarnsAndLeads(t *testing.T) {
+	t.Parallel()
+	const rate = 1 + 0.7*ClockRate
+	aEvents, _, logs := skewedRun(t, "RATEWARN", rate, nil)
+	ev, _ := aEvents.await(t, "a warned measurement", 0, 1, 30*time.Second, func(ev Event) bool { return measured(ev) && ev.Err != nil })
+	if !errors.Is(ev.Err, ErrClockRate) || !strings.Contains(ev.Err.Error(), "half the bound") {
+		t.Errorf("the warning %v, want ErrClockRate beyond half the bound", ev.Err)
+	}
+	if !strings.Contains(logs.String(), "beyond the clock assumption") {
+		t.Error("no warning in the log")
+	}
+	_, next := aEvents.await(t, "a renewal", 0, 1, 10*time.Second, kind(EventRenewed))
+	aEvents.await(t, "two more renewals", next, 2, 10*time.Second, func(ev Event) bool { return ev.Kind == EventRenewed && ev.Err == nil })
+	if lost := aEvents.all(kind(EventLost)); len(lost) > 0 {
+		t.Errorf("a stood down: %v", lost[0].Err)
+	}
+}
+
+// jitterKV delays each write by up to max, either on its way to the server
+// (its stamp comes later) or on its way back (its answer does): round
+// trips that vary as on a busy link.
+type jitterKV struct {
+	jetstream.KeyValue
+	max time.Duration
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func (k *jitterKV) delayed(write func() (uint64, error)) (uint64, error) {
+	k.mu.Lock()
+	d, first := time.Duration(k.rng.Int64N(int64(k.max))), k.rng.IntN(2) == 0
+	k.mu.Unlock()
+	if first {
+		time.Sleep(d)
+	}
+	rev, err := write()
+	if !first {
+		time.Sleep(d)
+	}
+	return rev, err
+}
+
+func (k *jitterKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	return k.delayed(func() (uint64, error) { return k.KeyValue.Put(ctx, key, value) })
+}
+
+func (k *jitterKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	return k.delayed(func() (uint64, error) { return k.KeyValue.Update(ctx, key, value, last) })
+}
+
+// TestJitteredRoundTripsRaiseNoClockWarning: a leader whose clock runs 2%
+// slow, within half the bound, writes over a link that adds up to 40 ms to
+// each write, on either leg: the rate is measured, within its bounds of
+// the truth, and nothing is warned of: no rate past half the bound, no
+// jump.
+func TestJitteredRoundTripsRaiseNoClockWarning(t *testing.T) {
+	t.Parallel()
+	const rate = 1.02
+	aEvents, _, logs := skewedRun(t, "JITTER", rate, func(kv jetstream.KeyValue) jetstream.KeyValue {
+		return &jitterKV{KeyValue: kv, max: 40 * time.Millisecond, rng: rand.New(rand.NewPCG(1, 2))}
+	})
+	aEvents.await(t, "five measurements", 0, 5, 40*time.Second, measured)
+	for _, ev := range aEvents.all(measured) {
+		if ev.Err != nil {
+			t.Errorf("a warning: %v", ev.Err)
+		}
+		if c := ev.Clock; c.RateLow > rate || c.RateHigh < rate {
+			t.Errorf("measured %v in [%v, %v], want %v", c.Rate, c.RateLow, c.RateHigh, rate)
+		}
+	}
+	for _, ev := range aEvents.all(kind(EventClockJump)) {
+		t.Errorf("a jump reported: %v ± %v", ev.Clock.Jump, ev.Clock.JumpError)
+	}
+	if lost := aEvents.all(kind(EventLost)); len(lost) > 0 {
+		t.Errorf("a stood down: %v", lost[0].Err)
+	}
+	if strings.Contains(logs.String(), "clock") && strings.Contains(logs.String(), "level=WARN") {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, "clock") {
+				t.Errorf("a clock warning in the log: %s", line)
+			}
+		}
+	}
+	rates := aEvents.all(measured)
+	c := rates[len(rates)-1].Clock
+	t.Logf("measured %.4f in [%.4f, %.4f] over %v", c.Rate, c.RateLow, c.RateHigh, c.Span.Round(time.Millisecond))
+}
+
+// shiftedKV is a bucket whose watchers deliver entries stamped shift later
+// than the server stamped them: as if the stream leader changed to one
+// whose clock is shift ahead.
+type shiftedKV struct {
+	jetstream.KeyValue
+	shift atomic.Int64
+}
+
+type shiftedEntry struct {
+	jetstream.KeyValueEntry
+	shift time.Duration
+}
+
+func (e shiftedEntry) Created() time.Time { return e.KeyValueEntry.Created().Add(e.shift) }
+
+type shiftedWatcher struct {
+	jetstream.KeyWatcher
+	updates chan jetstream.KeyValueEntry
+	stop    chan struct{}
+	once    sync.Once
+}
+
+func (w *shiftedWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+
+func (w *shiftedWatcher) Stop() error {
+	w.once.Do(func() { close(w.stop) })
+	return w.KeyWatcher.Stop()
+}
+
+func (k *shiftedKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	inner, err := k.KeyValue.WatchFiltered(ctx, keys, opts...)
+	if err != nil {
+		return nil, err
+	}
+	w := &shiftedWatcher{KeyWatcher: inner, updates: make(chan jetstream.KeyValueEntry), stop: make(chan struct{})}
+	go func() {
+		defer close(w.updates)
+		for e := range inner.Updates() {
+			if e != nil {
+				e = shiftedEntry{KeyValueEntry: e, shift: time.Duration(k.shift.Load())}
+			}
+			select {
+			case w.updates <- e:
+			case <-w.stop:
+				for range inner.Updates() {
+				}
+				return
+			}
+		}
+	}()
+	return w, nil
+}
+
+// TestAJumpOfTheServersStampsIsReported: the stamps a leader's watcher
+// delivers jump 300 ms ahead, as when the stream leader changes to a
+// server that far ahead (past the 100 ms the deadlines allow for), and
+// later 60 ms more: each jump is reported with its size, the first with
+// ErrClockOffset, and the rate measured across them stays the clocks'
+// own, 1.
+func TestAJumpOfTheServersStampsIsReported(t *testing.T) {
+	t.Parallel()
+	var skv *shiftedKV
+	aEvents, _, logs := skewedRun(t, "JUMP", 1, func(kv jetstream.KeyValue) jetstream.KeyValue {
+		skv = &shiftedKV{KeyValue: kv}
+		return skv
+	})
+	renewed := func(ev Event) bool { return ev.Kind == EventRenewed && ev.Err == nil }
+	_, next := aEvents.await(t, "two renewals", 0, 2, 10*time.Second, renewed)
+	for _, jump := range []time.Duration{300 * time.Millisecond, 60 * time.Millisecond} {
+		skv.shift.Add(int64(jump))
+		var ev Event
+		ev, next = aEvents.await(t, fmt.Sprintf("a jump of %v", jump), next, 1, 10*time.Second, kind(EventClockJump))
+		c := ev.Clock
+		t.Logf("a jump of %v reported as %v ± %v: %v", jump, c.Jump.Round(time.Millisecond), c.JumpError.Round(time.Millisecond), ev.Err)
+		if (c.Jump - jump).Abs() > c.JumpError {
+			t.Errorf("a jump of %v reported as %v ± %v", jump, c.Jump, c.JumpError)
+		}
+		if beyond := jump > ServerClockOffset; errors.Is(ev.Err, ErrClockOffset) != beyond {
+			t.Errorf("a jump of %v: %v; want ErrClockOffset: %v", jump, ev.Err, beyond)
+		}
+	}
+	if !strings.Contains(logs.String(), "the servers' clocks disagree") {
+		t.Error("no warning of the 300 ms jump in the log")
+	}
+	ev, _ := aEvents.await(t, "a measured rate", next, 1, 30*time.Second, measured)
+	if ev.Err != nil || ev.Clock.RateLow > 1 || ev.Clock.RateHigh < 1 {
+		t.Errorf("measured %v in [%v, %v] across the jumps: %v; want 1", ev.Clock.Rate, ev.Clock.RateLow, ev.Clock.RateHigh, ev.Err)
+	}
+	if jumps := aEvents.all(kind(EventClockJump)); len(jumps) != 2 {
+		t.Errorf("%d jumps reported, want 2", len(jumps))
 	}
 }
