@@ -85,7 +85,7 @@ func running(t *testing.T, e *Election) {
 	t.Cleanup(func() { e.Stop(); <-done })
 }
 
-// history returns the entries of key above revision rev.
+// historyAbove returns the entries of key above revision rev.
 func historyAbove(t *testing.T, kv jetstream.KeyValue, key string, rev uint64) []jetstream.KeyValueEntry {
 	t.Helper()
 	entries, err := kv.History(context.Background(), key)
@@ -106,17 +106,20 @@ func historyAbove(t *testing.T, kv jetstream.KeyValue, key string, rev uint64) [
 // it, as Linux's monotonic clock does not). IsLeader turns false at once,
 // the leadership context is cancelled and OnLost runs with ErrSuspended
 // within a few polls, long before the next renewal would have been due,
-// and the next write is the release, never a renewal.
+// and the next write is the release, never a renewal. The leader's watcher
+// delivers nothing from before that renewal on, so that nothing but the
+// sleep wakes the leader before its next renewal.
 func TestASuspendWhileLeadingStandsDownAtOnce(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SUSPEND", TTL: 2 * time.Second, History: 64})
+	aKV := &stampKV{KeyValue: kv}
 	clk := newSleepyClock(1)
 	events := newEventLog()
 	leading := make(chan context.Context, 1)
 	lost := make(chan error, 1)
-	a, err := NewElection(context.Background(), "a", "k", kv, WithoutSplay(), WithClock(clk),
+	a, err := NewElection(context.Background(), "a", "k", aKV, WithoutSplay(), WithClock(clk),
 		WithLogger(testenv.Logger(t)), WithEventHook(events.add),
 		OnWon(func(ctx context.Context) {
 			select {
@@ -141,6 +144,7 @@ func TestASuspendWhileLeadingStandsDownAtOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a did not lead")
 	}
+	aKV.blind.Store(true)
 	events.await(t, "a renewal", 0, 1, 10*time.Second, func(ev Event) bool { return ev.Kind == EventRenewed && ev.Err == nil })
 	before, err := kv.Get(context.Background(), "k")
 	if err != nil {
@@ -248,14 +252,14 @@ func TestALeaderResumedFromSuspendNeverWritesOverItsSuccessor(t *testing.T) {
 }
 
 // skewedRun runs a alone on a clock at which a second lasts rate seconds
-// of the server's, with b (the machine's clock) as the other candidate,
-// and returns both event logs and what a logged; through kvOf its bucket
-// may be wrapped.
-func skewedRun(t *testing.T, bucket string, rate float64, kvOf func(jetstream.KeyValue) jetstream.KeyValue) (aEvents, bEvents *eventLog, logs *syncBuffer) {
+// of the server's, then b (the machine's clock) as the other candidate,
+// and returns both event logs, what a logged, the bucket and b; through
+// kvOf a's bucket may be wrapped.
+func skewedRun(t *testing.T, bucket string, rate float64, kvOf func(jetstream.KeyValue) jetstream.KeyValue) (aEvents, bEvents *eventLog, logs *syncBuffer, kv jetstream.KeyValue, b *Election) {
 	t.Helper()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
-	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: 2 * time.Second})
+	kv = testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: 2 * time.Second, History: 64})
 	aKV := kv
 	if kvOf != nil {
 		aKV = kvOf(kv)
@@ -266,14 +270,28 @@ func skewedRun(t *testing.T, bucket string, rate float64, kvOf func(jetstream.Ke
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewElection(context.Background(), "b", "k", kv, WithoutSplay(), WithEventHook(bEvents.add))
+	b, err = NewElection(context.Background(), "b", "k", kv, WithoutSplay(), WithEventHook(bEvents.add))
 	if err != nil {
 		t.Fatal(err)
 	}
 	running(t, a)
 	aEvents.await(t, "a to lead", 0, 1, 10*time.Second, kind(EventWon))
 	running(t, b)
-	return aEvents, bEvents, logs
+	return aEvents, bEvents, logs, kv, b
+}
+
+// countingKV counts the writes of value to the key.
+type countingKV struct {
+	jetstream.KeyValue
+	value  string
+	writes atomic.Int32
+}
+
+func (k *countingKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	if string(value) == k.value {
+		k.writes.Add(1)
+	}
+	return k.KeyValue.Update(ctx, key, value, last)
 }
 
 // measured is the established rate measurements.
@@ -282,14 +300,18 @@ func measured(ev Event) bool { return ev.Kind == EventClockRate }
 // TestAClockBeyondTheRateBoundIsRefusedLeadership: a leader whose clock
 // runs 6% slow or fast against the server's (beyond ClockRate by a fifth)
 // stands down once it has measured that, with ErrClockRate naming the
-// measured rate; b takes over, and a claims nothing while its candidate
-// records keep measuring the same.
+// measured rate; b takes over, and once b stops, leaving the key free, a
+// claims nothing while its candidate records keep measuring the same.
 func TestAClockBeyondTheRateBoundIsRefusedLeadership(t *testing.T) {
 	t.Parallel()
 	for _, rate := range []float64{1 + 1.2*ClockRate, 1 - 1.2*ClockRate} {
 		t.Run(fmt.Sprint(rate), func(t *testing.T) {
 			t.Parallel()
-			aEvents, bEvents, logs := skewedRun(t, fmt.Sprintf("RATE%d", int(rate*100)), rate, nil)
+			var counted *countingKV
+			aEvents, bEvents, logs, _, b := skewedRun(t, fmt.Sprintf("RATE%d", int(rate*100)), rate, func(kv jetstream.KeyValue) jetstream.KeyValue {
+				counted = &countingKV{KeyValue: kv, value: "a"}
+				return counted
+			})
 			lostEv, next := aEvents.await(t, "a to stand down", 0, 1, 30*time.Second, kind(EventLost))
 			if !errors.Is(lostEv.Err, ErrClockRate) {
 				t.Fatalf("a stood down for %v, want ErrClockRate", lostEv.Err)
@@ -304,9 +326,15 @@ func TestAClockBeyondTheRateBoundIsRefusedLeadership(t *testing.T) {
 			}
 			t.Logf("stood down: %v", lostEv.Err)
 			bEvents.await(t, "b to lead", 0, 1, 10*time.Second, kind(EventWon))
+			before := counted.writes.Load()
+			b.Stop()
+			_, next = aEvents.await(t, "a measurement after b stopped", next, 1, 10*time.Second, measured)
 			aEvents.await(t, "three more measurements of a's", next, 3, 10*time.Second, measured)
+			if n := counted.writes.Load() - before; n > 0 {
+				t.Errorf("a claimed the key %d times after b left it free, while its clock was refused", n)
+			}
 			if won := aEvents.all(kind(EventWon)); len(won) != 1 {
-				t.Errorf("a led %d times, want once: it claimed while its clock was refused", len(won))
+				t.Errorf("a led %d times, want once", len(won))
 			}
 			for _, ev := range aEvents.all(measured)[len(rates):] {
 				if !errors.Is(ev.Err, ErrClockRate) {
@@ -325,7 +353,7 @@ func TestAClockBeyondTheRateBoundIsRefusedLeadership(t *testing.T) {
 func TestAClockPastHalfTheBoundWarnsAndLeads(t *testing.T) {
 	t.Parallel()
 	const rate = 1 + 0.7*ClockRate
-	aEvents, _, logs := skewedRun(t, "RATEWARN", rate, nil)
+	aEvents, _, logs, _, _ := skewedRun(t, "RATEWARN", rate, nil)
 	ev, _ := aEvents.await(t, "a warned measurement", 0, 1, 30*time.Second, func(ev Event) bool { return measured(ev) && ev.Err != nil })
 	if !errors.Is(ev.Err, ErrClockRate) || !strings.Contains(ev.Err.Error(), "half the bound") {
 		t.Errorf("the warning %v, want ErrClockRate beyond half the bound", ev.Err)
@@ -380,7 +408,7 @@ func (k *jitterKV) Update(ctx context.Context, key string, value []byte, last ui
 func TestJitteredRoundTripsRaiseNoClockWarning(t *testing.T) {
 	t.Parallel()
 	const rate = 1.02
-	aEvents, _, logs := skewedRun(t, "JITTER", rate, func(kv jetstream.KeyValue) jetstream.KeyValue {
+	aEvents, _, logs, _, _ := skewedRun(t, "JITTER", rate, func(kv jetstream.KeyValue) jetstream.KeyValue {
 		return &jitterKV{KeyValue: kv, max: 40 * time.Millisecond, rng: rand.New(rand.NewPCG(1, 2))}
 	})
 	aEvents.await(t, "five measurements", 0, 5, 40*time.Second, measured)
@@ -410,12 +438,13 @@ func TestJitteredRoundTripsRaiseNoClockWarning(t *testing.T) {
 	t.Logf("measured %.4f in [%.4f, %.4f] over %v", c.Rate, c.RateLow, c.RateHigh, c.Span.Round(time.Millisecond))
 }
 
-// shiftedKV is a bucket whose watchers deliver entries stamped shift later
-// than the server stamped them: as if the stream leader changed to one
-// whose clock is shift ahead.
-type shiftedKV struct {
+// stampKV is a bucket whose watchers deliver entries stamped shift later
+// than the server stamped them, as if the stream leader changed to one
+// whose clock is shift ahead, and nothing while blind.
+type stampKV struct {
 	jetstream.KeyValue
 	shift atomic.Int64
+	blind atomic.Bool
 }
 
 type shiftedEntry struct {
@@ -439,7 +468,7 @@ func (w *shiftedWatcher) Stop() error {
 	return w.KeyWatcher.Stop()
 }
 
-func (k *shiftedKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+func (k *stampKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
 	inner, err := k.KeyValue.WatchFiltered(ctx, keys, opts...)
 	if err != nil {
 		return nil, err
@@ -448,6 +477,9 @@ func (k *shiftedKV) WatchFiltered(ctx context.Context, keys []string, opts ...je
 	go func() {
 		defer close(w.updates)
 		for e := range inner.Updates() {
+			if k.blind.Load() {
+				continue
+			}
 			if e != nil {
 				e = shiftedEntry{KeyValueEntry: e, shift: time.Duration(k.shift.Load())}
 			}
@@ -471,9 +503,9 @@ func (k *shiftedKV) WatchFiltered(ctx context.Context, keys []string, opts ...je
 // own, 1.
 func TestAJumpOfTheServersStampsIsReported(t *testing.T) {
 	t.Parallel()
-	var skv *shiftedKV
-	aEvents, _, logs := skewedRun(t, "JUMP", 1, func(kv jetstream.KeyValue) jetstream.KeyValue {
-		skv = &shiftedKV{KeyValue: kv}
+	var skv *stampKV
+	aEvents, _, logs, _, _ := skewedRun(t, "JUMP", 1, func(kv jetstream.KeyValue) jetstream.KeyValue {
+		skv = &stampKV{KeyValue: kv}
 		return skv
 	})
 	renewed := func(ev Event) bool { return ev.Kind == EventRenewed && ev.Err == nil }
