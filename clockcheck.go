@@ -378,10 +378,12 @@ func runEnds(run []clockSample) (a, b *clockSample) {
 	return a, b
 }
 
-// beyond reports whether the rate measured in r surely departs from 1 by
-// more than bound: both its bounds lie past 1 + bound, or both before
-// 1 − bound.
-func (r ClockCheck) beyond(bound float64) bool {
+// Beyond reports whether the rate measured in r surely departs from 1 by
+// more than bound (a fraction, as ClockRate): both its bounds lie past
+// 1 + bound, or both before 1 − bound. The election warns when a rate is
+// Beyond(ClockRate/2) and refuses to lead when it is Beyond(ClockRate); a
+// ClockCheck without a rate (Span 0) is never beyond.
+func (r ClockCheck) Beyond(bound float64) bool {
 	return r.Span > 0 && (r.RateLow > 1+bound || r.RateHigh < 1-bound)
 }
 
@@ -400,9 +402,9 @@ func (r ClockCheck) describeRate() string {
 // within it), naming the rate.
 func (r ClockCheck) rateError() error {
 	switch {
-	case r.beyond(ClockRate):
+	case r.Beyond(ClockRate):
 		return fmt.Errorf("%w: %s, beyond the bound of %.0f%%: refusing to lead", ErrClockRate, r.describeRate(), 100*ClockRate)
-	case r.beyond(ClockRate / 2):
+	case r.Beyond(ClockRate / 2):
 		return fmt.Errorf("%w: %s, beyond half the bound of %.0f%%: check the host's clock (NTP) before it reaches the bound, where the node refuses to lead", ErrClockRate, r.describeRate(), 100*ClockRate)
 	}
 	return nil
@@ -435,7 +437,7 @@ func (c *campaigner) checkClocks() error {
 			c.emit(Event{Kind: EventClockRate, Clock: found.rate, Err: err})
 		}
 	}
-	if w.rate.beyond(ClockRate) {
+	if w.rate.Beyond(ClockRate) {
 		return w.rate.rateError()
 	}
 	return nil

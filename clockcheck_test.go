@@ -227,9 +227,9 @@ func TestTheRateIsMeasuredWithinRoundTripBounds(t *testing.T) {
 				t.Fatalf("rate %v: jumps reported with none made: %+v", tt.rate, found.jumps)
 			case r.RateLow > tt.rate || r.RateHigh < tt.rate:
 				t.Fatalf("rate %v: measured %v in [%v, %v], which misses it", tt.rate, r.Rate, r.RateLow, r.RateHigh)
-			case r.beyond(ClockRate/2) != tt.warn:
+			case r.Beyond(ClockRate/2) != tt.warn:
 				t.Fatalf("rate %v, measured %v in [%v, %v]: warned %v, want %v", tt.rate, r.Rate, r.RateLow, r.RateHigh, !tt.warn, tt.warn)
-			case r.beyond(ClockRate) != tt.refuse:
+			case r.Beyond(ClockRate) != tt.refuse:
 				t.Fatalf("rate %v, measured %v in [%v, %v]: refused %v, want %v", tt.rate, r.Rate, r.RateLow, r.RateHigh, !tt.refuse, tt.refuse)
 			}
 		}
@@ -261,7 +261,7 @@ func TestAJumpIsReportedOnceAndLeftOutOfTheRate(t *testing.T) {
 		if again := measure(samples, ttl); len(again.jumps) != 0 {
 			t.Errorf("jump %v reported again: %+v", jump, again.jumps)
 		}
-		if r := found.rate; r.Span == 0 || r.RateLow > 1 || r.RateHigh < 1 || r.beyond(ClockRate/2) {
+		if r := found.rate; r.Span == 0 || r.RateLow > 1 || r.RateHigh < 1 || r.Beyond(ClockRate/2) {
 			t.Errorf("jump %v: rate measured %v in [%v, %v] over %v, want 1", jump, r.Rate, r.RateLow, r.RateHigh, r.Span)
 		}
 	}
