@@ -122,13 +122,13 @@ const (
 
 // clockSample is one acknowledged write of the election: when it was sent
 // and its answer came, on the election's clock, what the clock reported as
-// slept when it was sent (SuspendReporter), and the stream leader's stamp
-// on it.
+// slept right before it was sent and right after the answer came
+// (SuspendReporter), and the stream leader's stamp on it.
 type clockSample struct {
-	sent, recv time.Time
-	slept      time.Duration
-	stamp      time.Time
-	reported   bool // the pair that ends with this sample was reported as a jump
+	sent, recv        time.Time
+	slept, sleptAfter time.Duration
+	stamp             time.Time
+	reported          bool // the pair that ends with this sample was reported as a jump
 }
 
 func (s *clockSample) roundTrip() time.Duration { return s.recv.Sub(s.sent) }
@@ -136,10 +136,10 @@ func (s *clockSample) roundTrip() time.Duration { return s.recv.Sub(s.sent) }
 // pendingWrite is an acknowledged write whose stamp the watcher has not
 // delivered yet.
 type pendingWrite struct {
-	key        string
-	rev        uint64
-	sent, recv time.Time
-	slept      time.Duration
+	key               string
+	rev               uint64
+	sent, recv        time.Time
+	slept, sleptAfter time.Duration
 }
 
 // clockWatch holds what an election measured of its clocks. The writes
@@ -178,7 +178,8 @@ func (k *clockedKV) noted(key string, write func() (uint64, error)) (uint64, err
 	sent := k.clock.Now()
 	rev, err := write()
 	if err == nil {
-		k.watch.note(pendingWrite{key: key, rev: rev, sent: sent, recv: k.clock.Now(), slept: slept})
+		recv := k.clock.Now()
+		k.watch.note(pendingWrite{key: key, rev: rev, sent: sent, recv: recv, slept: slept, sleptAfter: suspended(k.clock)})
 	}
 	return rev, err
 }
@@ -210,7 +211,7 @@ func (w *clockWatch) stamped(h *hub, now time.Time, ttl time.Duration) bool {
 		e := h.view(p.key).latest
 		switch {
 		case e != nil && e.Revision() == p.rev:
-			w.samples = append(w.samples, clockSample{sent: p.sent, recv: p.recv, slept: p.slept, stamp: e.Created()})
+			w.samples = append(w.samples, clockSample{sent: p.sent, recv: p.recv, slept: p.slept, sleptAfter: p.sleptAfter, stamp: e.Created()})
 			added = true
 		case e != nil && e.Revision() > p.rev, now.Sub(p.recv) > ttl:
 		default:
@@ -239,7 +240,7 @@ func (w *clockWatch) stamped(h *hub, now time.Time, ttl time.Duration) bool {
 // later send, the earlier send to the later answer).
 type clockPair struct {
 	d, lo, hi time.Duration
-	broken    bool // the machine slept between them: they measure nothing
+	broken    bool // the machine slept from the earlier send to the later answer: they measure nothing
 }
 
 func pairOf(a, b *clockSample) clockPair {
@@ -247,7 +248,7 @@ func pairOf(a, b *clockSample) clockPair {
 		d:      b.stamp.Sub(a.stamp),
 		lo:     b.sent.Sub(a.recv),
 		hi:     b.recv.Sub(a.sent),
-		broken: b.slept-a.slept > suspendNoise,
+		broken: b.sleptAfter-a.slept > suspendNoise,
 	}
 }
 

@@ -268,16 +268,17 @@ func TestAJumpIsReportedOnceAndLeftOutOfTheRate(t *testing.T) {
 }
 
 // TestASleepBetweenWritesIsNeitherAJumpNorARate: the machine slept 30 s
-// between two writes (its clock stood still, the server's did not): no
-// jump is reported and the rate is measured around it.
+// while a write was on its way (its clock stood still, the server's did
+// not): no jump is reported and the rate is measured around it.
 func TestASleepBetweenWritesIsNeitherAJumpNorARate(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
 	samples := writes(rand.New(rand.NewPCG(3, 3)), 12*ttl, 10*time.Millisecond, 1)
-	for i := len(samples) / 2; i < len(samples); i++ {
+	for i := len(samples)/2 - 1; i < len(samples); i++ {
 		samples[i].stamp = samples[i].stamp.Add(30 * time.Second)
-		samples[i].slept = 30 * time.Second
+		samples[i].slept, samples[i].sleptAfter = 30*time.Second, 30*time.Second
 	}
+	samples[len(samples)/2-1].slept = 0 // the machine slept while this write was on its way
 	found := measure(samples, ttl)
 	if len(found.jumps) != 0 {
 		t.Errorf("a sleep reported as jumps: %+v", found.jumps)
