@@ -27,6 +27,27 @@ type campaigner struct {
 	pref      preference            // with WithPreferHigher: the higher candidates seen while leading
 	listed    time.Time             // the end of the first campaign's listing window (priority.go); zero: none
 	rtt       roundTrips            // recent round trips to the bucket (roundtrip.go)
+
+	// kv is the election's bucket with every acknowledged write noted for
+	// the clock checks (clockedKV): it shadows Election.kv, so that every
+	// write of the campaigner's, in any file, is measured.
+	kv        jetstream.KeyValue
+	clocks    *clockWatch   // what the clock checks measured (clockcheck.go)
+	clockWake chan struct{} // buffered 1: the lease watch saw IsLeader turn false
+}
+
+// newCampaigner makes the campaigner of e, which runs callbacks on
+// callbacks and watches its key through h.
+func newCampaigner(e *Election, callbacks *callbackQueue, h *hub) *campaigner {
+	clocks := &clockWatch{}
+	return &campaigner{
+		Election:  e,
+		callbacks: callbacks,
+		hub:       h,
+		kv:        &clockedKV{KeyValue: e.kv, clock: e.clock, watch: clocks},
+		clocks:    clocks,
+		clockWake: make(chan struct{}, 1),
+	}
 }
 
 // tenure is this node's hold on the key, from the Create that won it to
@@ -36,6 +57,7 @@ type tenure struct {
 	revision   uint64          // latest revision this node wrote
 	unsure     bool            // a renewal over revision was sent and its answer lost: the server may have applied it
 	lastSent   time.Time       // when the latest acknowledged write was sent
+	slept      time.Duration   // what the clock reported as slept right before it was sent (sleptSince)
 	announceAt time.Time       // when leadership may be announced
 	confirm    bool            // announce only after a renewal sent at or after announceAt was acknowledged
 	lead       *leadership     // nil until leadership is announced, and again after stand-down
@@ -51,7 +73,8 @@ type leadership struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	expiry *time.Timer
-	since  time.Time // when leadership was announced
+	watch  *leaseWatch // cancels ctx once IsLeader turns false, as after a suspend; nil if the clock cannot tell
+	since  time.Time   // when leadership was announced
 }
 
 // run is Start's campaign: it campaigns and holds the key, tenure after
@@ -180,7 +203,8 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 				return nil, outcome
 			}
 		}
-		if c.canClaim(&view, tried, triedAny) {
+		refusal := c.checkClocks() // a clock past ClockRate: claim nothing
+		if refusal == nil && c.canClaim(&view, tried, triedAny) {
 			if t := c.claim(ctx, view.latest, c.proven(view.classify())); t != nil {
 				return t, 0
 			}
@@ -192,6 +216,9 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 		}
 
 		at := c.fallbackAt(&view, lost)
+		if refusal != nil {
+			at = later(at, c.now().Add(c.timing.interval)) // measure again meanwhile (candidate records)
+		}
 		wake := at
 		if until, ok := c.patience(&view, end.until); ok {
 			if now := c.now(); !now.Before(until) && at.After(now) {
@@ -213,6 +240,9 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 			}
 			if v := c.hub.view(c.key); c.canClaim(&v, tried, triedAny) {
 				continue // a handoff to another candidate or a resignation no longer keeps this node away
+			}
+			if c.checkClocks() != nil {
+				continue
 			}
 			// No news for a while: the latest entry may have aged out, which
 			// leaves no news. Claim over no entry; that fails while any
@@ -356,6 +386,7 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 	}
 	c.notifyCampaign()
 	seen := c.hub.highest()
+	slept := suspended(c.clock)
 	sent := c.now()
 	// Stop does not cancel a write in flight: the server may apply it, and
 	// only a finished write tells which revision to release.
@@ -385,19 +416,23 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 		delay = c.timing.announceDelay
 	}
 	c.log.Info("won the key", "revision", rev, "after", pred.String(), "announce_delay", delay)
-	return &tenure{token: rev, revision: rev, lastSent: sent, announceAt: c.now().Add(delay), confirm: delay > 0, after: freedBy(over)}
+	return &tenure{token: rev, revision: rev, lastSent: sent, slept: slept, announceAt: c.now().Add(delay), confirm: delay > 0, after: freedBy(over)}
 }
 
 // hold keeps the key for one tenure: it renews every interval, announces
 // leadership once the announce delay has passed, and stands down when a
 // renewal is refused, when the watcher shows another client's write, when
-// the validity deadline passes, or when ctx is done.
+// the validity deadline passes, when the clocks cannot vouch for the lease
+// (clocksFail: before every decision that trusts it), or when ctx is done.
 func (c *campaigner) hold(ctx context.Context, t *tenure) {
 	renewAt := t.lastSent.Add(c.timing.interval)
 	c.pref.seen = nil // readiness counts from this tenure
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		if c.clocksFail(t) {
+			return
+		}
 		next := renewAt
 		if t.lead == nil && t.announceAt.Before(next) {
 			next = t.announceAt
@@ -405,7 +440,12 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		timer.Reset(c.wait(next))
 		select {
 		case <-ctx.Done():
+		case <-c.clockWake:
+			continue
 		case <-c.sub.changed:
+			if c.clocksFail(t) {
+				return
+			}
 			switch e := c.hub.view(c.key).latest; {
 			case c.lostRenewal(t, e):
 				c.adopt(t, e)
@@ -422,7 +462,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 			}
 			continue
 		case <-c.requests.changed:
-			if c.handOver(t) {
+			if c.clocksFail(t) || c.handOver(t) {
 				return
 			}
 			continue
@@ -433,9 +473,12 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 			c.release(t)
 			return
 		}
+		if c.clocksFail(t) {
+			return
+		}
 
 		now := c.now()
-		if t.lead == nil && !now.Before(t.announceAt) && now.Before(c.deadline(t)) {
+		if t.lead == nil && !now.Before(t.announceAt) && c.valid(t) {
 			if t.confirm && t.lastSent.Before(t.announceAt) {
 				renewAt = now // confirm the claim with a renewal before announcing
 			} else {
@@ -451,6 +494,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 
 		c.notifyCampaign()
 		deadline := c.deadline(t)
+		slept := suspended(c.clock)
 		sent := c.now()
 		opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.wait(earliest(deadline, sent.Add(c.timing.opTimeout))))
 		rev, err := c.kv.Update(opCtx, c.key, []byte(c.name), t.revision)
@@ -461,7 +505,10 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		case err == nil:
 			t.revision, t.unsure = rev, false
 			c.hub.wrote(rev)
-			if !c.extend(t, sent) {
+			if c.clocksFail(t) {
+				return
+			}
+			if !c.extend(t, sent, slept) {
 				c.standDown(t, fmt.Errorf("%w: the renewal was acknowledged after it", ErrRenewDeadline))
 				c.release(t)
 				return
@@ -530,7 +577,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 func (c *campaigner) lostRenewal(t *tenure, e jetstream.KeyValueEntry) bool {
 	return t.unsure && t.announced && e != nil && e.Revision() > t.revision &&
 		e.Operation() == jetstream.KeyValuePut && string(e.Value()) == c.name &&
-		c.now().Before(c.deadline(t))
+		c.valid(t)
 }
 
 // adopt takes e, this node's renewal whose answer was lost (lostRenewal),
@@ -545,6 +592,15 @@ func (c *campaigner) deadline(t *tenure) time.Time {
 	return t.lastSent.Add(c.timing.validity)
 }
 
+// valid reports whether the tenure's validity holds now: its deadline has
+// not passed, and the machine did not sleep since its latest acknowledged
+// write was sent (over a sleep, the deadline proves nothing). Every
+// decision that trusts the lease asks it: announcing, extending it,
+// adopting a lost renewal, vouching.
+func (c *campaigner) valid(t *tenure) bool {
+	return c.now().Before(c.deadline(t)) && !c.slept(t)
+}
+
 // announce makes this node the leader and runs OnWon.
 func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	validUntil := c.deadline(t)
@@ -553,9 +609,10 @@ func (c *campaigner) announce(ctx context.Context, t *tenure) {
 
 	c.mu.Lock()
 	c.state = LeaderState
-	c.validUntil = validUntil
+	c.validUntil, c.validSlept = validUntil, t.slept
 	c.token = t.token
 	c.mu.Unlock()
+	t.lead.watch = c.watchLease(cancel)
 
 	c.log.Info("leading", "revision", t.token)
 	c.emit(Event{Kind: EventWon, Token: t.token, After: t.after, Duration: t.lead.since.Sub(c.since)})
@@ -601,23 +658,24 @@ func (c *campaigner) workReturned(t *tenure, until time.Time) bool {
 	}
 }
 
-// extend moves the validity deadline after a renewal sent at sent was
-// acknowledged. It reports false if the old deadline passed first.
-func (c *campaigner) extend(t *tenure, sent time.Time) bool {
+// extend moves the validity deadline after a renewal sent at sent, when
+// the clock reported slept as slept, was acknowledged. It reports false if
+// the old validity ended first (valid).
+func (c *campaigner) extend(t *tenure, sent time.Time, slept time.Duration) bool {
 	if t.lead != nil && !t.lead.expiry.Stop() {
 		return false // the expiry timer fired: the leadership context is cancelled
 	}
 	validUntil := sent.Add(c.timing.validity)
 	c.mu.Lock()
-	ok := c.now().Before(c.deadline(t))
+	ok := c.valid(t)
 	if ok && t.lead != nil {
-		c.validUntil = validUntil
+		c.validUntil, c.validSlept = validUntil, slept
 	}
 	c.mu.Unlock()
 	if !ok {
 		return false
 	}
-	t.lastSent = sent
+	t.lastSent, t.slept = sent, slept
 	if t.lead != nil {
 		t.lead.expiry.Reset(c.wait(validUntil))
 	}
@@ -634,11 +692,12 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 	}
 	c.mu.Lock()
 	c.state = CandidateState
-	c.validUntil = time.Time{}
+	c.validUntil, c.validSlept = time.Time{}, 0
 	c.token = 0
 	c.mu.Unlock()
 
 	t.lead.expiry.Stop()
+	t.lead.watch.stop()
 	t.lead.cancel()
 	c.since = c.now()
 	c.emit(Event{Kind: EventLost, Token: t.token, Err: cause, Duration: c.since.Sub(t.lead.since)})
@@ -662,7 +721,7 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 // by its work deadline. When Once's work ran, the done mark takes the
 // release's place.
 func (c *campaigner) standDownAndVouch(t *tenure, removal uint64, cause error) {
-	mayVouch := t.lead != nil && c.now().Before(c.deadline(t))
+	mayVouch := c.mayVouch(t)
 	c.standDown(t, cause)
 	if !mayVouch {
 		return
@@ -684,6 +743,13 @@ func (c *campaigner) standDownAndVouch(t *tenure, removal uint64, cause error) {
 	if rev := c.vouch(over); rev != 0 {
 		c.sitOut = rev
 	}
+}
+
+// mayVouch reports whether this node may vouch for having stood down from
+// the tenure t, on seeing another client's write over it now: it is the
+// announced leader and its validity holds (see vouch).
+func (c *campaigner) mayVouch(t *tenure) bool {
+	return t.lead != nil && c.valid(t)
 }
 
 // vouch writes this node's release over revision over: another client's

@@ -14,7 +14,27 @@ type Clock interface {
 	Real(d time.Duration) time.Duration
 }
 
+// SuspendReporter is implemented by a Clock that can tell how long the
+// machine slept without the clock's Now advancing: a suspend. An election
+// whose clock implements it checks, before every decision that trusts its
+// lease (IsLeader, a renewal, a vouch, announcing), that the machine did
+// not sleep since it sent its latest acknowledged write; if it did, its
+// validity deadline, counted on a clock that stood still, proves nothing,
+// and it stands down at once (ErrSuspended). The machine's clock
+// implements it on Linux, where the monotonic clock stops during a
+// suspend: it reads CLOCK_BOOTTIME, which counts suspend, less
+// CLOCK_MONOTONIC. Elsewhere it does not, and a suspend goes unseen (see
+// the package documentation). A Clock given to WithClock that does not
+// implement it reports no suspend.
+type SuspendReporter interface {
+	// Suspended returns how long the machine has been suspended, in total
+	// since an origin fixed for the clock, while Now did not advance. It
+	// never decreases.
+	Suspended() time.Duration
+}
+
 // machineClock is the machine's monotonic clock, as package time reads it.
+// On Linux it is also a SuspendReporter (clock_linux.go).
 type machineClock struct{}
 
 func (machineClock) Now() time.Time                     { return time.Now() }
@@ -32,6 +52,29 @@ func (machineClock) Real(d time.Duration) time.Duration { return d }
 // WithClock to OpenBucket, not to Bucket.NewElection.
 func WithClock(c Clock) Option {
 	return func(o *options) { o.clock = c }
+}
+
+// suspended returns what clk reports as slept (SuspendReporter), 0 if it
+// cannot tell.
+func suspended(clk Clock) time.Duration {
+	if r, ok := clk.(SuspendReporter); ok {
+		return r.Suspended()
+	}
+	return 0
+}
+
+// suspendNoise is how much more than the clock reports as slept at base a
+// later report must show before the machine counts as having slept since:
+// the machine's clock reads two clocks a few microseconds apart, and no
+// suspend is shorter than this.
+const suspendNoise = time.Millisecond
+
+// sleptSince reports whether clk shows the machine slept since it
+// reported base (suspended). This is the suspend rule, stated once: a
+// span on an election's clock that the machine slept through measures
+// less than passed, so no deadline counted over it holds.
+func sleptSince(clk Clock, base time.Duration) bool {
+	return suspended(clk)-base > suspendNoise
 }
 
 // untilOn is the real time until clk reads at.

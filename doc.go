@@ -22,7 +22,7 @@
 //     clocks of the candidates and the wall clocks of the bucket's servers
 //     advance within ClockRate (5%) of each other, and the servers' wall
 //     clocks agree within ServerClockOffset (100 ms); a suspended machine
-//     is outside it;
+//     is outside it (but see Clocks checked below);
 //   - the bucket's TTL does not change while elections run on it.
 //
 // Every deadline derives from that assumption, the TTL and the campaign
@@ -51,14 +51,38 @@
 //
 // A server whose wall clock steps forward by more than ServerClockOffset
 // expires keys early. Do not purge the bucket's stream under running
-// elections; delete keys instead. The monotonic clock stops while a machine
-// is suspended: a leader resumed from suspend may believe it leads until its
-// next renewal fails. A process
-// paused through its deadline sees its context cancelled only once it runs
-// again.
+// elections; delete keys instead. A process paused through its deadline sees
+// its context cancelled only once it runs again.
+//
+// # Clocks checked
+//
+// An election checks its clock assumption while it runs, from data it
+// already has, and acts on what it can prove:
+//
+//   - Suspend. The monotonic clock stops while a machine is suspended. On
+//     Linux the election's clock reports the time slept (SuspendReporter:
+//     CLOCK_BOOTTIME less CLOCK_MONOTONIC): IsLeader turns false the moment
+//     the machine resumes, and the leader stands down at once (ErrSuspended)
+//     and writes nothing on the strength of its lease. Elsewhere a suspend
+//     goes unseen: a leader resumed from it may believe it leads until its
+//     next renewal fails, and may vouch over its successor's claim.
+//   - Clock rate. Each write's send and answer times, against the stream
+//     leader's stamp on it, measure this node's clock rate against the
+//     server's (EventClockRate, within bounds round trips cannot break):
+//     past half of ClockRate the election warns, past ClockRate it refuses
+//     to lead (ErrClockRate).
+//   - Server clock offsets. A jump of the stamps between consecutive writes
+//     beyond what round trips explain (a new stream leader whose clock is
+//     off the old one's) is reported (EventClockJump), and warned of past
+//     the offset the deadlines allow for (ErrClockOffset).
+//
+// What they cannot see: the clocks of the stream's other replicas, which age
+// keys out by their own clocks but stamp nothing until one of them becomes
+// the stream leader; and a server clock that steps and steps back between
+// two writes of this node.
 //
 // The repository's docs hold the rest: docs/library.md (the API by task),
 // docs/failover.md (the safety argument and failover times), docs/design.md
-// (the protocol and its limits), docs/benchmarks.md (what the chaos harness
-// checks and measured).
+// (the protocol and its limits), docs/operations.md (running it, and the
+// clocks), docs/benchmarks.md (what the chaos harness checks and measured).
 package election

@@ -29,8 +29,9 @@ type Election struct {
 
 	mu         sync.Mutex
 	state      State
-	validUntil time.Time // a leader's validity deadline, on the monotonic clock
-	token      uint64    // the revision of the claim that began this node's tenure
+	validUntil time.Time     // a leader's validity deadline, on the monotonic clock
+	validSlept time.Duration // what the clock reported as slept when the write validUntil counts from was sent
+	token      uint64        // the revision of the claim that began this node's tenure
 	started    bool
 	stopped    bool
 	cancel     context.CancelFunc
@@ -231,7 +232,7 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 		go func() { defer close(hubDone); h.run(hubCtx) }()
 		stopHub = func() { cancel(); <-hubDone }
 	}
-	c := &campaigner{Election: e, callbacks: callbacks, hub: h}
+	c := newCampaigner(e, callbacks, h)
 	presenceCtx, endPresence := context.WithCancel(context.WithoutCancel(ctx))
 	presenceDone := make(chan struct{})
 	go func() {
@@ -297,16 +298,20 @@ func (e *Election) Name() string { return e.name }
 
 // IsLeader reports whether this node leads: it announced leadership and its
 // validity deadline has not passed. It turns false the moment that deadline
-// passes, even if the process was paused through it.
+// passes, even if the process was paused through it, and the moment the
+// election's clock reports that the machine slept since the write the
+// deadline counts from was sent (SuspendReporter: on Linux, a suspend).
 func (e *Election) IsLeader() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.leadingLocked()
 }
 
-// leadingLocked reports whether this node leads now; e.mu must be held.
+// leadingLocked reports whether this node leads now: it announced, its
+// validity deadline has not passed, and the machine did not sleep since the
+// write the deadline counts from was sent (sleptSince); e.mu must be held.
 func (e *Election) leadingLocked() bool {
-	return e.state == LeaderState && e.clock.Now().Before(e.validUntil)
+	return e.state == LeaderState && e.clock.Now().Before(e.validUntil) && !sleptSince(e.clock, e.validSlept)
 }
 
 // State returns where the election stands on this node.

@@ -11,7 +11,8 @@ import (
 // EventKind is what happened to an election.
 type EventKind int
 
-// The kinds of Event, in the order an election goes through them.
+// The kinds of Event: the first five in the order an election goes through
+// them, then what the clock checks find (clockcheck.go), at any time.
 const (
 	// EventCampaigning: the election started to campaign. Duration is the
 	// campaign interval at which it renews once it leads.
@@ -24,16 +25,32 @@ const (
 	// nil if it was acknowledged.
 	EventRenewed
 	// EventLost: leadership ended. Token is the leadership's, Err the cause
-	// (matching ErrRevisionGone, ErrRenewDeadline, ErrStopped or
-	// ErrHandedOver), and Duration how long it led.
+	// (matching ErrRevisionGone, ErrRenewDeadline, ErrStopped,
+	// ErrHandedOver, ErrSuspended or ErrClockRate), and Duration how long
+	// it led.
 	EventLost
 	// EventStopped: the election stopped campaigning. Duration is its KV
 	// call timeout, the longest an event hook should take to finish what
 	// it holds for the election.
 	EventStopped
+	// EventClockRate: the election measured its clock's rate against the
+	// stream leader's anew, after a write of its own (a renewal, a claim,
+	// a candidate record) once its measurement spans 5 TTLs. Clock holds
+	// Rate, RateLow, RateHigh and Span. Err is nil while the rate is within
+	// half of ClockRate; otherwise it matches ErrClockRate and names the
+	// rate: a warning, and past ClockRate the node refuses to lead.
+	EventClockRate
+	// EventClockJump: the stream leader's stamps on two consecutive writes
+	// of this node moved by more than the clock rate and the writes' round
+	// trips explain, as when the stream leader changed to a server whose
+	// clock is off the old one's. Clock holds Jump and JumpError. Err
+	// matches ErrClockOffset when the jump surely exceeds the offset the
+	// election's deadlines allow for; it is nil otherwise.
+	EventClockJump
 )
 
-// String returns "campaigning", "won", "renewed", "lost" or "stopped".
+// String returns "campaigning", "won", "renewed", "lost", "stopped",
+// "clock rate" or "clock jump".
 func (k EventKind) String() string {
 	switch k {
 	case EventCampaigning:
@@ -46,6 +63,10 @@ func (k EventKind) String() string {
 		return "lost"
 	case EventStopped:
 		return "stopped"
+	case EventClockRate:
+		return "clock rate"
+	case EventClockJump:
+		return "clock jump"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -67,6 +88,9 @@ type Event struct {
 	// deadline passed before it released the key), "taken over from NAME",
 	// "deleted", or "purged" (or an expiry marker).
 	After string
+	// Clock is what the clock checks measured, for EventClockRate and
+	// EventClockJump.
+	Clock ClockCheck
 }
 
 // WithEventHook makes the election call hook with each of its events. Give

@@ -12,7 +12,8 @@ import (
 // counts itself leader although its validity deadline passed more than
 // tolerance ago: the campaign goroutine has neither renewed nor stood down,
 // so it is stuck (in an OnCampaign callback that does not return, say) or
-// the process was paused. The error names the key, the candidate, the
+// the process was paused. Time the machine slept (SuspendReporter) counts
+// as passed, though the election's clock stood still through it. The error names the key, the candidate, the
 // leadership's fencing token and how late it is. CheckHealth returns nil
 // while the node leads within its deadline, campaigns as a candidate, or is
 // not running; a negative tolerance gives an error wrapping
@@ -27,17 +28,22 @@ func (e *Election) CheckHealth(tolerance time.Duration) error {
 		return err
 	}
 	e.mu.Lock()
-	state, validUntil, token := e.state, e.validUntil, e.token
+	state, validUntil, validSlept, token := e.state, e.validUntil, e.validSlept, e.token
 	e.mu.Unlock()
 	if state != LeaderState {
 		return nil
 	}
 	late := e.clock.Now().Sub(validUntil)
+	slept := ""
+	if s := suspended(e.clock) - validSlept; s > suspendNoise { // the clock stood still for s meanwhile
+		late += s
+		slept = fmt.Sprintf(" (the machine slept %v of it)", s.Round(time.Millisecond))
+	}
 	if late <= tolerance {
 		return nil
 	}
-	return fmt.Errorf("%w: key %q name %q still counts itself leader (token %d) %v after its validity deadline (tolerance %v): the campaign goroutine has neither renewed nor stood down",
-		ErrUnhealthy, e.key, e.name, token, late.Round(time.Millisecond), tolerance)
+	return fmt.Errorf("%w: key %q name %q still counts itself leader (token %d) %v after its validity deadline%s (tolerance %v): the campaign goroutine has neither renewed nor stood down",
+		ErrUnhealthy, e.key, e.name, token, late.Round(time.Millisecond), slept, tolerance)
 }
 
 // HealthHandler returns an HTTP handler that runs CheckHealth(tolerance) on

@@ -62,15 +62,17 @@ func OnWon[F wonCallback](cb F) Option {
 
 // lostCallback is a callback OnLost accepts: func(), or func(cause) with
 // the reason leadership ended: an error matching ErrRevisionGone,
-// ErrRenewDeadline, ErrStopped or ErrHandedOver.
+// ErrRenewDeadline, ErrStopped, ErrHandedOver, ErrSuspended or
+// ErrClockRate.
 type lostCallback interface {
 	func() | func(cause error)
 }
 
 // OnLost sets a callback run when this node stops leading, whatever the
 // reason, including Stop: a func(), or a func(cause error) given an error
-// matching ErrRevisionGone, ErrRenewDeadline, ErrStopped or ErrHandedOver. It runs only if OnWon ran before it, and after
-// IsLeader has turned false.
+// matching ErrRevisionGone, ErrRenewDeadline, ErrStopped, ErrHandedOver,
+// ErrSuspended or ErrClockRate. It runs only if OnWon ran before it, and
+// after IsLeader has turned false.
 func OnLost[F lostCallback](cb F) Option {
 	return func(o *options) {
 		switch f := any(cb).(type) {

@@ -17,7 +17,15 @@ import "time"
 //     its lead. NTP or chrony keeps them within milliseconds.
 //   - Suspend is outside the assumption: a suspended host's monotonic clock
 //     stops, so a leader resumed from suspend believes less time has passed
-//     than has (fencing tokens are for that).
+//     than has. Where the election's clock reports suspend (SuspendReporter:
+//     the machine's clock on Linux), a tenure the machine slept through
+//     ends at once and nothing is written on its strength (sleptSince,
+//     clock.go; clockcheck.go); elsewhere suspend goes unseen, and fencing
+//     tokens are what protects the resource.
+//
+// The running election checks the rate and the offsets against what its
+// writes' stamps show, and refuses to lead on a clock past ClockRate
+// (clockcheck.go).
 //
 // A span is ρ and an offset absolute; the ρ does not depend on the campaign
 // interval. What the interval decides is how much of the margin left inside
@@ -126,8 +134,14 @@ const maxSplay = 5 * time.Second
 // The offset is ServerClockOffset, or a twentieth of the TTL if that is less (for
 // the test TTLs WithUnsafeShortTTL allows).
 func hardEnd(ttl time.Duration) time.Duration {
-	offset := min(ServerClockOffset, ttl/20)
-	return (ttl - offset) * clockRateDen / (clockRateDen + clockRateNum)
+	return (ttl - serverOffset(ttl)) * clockRateDen / (clockRateDen + clockRateNum)
+}
+
+// serverOffset is the offset between the bucket's servers' clocks that the
+// deadlines of an election at the given TTL allow for: ServerClockOffset,
+// or a twentieth of the TTL if that is less.
+func serverOffset(ttl time.Duration) time.Duration {
+	return min(ServerClockOffset, ttl/20)
 }
 
 // outlast is how long a candidate waits, on its own clock, to be sure that

@@ -14,8 +14,13 @@ const (
 	causeRenewDeadline = "renew_deadline"
 	causeStopped       = "stopped"
 	causeHandedOver    = "handed_over"
+	causeSuspended     = "suspended"
+	causeClockRate     = "clock_rate"
 	causeOther         = "other"
 )
+
+// causes are every value of the cause label.
+var causes = []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeHandedOver, causeSuspended, causeClockRate, causeOther}
 
 // Collector records the measurements of any number of elections and exports
 // them as Prometheus metrics (see the package documentation for the list).
@@ -31,6 +36,10 @@ type Collector struct {
 	renewFailures    *prometheus.CounterVec
 	campaignInterval *prometheus.GaugeVec
 	acquire          *prometheus.HistogramVec
+	clockRate        *prometheus.GaugeVec
+	clockWarning     *prometheus.GaugeVec
+	clockJumps       *prometheus.CounterVec
+	clockJump        *prometheus.GaugeVec
 	unhealthy        *prometheus.Desc
 
 	mu      sync.Mutex
@@ -78,7 +87,7 @@ func NewCollector(opts ...Option) (*Collector, error) {
 		won: prometheus.NewCounterVec(prometheus.CounterOpts(opt("won_total",
 			"Leaderships announced by this candidate.")), labels),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts(opt("lost_total",
-			"Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over or other.")),
+			"Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over, suspended, clock_rate or other.")),
 			[]string{"key", "name", "cause"}),
 		tenure: histogram("tenure_seconds",
 			"Length of each ended leadership, from announcement to stand-down.", o.tenureBuckets),
@@ -91,6 +100,14 @@ func NewCollector(opts ...Option) (*Collector, error) {
 		acquire: histogram("acquire_seconds",
 			"Time campaigned before each leadership: since the election started or the previous leadership ended.",
 			o.acquireBuckets),
+		clockRate: prometheus.NewGaugeVec(prometheus.GaugeOpts(opt("clock_rate",
+			"Seconds of the stream leader's clock per second of this candidate's, as last measured (1: they agree).")), labels),
+		clockWarning: prometheus.NewGaugeVec(prometheus.GaugeOpts(opt("clock_rate_warning",
+			"1 while the last measured clock rate is past half the bound the election assumes, 2 past the bound itself (the candidate refuses to lead), else 0.")), labels),
+		clockJumps: prometheus.NewCounterVec(prometheus.CounterOpts(opt("server_clock_jumps_total",
+			"Jumps of the stream leader's stamps between two writes of this candidate beyond what round trips explain (a new stream leader whose clock is off, or a clock step).")), labels),
+		clockJump: prometheus.NewGaugeVec(prometheus.GaugeOpts(opt("server_clock_jump_seconds",
+			"The last jump of the stream leader's stamps, in seconds, forward if positive.")), labels),
 		unhealthy: prometheus.NewDesc("kvelect_election_unhealthy",
 			"1 while the election fails CheckHealth(0): it still counts itself leader past its validity deadline; else 0.",
 			labels, nil),
@@ -107,6 +124,7 @@ type metricVec interface {
 func (c *Collector) collectors() []metricVec {
 	return []metricVec{
 		c.isLeader, c.won, c.lost, c.tenure, c.renewLatency, c.renewFailures, c.campaignInterval, c.acquire,
+		c.clockRate, c.clockWarning, c.clockJumps, c.clockJump,
 	}
 }
 
@@ -175,7 +193,8 @@ func (c *Collector) Forget(key, name string) {
 // long it took to acquire; EventRenewed observes a renewal's round trip and
 // counts a failed one; EventLost sets is_leader to 0, counts the loss by
 // cause and observes the tenure; EventStopped sets is_leader to 0 and keeps
-// the series (Forget drops them).
+// the series (Forget drops them); EventClockRate sets clock_rate and
+// clock_rate_warning; EventClockJump counts the jump and sets its size.
 func (c *Collector) Record(ev election.Event) {
 	key, name := ev.Key, ev.Name
 	switch ev.Kind {
@@ -187,7 +206,9 @@ func (c *Collector) Record(ev election.Event) {
 		c.tenure.WithLabelValues(key, name)
 		c.renewLatency.WithLabelValues(key, name)
 		c.acquire.WithLabelValues(key, name)
-		for _, cause := range []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeHandedOver, causeOther} {
+		c.clockWarning.WithLabelValues(key, name).Set(0)
+		c.clockJumps.WithLabelValues(key, name)
+		for _, cause := range causes {
 			c.lost.WithLabelValues(key, name, cause)
 		}
 	case election.EventWon:
@@ -205,6 +226,19 @@ func (c *Collector) Record(ev election.Event) {
 		c.tenure.WithLabelValues(key, name).Observe(ev.Duration.Seconds())
 	case election.EventStopped:
 		c.isLeader.WithLabelValues(key, name).Set(0)
+	case election.EventClockRate:
+		c.clockRate.WithLabelValues(key, name).Set(ev.Clock.Rate)
+		warning := 0.0
+		switch {
+		case ev.Clock.Beyond(election.ClockRate):
+			warning = 2
+		case ev.Clock.Beyond(election.ClockRate / 2):
+			warning = 1
+		}
+		c.clockWarning.WithLabelValues(key, name).Set(warning)
+	case election.EventClockJump:
+		c.clockJumps.WithLabelValues(key, name).Inc()
+		c.clockJump.WithLabelValues(key, name).Set(ev.Clock.Jump.Seconds())
 	}
 }
 
@@ -219,6 +253,10 @@ func causeLabel(cause error) string {
 		return causeStopped
 	case errors.Is(cause, election.ErrHandedOver):
 		return causeHandedOver
+	case errors.Is(cause, election.ErrSuspended):
+		return causeSuspended
+	case errors.Is(cause, election.ErrClockRate):
+		return causeClockRate
 	default:
 		return causeOther
 	}

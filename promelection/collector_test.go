@@ -80,8 +80,10 @@ func TestCollectorFollowsElections(t *testing.T) {
 	testenv.Eventually(t, "b to lose the deleted key", waitTimeout, func() bool { return value(t, reg, "is_leader", "svc", "b") == 0 })
 	b.Stop()
 	expect(t, reg, `
-		# HELP kvelect_election_lost_total Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over or other.
+		# HELP kvelect_election_lost_total Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over, suspended, clock_rate or other.
 		# TYPE kvelect_election_lost_total counter
+		kvelect_election_lost_total{cause="clock_rate",key="svc",name="a"} 0
+		kvelect_election_lost_total{cause="clock_rate",key="svc",name="b"} 0
 		kvelect_election_lost_total{cause="handed_over",key="svc",name="a"} 0
 		kvelect_election_lost_total{cause="handed_over",key="svc",name="b"} 0
 		kvelect_election_lost_total{cause="other",key="svc",name="a"} 0
@@ -92,6 +94,8 @@ func TestCollectorFollowsElections(t *testing.T) {
 		kvelect_election_lost_total{cause="revision_gone",key="svc",name="b"} 1
 		kvelect_election_lost_total{cause="stopped",key="svc",name="a"} 1
 		kvelect_election_lost_total{cause="stopped",key="svc",name="b"} 0
+		kvelect_election_lost_total{cause="suspended",key="svc",name="a"} 0
+		kvelect_election_lost_total{cause="suspended",key="svc",name="b"} 0
 		`, "lost_total")
 }
 
@@ -140,6 +144,8 @@ func TestLostCauses(t *testing.T) {
 		{fmt.Errorf("%w: %q at revision 9", election.ErrHandedOver, "resign"), "handed_over"},
 		{fmt.Errorf("%w: timeout", election.ErrRenewDeadline), "renew_deadline"},
 		{election.ErrStopped, "stopped"},
+		{fmt.Errorf("%w for 5s since the leader sent its latest acknowledged write", election.ErrSuspended), "suspended"},
+		{fmt.Errorf("%w: beyond the bound", election.ErrClockRate), "clock_rate"},
 		{errors.New("something else"), "other"},
 		{nil, "other"},
 	} {
@@ -147,6 +153,42 @@ func TestLostCauses(t *testing.T) {
 		c.Record(election.Event{Kind: election.EventLost, Key: "k", Name: "a", Err: tt.cause, Duration: time.Second})
 		if n := value(t, reg, "lost_total", "k", "a", tt.label); n != 1 {
 			t.Errorf("Lost(%v): lost_total{cause=%q} = %v, want 1", tt.cause, tt.label, n)
+		}
+	}
+}
+
+// TestCollectorRecordsTheClockChecks feeds the clock checks' events: the
+// rate and what its bounds prove (a rate whose bounds straddle a threshold
+// is not past it), and each jump.
+func TestCollectorRecordsTheClockChecks(t *testing.T) {
+	c, reg := newCollector(t)
+	c.Record(election.Event{Kind: election.EventCampaigning, Key: "k", Name: "a", Duration: time.Second})
+	for _, tt := range []struct {
+		low, rate, high float64
+		warning         float64
+	}{
+		{0.999, 1.0, 1.001, 0},
+		{1.020, 1.026, 1.032, 0}, // past half the bound, but not surely
+		{1.030, 1.035, 1.040, 1},
+		{0.940, 0.945, 0.949, 2},
+		{1.049, 1.052, 1.055, 1}, // past the bound, but not surely
+	} {
+		c.Record(election.Event{Kind: election.EventClockRate, Key: "k", Name: "a",
+			Clock: election.ClockCheck{Rate: tt.rate, RateLow: tt.low, RateHigh: tt.high, Span: time.Minute}})
+		if v := value(t, reg, "clock_rate", "k", "a"); v != tt.rate {
+			t.Errorf("clock_rate = %v after a measurement of %v", v, tt.rate)
+		}
+		if v := value(t, reg, "clock_rate_warning", "k", "a"); v != tt.warning {
+			t.Errorf("clock_rate_warning = %v after a measurement of %v in [%v, %v], want %v", v, tt.rate, tt.low, tt.high, tt.warning)
+		}
+	}
+	for i, jump := range []time.Duration{300 * time.Millisecond, -40 * time.Millisecond} {
+		c.Record(election.Event{Kind: election.EventClockJump, Key: "k", Name: "a", Clock: election.ClockCheck{Jump: jump, JumpError: 3 * time.Millisecond}})
+		if v := value(t, reg, "server_clock_jumps_total", "k", "a"); v != float64(i+1) {
+			t.Errorf("server_clock_jumps_total = %v after %d jumps", v, i+1)
+		}
+		if v := value(t, reg, "server_clock_jump_seconds", "k", "a"); v != jump.Seconds() {
+			t.Errorf("server_clock_jump_seconds = %v after a jump of %v", v, jump)
 		}
 	}
 }
@@ -183,11 +225,14 @@ func TestForgetDropsAnElectionsSeries(t *testing.T) {
 		c.Record(election.Event{Kind: election.EventWon, Key: "k", Name: name, Duration: time.Second})
 		c.Record(election.Event{Kind: election.EventRenewed, Key: "k", Name: name, Duration: time.Millisecond, Err: nil})
 		c.Record(election.Event{Kind: election.EventLost, Key: "k", Name: name, Err: election.ErrStopped, Duration: time.Minute})
+		c.Record(election.Event{Kind: election.EventClockRate, Key: "k", Name: name, Clock: election.ClockCheck{Rate: 1, RateLow: 0.99, RateHigh: 1.01, Span: time.Minute}})
+		c.Record(election.Event{Kind: election.EventClockJump, Key: "k", Name: name, Clock: election.ClockCheck{Jump: time.Second, JumpError: time.Millisecond}})
 		c.Record(election.Event{Kind: election.EventStopped, Key: "k", Name: name})
 	}
 	c.Forget("k", "a")
 	for _, metric := range []string{"is_leader", "won_total", "lost_total", "tenure_seconds",
-		"renew_latency_seconds", "renew_failures_total", "campaign_interval_seconds", "acquire_seconds"} {
+		"renew_latency_seconds", "renew_failures_total", "campaign_interval_seconds", "acquire_seconds",
+		"clock_rate", "clock_rate_warning", "server_clock_jumps_total", "server_clock_jump_seconds"} {
 		if exists(t, reg, metric, "k", "a") {
 			t.Errorf("%s{name=a} is still there after Forget", metric)
 		}
@@ -344,12 +389,13 @@ func TestEverySeriesExistsAtZeroFromTheStart(t *testing.T) {
 	<-won
 	start(t, "b", kv, c)
 	testenv.Eventually(t, "b to campaign", waitTimeout, func() bool { return exists(t, reg, "is_leader", "svc", "b") })
-	for _, metric := range []string{"is_leader", "won_total", "tenure_seconds", "renew_latency_seconds", "renew_failures_total", "acquire_seconds"} {
+	for _, metric := range []string{"is_leader", "won_total", "tenure_seconds", "renew_latency_seconds", "renew_failures_total", "acquire_seconds",
+		"clock_rate_warning", "server_clock_jumps_total"} {
 		if v := value(t, reg, metric, "svc", "b"); v != 0 {
 			t.Errorf("%s{b} = %v before b ever led, want a series at 0", metric, v)
 		}
 	}
-	for _, cause := range []string{"revision_gone", "renew_deadline", "stopped", "handed_over", "other"} {
+	for _, cause := range []string{"revision_gone", "renew_deadline", "stopped", "handed_over", "suspended", "clock_rate", "other"} {
 		if v := value(t, reg, "lost_total", "svc", "b", cause); v != 0 {
 			t.Errorf("lost_total{b,%s} = %v before b ever led, want a series at 0", cause, v)
 		}

@@ -26,6 +26,10 @@
 //	kvelect_election_renew_failures_total      counter    renewals not acknowledged
 //	kvelect_election_campaign_interval_seconds gauge      how often the leader renews
 //	kvelect_election_acquire_seconds           histogram  campaign time before each leadership
+//	kvelect_election_clock_rate                gauge      the candidate's clock rate against the stream leader's, as last measured
+//	kvelect_election_clock_rate_warning        gauge      1 past half the assumed bound, 2 past the bound (refusing to lead), else 0
+//	kvelect_election_server_clock_jumps_total  counter    jumps of the stream leader's stamps (a new stream leader whose clock is off)
+//	kvelect_election_server_clock_jump_seconds gauge      the last such jump, forward if positive
 //	kvelect_election_unhealthy                 gauge      1 while CheckHealth fails (elections given to WatchHealth)
 //
 // The cause of a lost leadership is revision_gone (another client wrote,
@@ -33,7 +37,18 @@
 // renew_deadline (the leader could not renew in time and stood down:
 // election.ErrRenewDeadline), stopped (the election was stopped:
 // election.ErrStopped), handed_over (it resigned or transferred leadership
-// on request: election.ErrHandedOver), or other. Every counter and histogram,
+// on request: election.ErrHandedOver), suspended (the machine slept while
+// it led: election.ErrSuspended), clock_rate (its clock runs past the
+// assumed bound: election.ErrClockRate), or other.
+//
+// The clock series come from the election's clock checks
+// (election.EventClockRate, election.EventClockJump): clock_rate exists
+// once a candidate has measured its rate over 5 TTLs, in seconds of the
+// stream leader's clock per second of its own (1.03: its clock runs 3%
+// slow); clock_rate_warning is what the measurement's bounds prove, so
+// round trips do not raise it. Alert on clock_rate_warning > 0 and on an
+// increase of server_clock_jumps_total with abs(server_clock_jump_seconds)
+// above 0.1 (the servers' clock offset the deadlines allow for). Every counter and histogram,
 // and lost_total for every cause, starts at 0 when an election begins to
 // campaign, so that rates, increases and alerts on them see the first event.
 //

@@ -69,10 +69,12 @@ func ExampleNewCollector() {
 	}
 	// Output:
 	// kvelect_election_is_leader{key="scheduler",name="replica-1"} 0
+	// kvelect_election_lost_total{cause="clock_rate",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="handed_over",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="other",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="renew_deadline",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="revision_gone",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="stopped",key="scheduler",name="replica-1"} 1
+	// kvelect_election_lost_total{cause="suspended",key="scheduler",name="replica-1"} 0
 	// kvelect_election_won_total{key="scheduler",name="replica-1"} 1
 }

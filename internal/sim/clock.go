@@ -15,6 +15,7 @@ type Clock struct {
 	anchor time.Time // bubble time of the last change
 	at     time.Time // the clock's reading then
 	frozen bool
+	slept  time.Duration // suspensions the clock did not count, on its own scale
 }
 
 // NewClock returns a clock that runs at rate times the bubble's time,
@@ -64,8 +65,21 @@ func (c *Clock) Resume(leap bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
+	d := time.Duration(float64(now.Sub(c.anchor)) * c.rate)
 	if leap {
-		c.at = c.at.Add(time.Duration(float64(now.Sub(c.anchor)) * c.rate))
+		c.at = c.at.Add(d)
+	} else {
+		c.slept += d
 	}
 	c.anchor, c.frozen = now, false
+}
+
+// Suspended is how long the clock stood still through suspensions it did
+// not leap over, as Linux's CLOCK_BOOTTIME less CLOCK_MONOTONIC tells: it
+// implements election.SuspendReporter, so that the candidate sees it on
+// resuming (a suspended machine runs nothing meanwhile).
+func (c *Clock) Suspended() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slept
 }
