@@ -107,7 +107,7 @@ func NewCollector(opts ...Option) (*Collector, error) {
 		clockJumps: prometheus.NewCounterVec(prometheus.CounterOpts(opt("server_clock_jumps_total",
 			"Jumps of the stream leader's stamps between two writes of this candidate beyond what round trips explain (a new stream leader whose clock is off, or a clock step).")), labels),
 		clockJump: prometheus.NewGaugeVec(prometheus.GaugeOpts(opt("server_clock_jump_seconds",
-			"The last jump of the stream leader's stamps, in seconds, forward if positive.")), labels),
+			"The last jump of the stream leader's stamps, in seconds, forward if positive (0 before any).")), labels),
 		unhealthy: prometheus.NewDesc("kvelect_election_unhealthy",
 			"1 while the election fails CheckHealth(0): it still counts itself leader past its validity deadline; else 0.",
 			labels, nil),
@@ -208,6 +208,7 @@ func (c *Collector) Record(ev election.Event) {
 		c.acquire.WithLabelValues(key, name)
 		c.clockWarning.WithLabelValues(key, name).Set(0)
 		c.clockJumps.WithLabelValues(key, name)
+		c.clockJump.WithLabelValues(key, name)
 		for _, cause := range causes {
 			c.lost.WithLabelValues(key, name, cause)
 		}

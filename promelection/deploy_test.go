@@ -95,7 +95,7 @@ func TestDeployedRulesAndDashboardUseExportedSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNames(t, rulesFile, string(rules), families)
-	for _, alert := range []string{"KvelectNoLeader", "KvelectMoreThanOneLeader", "KvelectFrequentLeaderChanges", "KvelectLeaderUnhealthy", "KvelectRenewalsSlow", "KvelectRenewalsFailing", "KvelectDaemonRunsNowhere", "KvelectFleetMovesDaemonsOften", "KvelectJobDidNotRun", "KvelectJobFailed"} {
+	for _, alert := range []string{"KvelectNoLeader", "KvelectMoreThanOneLeader", "KvelectFrequentLeaderChanges", "KvelectLeaderUnhealthy", "KvelectRenewalsSlow", "KvelectRenewalsFailing", "KvelectClockRate", "KvelectClockRateBeyondBound", "KvelectServerClockJump", "KvelectDaemonRunsNowhere", "KvelectFleetMovesDaemonsOften", "KvelectJobDidNotRun", "KvelectJobFailed"} {
 		anchor := "docs/alerts.md#" + strings.ToLower(alert)
 		if !strings.Contains(string(rules), "alert: "+alert+"\n") || !strings.Contains(string(rules), anchor) {
 			t.Errorf("%s lacks the alert %s or its runbook link %s", rulesFile, alert, anchor)
