@@ -33,6 +33,7 @@ type campaigner struct {
 	// write of the campaigner's, in any file, is measured.
 	kv        jetstream.KeyValue
 	clocks    *clockWatch   // what the clock checks measured (clockcheck.go)
+	clockRate atomic.Uint64 // the latest measured ClockCheck.Rate (math.Float64bits) for the candidate record; 0: none yet
 	clockWake chan struct{} // buffered 1: the lease watch saw IsLeader turn false
 }
 

@@ -435,6 +435,7 @@ func (c *campaigner) checkClocks() error {
 				c.log.Warn("the clock rate is beyond the clock assumption's allowance", "error", err,
 					"rate", found.rate.Rate, "rate_low", found.rate.RateLow, "rate_high", found.rate.RateHigh, "span", found.rate.Span.Round(time.Millisecond))
 			}
+			c.clockRate.Store(math.Float64bits(found.rate.Rate))
 			c.emit(Event{Kind: EventClockRate, Clock: found.rate, Err: err})
 		}
 	}

@@ -390,6 +390,16 @@ func TestAClockPastHalfTheBoundWarnsAndLeads(t *testing.T) {
 	if !strings.Contains(logs.String(), "beyond the clock assumption") {
 		t.Error("no warning in the log")
 	}
+	// Its candidate record carries the rate, for status and other hosts.
+	b, err := OpenBucket(context.Background(), r.a.kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	testenv.Poll(t, "a's candidate record to carry its clock rate", 10*time.Second, func() ([]Candidate, bool) {
+		cs, _ := b.Candidates(context.Background(), "k")
+		return cs, len(cs) == 1 && cs[0].ClockRate >= ev.Clock.RateLow-1e-6 && cs[0].ClockRate <= ev.Clock.RateHigh+1e-6
+	})
 	_, next := aEvents.await(t, "a renewal", 0, 1, 10*time.Second, kind(EventRenewed))
 	aEvents.await(t, "two more renewals", next, 2, 10*time.Second, func(ev Event) bool { return ev.Kind == EventRenewed && ev.Err == nil })
 	if lost := lostFor(aEvents, ErrClockRate); len(lost) > 0 {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -51,6 +52,10 @@ type Candidate struct {
 	// Writer is the election that writes the record: its host, process
 	// and connection.
 	Writer Writer
+	// ClockRate is the candidate's clock's rate against the stream
+	// leader's as it last measured it (ClockCheck.Rate: 1 when they
+	// agree), as of its latest record; 0 before it measured any.
+	ClockRate float64
 }
 
 // candidateRecord is the value of a candidate's record.
@@ -63,6 +68,8 @@ type candidateRecord struct {
 	// the bucket, in milliseconds.
 	RoundTripMS float64 `json:"round_trip_ms,omitempty"`
 	Writer      Writer  `json:"writer"`
+	// ClockRate is the latest measured ClockCheck.Rate, to six decimals.
+	ClockRate float64 `json:"clock_rate,omitempty"`
 }
 
 func candidateKey(key, name string) string {
@@ -81,7 +88,7 @@ func candidateOf(entry jetstream.KeyValueEntry) (Candidate, bool) {
 		return Candidate{}, false
 	}
 	rtt := time.Duration(r.RoundTripMS * float64(time.Millisecond))
-	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt, Writer: r.Writer}, true
+	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt, Writer: r.Writer, ClockRate: r.ClockRate}, true
 }
 
 // electionKeyOf returns the election key of a candidate record's key.
@@ -544,7 +551,8 @@ func (c *campaigner) writeRecord(ctx context.Context, key string, since time.Tim
 	metadata := c.metadata
 	c.mu.Unlock()
 	rtt := float64(c.rtt.median().Round(time.Microsecond)) / float64(time.Millisecond) // to the microsecond: no float noise in the record
-	value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt, Writer: c.writerNow()})
+	rate := math.Round(math.Float64frombits(c.clockRate.Load())*1e6) / 1e6             // no float noise in the record
+	value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt, Writer: c.writerNow(), ClockRate: rate})
 	if err != nil {
 		return 0, fmt.Errorf("encoding the candidate record: %w", err)
 	}

@@ -389,6 +389,10 @@ type leaderJSON struct {
 	// Without --watch: each candidate's median recent round trip to the
 	// bucket, by name, as its record says (election.Candidate.RoundTrip).
 	RoundTripsMS map[string]float64 `json:"candidate_round_trips_ms,omitempty"`
+	// Without --watch: each candidate's clock rate against the stream
+	// leader's, by name, as its record says (election.Candidate.ClockRate:
+	// 1 when they agree), for those that measured one.
+	ClockRates map[string]float64 `json:"candidate_clock_rates,omitempty"`
 	// Without --watch: the process of each candidate whose record names it,
 	// by name (election.Writer.String).
 	Writers map[string]string `json:"candidate_writers,omitempty"`
@@ -469,6 +473,12 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenu
 						j.RoundTripsMS = map[string]float64{}
 					}
 					j.RoundTripsMS[c.Name] = float64(c.RoundTrip.Microseconds()) / 1000
+				}
+				if c.ClockRate > 0 {
+					if j.ClockRates == nil {
+						j.ClockRates = map[string]float64{}
+					}
+					j.ClockRates[c.Name] = c.ClockRate
 				}
 			}
 			for _, c := range candidates[l.Key] {

@@ -19,7 +19,8 @@ import (
 // process: --json gives the first's process under "candidate_writers",
 // and both outputs warn that the second's name is not checked, so that a
 // second live candidate of that name, which would write the same record,
-// is not silently shown as one.
+// is not silently shown as one. The clock rate a record carries is under
+// "candidate_clock_rates".
 func TestStatusNamesEachCandidatesProcess(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
@@ -28,7 +29,7 @@ func TestStatusNamesEachCandidatesProcess(t *testing.T) {
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 30 * time.Second})
 	job := candidates(t, url, "E", "job", "node0")
 	waitLeader(t, job)
-	legacy := `{"name":"legacy","priority":1,"since":"2026-01-01T00:00:00Z"}`
+	legacy := `{"name":"legacy","priority":1,"since":"2026-01-01T00:00:00Z","clock_rate":0.97}`
 	if _, err := kv.Put(context.Background(), "_kvelect.candidate.job."+base64.RawURLEncoding.EncodeToString([]byte("legacy")), []byte(legacy)); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +44,9 @@ func TestStatusNamesEachCandidatesProcess(t *testing.T) {
 	host, _ := os.Hostname()
 	if w := l.Writers["node0"]; !strings.HasPrefix(w, fmt.Sprintf("%s pid %d (", host, os.Getpid())) || len(l.Writers) != 1 {
 		t.Errorf("--json candidate_writers %v: want node0's process (%s pid %d) alone", l.Writers, host, os.Getpid())
+	}
+	if len(l.ClockRates) != 1 || l.ClockRates["legacy"] != 0.97 {
+		t.Errorf("--json candidate_clock_rates %v, want legacy's 0.97 alone (node0 has not measured one within a TTL of 30 s)", l.ClockRates)
 	}
 	if len(l.Warnings) != 1 || l.Warnings[0] != warning {
 		t.Errorf("--json warnings %q, want %q", l.Warnings, warning)
