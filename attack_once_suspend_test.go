@@ -111,7 +111,6 @@ func TestAttackOnceWorkSpanningASuspendIsReportedInterrupted(t *testing.T) {
 	}
 }
 
-
 // TestAttackOnceWorkReturningRightAfterASuspendIsCountedAsLed: as the
 // suspend test above, with the seam TestASuspendWhileLeadingStandsDownAtOnce
 // uses: a's clock reports that the machine slept 5 s (and counted none of
