@@ -220,13 +220,16 @@ func (c *campaigner) doOnce(leading context.Context, token uint64, work func(con
 			return onceRun{outcome: OnceDone}
 		}
 	}
-	if leading.Err() != nil {
+	// The leadership context ends at the next poll of the lease after a
+	// suspend (clockcheck.go), IsLeader at once: a run counts as led only
+	// if both say this node leads when the work returns.
+	if leading.Err() != nil || !c.IsLeader() {
 		return onceRun{outcome: OnceConflict}
 	}
 	begun := c.now()
 	err := runWork(leading, work)
 	ended := c.now()
-	r := onceRun{outcome: OnceRan, err: err, led: leading.Err() == nil}
+	r := onceRun{outcome: OnceRan, err: err, led: leading.Err() == nil && c.IsLeader()}
 	r.marks = (err == nil && r.led) || o.noRetry
 	if o.log != nil {
 		run := Run{Name: c.name, Token: token, Ended: true, Duration: ended.Sub(begun), Status: exitStatus(err), Interrupted: !r.led}

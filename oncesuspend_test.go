@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestAttackOnceWorkSpanningASuspendIsReportedInterrupted: a's Once work is
+// TestOnceWorkSpanningASuspendIsReportedInterrupted: a's Once work is
 // running when a's machine suspends (its clock stands still, its link is
 // down) past its key's expiry; b's Once takes the key over and runs the
 // work. a resumes and its work returns nil at once. a's leadership ended
@@ -19,13 +19,7 @@ import (
 // ... before work returns ... returns OnceRan with an error matching
 // ErrWorkInterrupted"), and must not count the run as one that "returned
 // nil while this node still leads".
-//
-// Hypothesis: doOnce judges "led" from the leadership context alone
-// (leading.Err() == nil), which the lease watch cancels only at its next
-// 100 ms poll after the resume; a work that returns within that poll is
-// taken for one that returned while leading: Once marks it done (writes,
-// or tries to write, the done mark) and reports only ErrDoneUnconfirmed.
-func TestAttackOnceWorkSpanningASuspendIsReportedInterrupted(t *testing.T) {
+func TestOnceWorkSpanningASuspendIsReportedInterrupted(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -75,7 +69,7 @@ func TestAttackOnceWorkSpanningASuspendIsReportedInterrupted(t *testing.T) {
 	}()
 	select {
 	case <-started:
-	case <-time.After(awaitTimeoutAttack):
+	case <-time.After(awaitSuspendTest):
 		t.Fatal("a's work did not start")
 	}
 
@@ -97,7 +91,7 @@ func TestAttackOnceWorkSpanningASuspendIsReportedInterrupted(t *testing.T) {
 	var r result
 	select {
 	case r = <-aDone:
-	case <-time.After(awaitTimeoutAttack):
+	case <-time.After(awaitSuspendTest):
 		t.Fatal("a's Once did not return")
 	}
 	t.Logf("a's work returned seeing ctx.Err()=%v IsLeader=%v WorkDeadline ok=%v; a's Once = %v, %v; b's = %v, %v",
@@ -111,7 +105,7 @@ func TestAttackOnceWorkSpanningASuspendIsReportedInterrupted(t *testing.T) {
 	}
 }
 
-// TestAttackOnceWorkReturningRightAfterASuspendIsCountedAsLed: as the
+// TestOnceWorkReturningRightAfterASuspendIsNotCountedAsLed: as the
 // suspend test above, with the seam TestASuspendWhileLeadingStandsDownAtOnce
 // uses: a's clock reports that the machine slept 5 s (and counted none of
 // it), and a's work returns nil right then. IsLeader is false when the work
@@ -120,8 +114,8 @@ func TestAttackOnceWorkSpanningASuspendIsReportedInterrupted(t *testing.T) {
 // report a clean run. In a real suspend the key may have aged out and
 // another host run the work meanwhile; Go's timers, on the monotonic
 // clock, did not see the sleep, so only the 100 ms lease poll ends the
-// leadership context.
-func TestAttackOnceWorkReturningRightAfterASuspendIsCountedAsLed(t *testing.T) {
+// leadership context: Once asks IsLeader too.
+func TestOnceWorkReturningRightAfterASuspendIsNotCountedAsLed(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -157,5 +151,5 @@ func TestAttackOnceWorkReturningRightAfterASuspendIsCountedAsLed(t *testing.T) {
 	}
 }
 
-// awaitTimeoutAttack guards the attack tests against a hang.
-const awaitTimeoutAttack = 60 * time.Second
+// awaitSuspendTest guards the suspend tests against a hang.
+const awaitSuspendTest = 60 * time.Second
