@@ -210,7 +210,7 @@ func (c *campaigner) doOnce(leading context.Context, token uint64, work func(con
 	if o.log != nil {
 		var mark *Run
 		var err error
-		if started, mark, err = c.checkRuns(leading, token, o.log); err != nil {
+		if started, mark, err = c.checkRuns(leading, token, o); err != nil {
 			if leading.Err() != nil {
 				return onceRun{outcome: OnceConflict}
 			}

@@ -158,7 +158,9 @@ func DoneFor(d time.Duration) OnceOption {
 // returned an error, and, with RecordRuns, a run whose leadership ended
 // before the work returned (the log's mark is written by compare-and-set
 // over the run's first record, so it lands only if no other run began
-// since). For a job that must not run twice even after it failed. Without
+// since). With RecordRuns and DoneFor, the run's first record is a mark
+// of DoneFor from the start, so a run whose host died before it recorded
+// its outcome is not run again within it. For a job that must not run twice even after it failed. Without
 // it, only a work that returned nil while this node led marks the key; a
 // failed or interrupted run releases it at once, so that another Once (one
 // waiting, or the next to fire) runs the work.
@@ -226,7 +228,14 @@ const runLogTries = 5
 // proves that the record read was the latest. It returns that first
 // record's sequence, or the standing mark, or why it could do neither
 // (matching ErrRunLog).
-func (c *campaigner) checkRuns(leading context.Context, token uint64, log RunLog) (started uint64, mark *Run, err error) {
+func (c *campaigner) checkRuns(leading context.Context, token uint64, o *onceOptions) (started uint64, mark *Run, err error) {
+	log := o.log
+	// Under NoRetry the run's first record is a mark already: a run whose
+	// host dies before it records its outcome is not run again either.
+	first := Run{Name: c.name, Token: token}
+	if o.noRetry {
+		first.DoneFor = o.doneFor
+	}
 	var last error
 	for try := range runLogTries {
 		if try > 0 && !c.sleep(leading, firstRetry<<try) {
@@ -251,7 +260,7 @@ func (c *campaigner) checkRuns(leading context.Context, token uint64, log RunLog
 				"ran_by", run.Name, "stored", run.Stored, "done_for", run.DoneFor)
 			return 0, &run, nil
 		}
-		seq, err := log.AppendRun(opCtx, c.key, Run{Name: c.name, Token: token}, run.Seq)
+		seq, err := log.AppendRun(opCtx, c.key, first, run.Seq)
 		cancel()
 		switch {
 		case err == nil:

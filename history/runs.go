@@ -33,10 +33,10 @@ func runSubject(bucket, key string) string {
 
 // runRecord is a run's record as the stream stores it: an Event.
 func runRecord(key string, r election.Run) Event {
-	ev := Event{Key: key, Name: r.Name, Kind: RunStarted, Token: r.Token}
+	ev := Event{Key: key, Name: r.Name, Kind: RunStarted, Token: r.Token, DoneFor: r.DoneFor} // a start's DoneFor: a NoRetry run's mark
 	if r.Ended {
 		ev.Kind = Ran
-		ev.Duration, ev.Status, ev.Error, ev.Interrupted, ev.DoneFor = r.Duration, r.Status, r.Error, r.Interrupted, r.DoneFor
+		ev.Duration, ev.Status, ev.Error, ev.Interrupted = r.Duration, r.Status, r.Error, r.Interrupted
 		ev.Delay, ev.Late = r.Delay, r.Delay >= lateAfter
 	}
 	return ev
