@@ -168,7 +168,8 @@ func TestASecondLiveCandidateOfANameIsRefused(t *testing.T) {
 		}
 	}
 	// The leader rewrites its record every third of a TTL: the refusal
-	// comes with its first rewrite after the second started.
+	// comes with its second rewrite after the second found the record,
+	// within two thirds of a TTL.
 	if took > dupTTL {
 		t.Errorf("refused after %v, want within a TTL (%v)", took, dupTTL)
 	}

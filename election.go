@@ -259,8 +259,9 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 // Stop ends the election: a leader stands down, releases the key and runs
 // OnLost. A KV write in flight is let finish first (within the campaign
 // interval, at most 5 s), so that the release replaces the revision actually
-// written. Stop waits until Start has returned and every callback has run, so
-// it must not be called from a callback (cancel Start's context there
+// written, and the candidate record's delete the record actually written.
+// Stop waits until Start has returned and every callback has run, so it
+// must not be called from a callback (cancel Start's context there
 // instead). An election not made from a Bucket has deleted its watcher's
 // consumer from the server by then. It is safe to call more than once, and
 // before Start.

@@ -267,9 +267,12 @@ func WithConnection(nc *nats.Conn) Option {
 // rewriting it every third of a TTL, or one left by an election that
 // crashed, which no one rewrites and which ages out a TTL after its last
 // write. Start waits to tell which (runUnique): it is refused with a
-// *DuplicateError as soon as the record is written again by its writer (or
-// any other run), and campaigns as soon as the record is gone. An election
-// running WithoutPresence writes no record, so its name is not checked.
+// *DuplicateError as soon as one run writes the record twice after it was
+// found (a run that died may have had one write on the wire, which lands
+// late; a live one rewrites every third of a TTL, so the refusal comes
+// within about two thirds of a TTL), and campaigns as soon as the record
+// is gone. An election running WithoutPresence writes no record, so its
+// name is not checked.
 type presence struct {
 	writer Writer // this election: its instance, host and pid
 
@@ -372,9 +375,27 @@ func (c *campaigner) runUnique(ctx context.Context) error {
 // election wrote its own.
 type heldRecord struct {
 	by       Writer
-	revision uint64
-	seen     time.Time // when this election first found it
+	revision uint64    // its latest revision the watcher showed
+	seen     time.Time // when this election found that revision
 	tries    int       // writes tried since it could have aged out
+	// rewrites counts the writes of by seen above the revision first
+	// found. A run has at most one record write in flight, so one
+	// rewrite may be the last write of a run that died with it on the
+	// wire; a live run rewrites every third of a TTL, so a second one
+	// comes within two thirds of a TTL and tells that the run is live.
+	rewrites int
+}
+
+// rewritten takes in a write of the record by w at revision, seen at now,
+// and reports whether it shows a live run: the second write of one run
+// seen after the record was found.
+func (h *heldRecord) rewritten(w Writer, revision uint64, now time.Time) bool {
+	if w.Instance != h.by.Instance {
+		h.by, h.rewrites = w, 0
+	}
+	h.rewrites++
+	h.revision, h.seen, h.tries = revision, now, 0
+	return h.rewrites >= 2
 }
 
 // present keeps this election's candidate record in the bucket until ctx
@@ -416,10 +437,12 @@ func (c *campaigner) present(ctx context.Context) {
 	for {
 		e := c.hub.view(key).latest
 		if by, ok := c.othersRecord(e); ok {
+			// Another run wrote the record over this election's, or twice
+			// more while this one waited: it is live.
+			overOurs := rev != 0 && e.Revision() > rev
+			again := in != nil && e.Revision() > in.revision && in.rewritten(by, e.Revision(), c.now())
 			switch {
-			case rev != 0 && e.Revision() > rev, in != nil && e.Revision() > in.revision:
-				// Another run wrote the record over this election's, or
-				// again while this one waited: it is live.
+			case overOurs || again:
 				p.takenBy(&DuplicateError{Key: c.key, Name: c.name, Running: by, Refused: c.writerNow()})
 				c.log.Warn("the candidate record is another live election's: this one is not listed", "running", by.String())
 				return
@@ -437,7 +460,7 @@ func (c *campaigner) present(ctx context.Context) {
 			rev = ours // a write of this election whose answer was lost
 		}
 
-		if due && (in == nil || !c.now().Before(in.seen.Add(c.timing.ttl))) {
+		if due && ctx.Err() == nil && (in == nil || !c.now().Before(in.seen.Add(c.timing.ttl))) {
 			due = false
 			over := rev
 			switch {
@@ -545,7 +568,11 @@ func (c *campaigner) retryRecordAt(in *heldRecord) time.Time {
 }
 
 // writeRecord writes the record by compare-and-set over revision over (0:
-// over no record at all) and returns the revision written.
+// over no record at all) and returns the revision written. A write in
+// flight when ctx is done is let finish (within opTimeout), so that the
+// delete that follows is made over the revision it wrote: cancelled, its
+// answer would be lost and the delete refused, leaving a stopped
+// candidate's record live for a TTL.
 func (c *campaigner) writeRecord(ctx context.Context, key string, since time.Time, over uint64) (uint64, error) {
 	c.mu.Lock()
 	metadata := c.metadata
@@ -556,7 +583,7 @@ func (c *campaigner) writeRecord(ctx context.Context, key string, since time.Tim
 	if err != nil {
 		return 0, fmt.Errorf("encoding the candidate record: %w", err)
 	}
-	opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timing.opTimeout)
 	defer cancel()
 	sent := c.now()
 	rev, err := c.kv.Update(opCtx, key, value, over)

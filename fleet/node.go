@@ -63,9 +63,9 @@ type Node struct {
 //
 // Node names must be unique in a fleet. If another live process runs a
 // node of the name, Join returns ErrNameTaken (also matching
-// election.ErrDuplicateName, naming both processes) within about a third of
-// a TTL, and never writes over that node's record nor deletes it. Joining
-// takes up to a TTL and a third when the name's previous process crashed
+// election.ErrDuplicateName, naming both processes) within about two
+// thirds of a TTL, and never writes over that node's record nor deletes
+// it. Joining takes up to a TTL and a third when the name's previous process crashed
 // (its record and key must age out first). A bad cfg gives
 // ErrInvalidConfig.
 func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {

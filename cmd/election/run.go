@@ -64,7 +64,7 @@ runs COMMAND. The bucket must exist (election bucket create).
 
 Every candidate of a key needs a --name of its own: a run (without --once)
 started under the name of a live candidate of the key exits 1 at once
-(within a third of the TTL) with one line naming both processes, and
+(within two thirds of the TTL) with one line naming both processes, and
 leaves the live one alone. One restarted under the same name after a crash waits for the old
 process's record to age out (at most a TTL and a third), then campaigns.
 

@@ -3,6 +3,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"time"
@@ -25,6 +26,13 @@ type Proxy struct {
 	closed  bool
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
+	awaited []awaitedChunk // Sent's, until seen
+}
+
+// awaitedChunk is a Sent: text, and the channel closed once it is seen.
+type awaitedChunk struct {
+	text []byte
+	sent chan struct{}
 }
 
 const (
@@ -57,6 +65,32 @@ func (p *Proxy) HalfOpen() { p.set(func() { p.hold = [2]bool{false, true} }) }
 
 // Delay holds every chunk for d before forwarding it, until Heal.
 func (p *Proxy) Delay(d time.Duration) { p.set(func() { p.delay = d }) }
+
+// Sent returns a channel closed once a chunk from a client holding text
+// has passed the faults toward the server: it reaches the server (after
+// the delay set when it passed) whatever fault comes next, as bytes already
+// on the wire would.
+func (p *Proxy) Sent(text string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := awaitedChunk{text: []byte(text), sent: make(chan struct{})}
+	p.awaited = append(p.awaited, a)
+	return a.sent
+}
+
+// passedLocked closes the channel of every Sent whose text chunk holds;
+// p.mu must be held.
+func (p *Proxy) passedLocked(chunk []byte) {
+	kept := p.awaited[:0]
+	for _, a := range p.awaited {
+		if bytes.Contains(chunk, a.text) {
+			close(a.sent)
+		} else {
+			kept = append(kept, a)
+		}
+	}
+	p.awaited = kept
+}
 
 // Refuse resets every open connection and every new one at once, until
 // Heal: a loud cut, which both ends notice at once (a host that is down,
@@ -192,7 +226,7 @@ func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			delay, healed, open := p.wait(direction)
+			delay, healed, open := p.wait(direction, buf[:n])
 			if !open {
 				return
 			}
@@ -209,13 +243,17 @@ func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	}
 }
 
-// wait blocks while the direction is held, then returns the delay to apply,
-// a channel closed by the next Heal, and whether the proxy is still open.
-func (p *Proxy) wait(direction int) (time.Duration, <-chan struct{}, bool) {
+// wait blocks while the direction is held, then returns the delay to apply
+// to chunk, a channel closed by the next Heal, and whether the proxy is
+// still open.
+func (p *Proxy) wait(direction int, chunk []byte) (time.Duration, <-chan struct{}, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.hold[direction] && !p.closed {
 		p.changed.Wait()
+	}
+	if direction == toServer && !p.closed {
+		p.passedLocked(chunk)
 	}
 	return p.delay, p.healed, !p.closed
 }

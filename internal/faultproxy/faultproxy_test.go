@@ -126,3 +126,56 @@ func TestRefuseResetsOpenAndNewConnectionsUntilHeal(t *testing.T) {
 		t.Error("no echo through a connection made after Heal")
 	}
 }
+
+// TestAChunkSentBeforeABlackholeArrives writes through a proxy that delays
+// every chunk, awaits Sent for it, then blackholes the proxy: the chunk
+// still arrives after its delay, as bytes on the wire when a host dies do.
+func TestAChunkSentBeforeABlackholeArrives(t *testing.T) {
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	received := make(chan string, 1)
+	go func() {
+		c, err := target.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err == nil {
+			received <- string(buf)
+		}
+	}()
+
+	p, err := New(target.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	client, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p.Delay(200 * time.Millisecond)
+	sent := p.Sent("ell")
+	if _, err := client.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sent:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Sent not closed 30 s after the chunk was written")
+	}
+	p.Blackhole()
+	select {
+	case got := <-received:
+		if got != "hello" {
+			t.Errorf("received %q, want hello", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the chunk sent before the blackhole did not arrive within 30 s")
+	}
+}
