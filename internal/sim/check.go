@@ -8,12 +8,12 @@ import (
 )
 
 // What a run checks, and for whom. A suspended candidate is outside the
-// clock assumption, and so is every run while one is: resumed with its
-// clock behind, it believes it still leads and acts on that (it may vouch
-// over its successor's write, which ends the successor's tenure and lets
-// the next winner announce at once while the successor's work drains). So
-// from a suspension until three TTLs after the candidate resumed, only the
-// fencing check (tokens) applies, to every candidate. Everywhere else:
+// clock assumption: from its suspension until three TTLs after it resumed,
+// only the fencing check (tokens) applies to it, and a check of two
+// leaderships is waived when one of them is its own. The library detects
+// the suspend on resuming (Clock.Suspended) and stands down before it
+// renews or vouches, so the others' leaderships are checked throughout.
+// Everywhere else:
 //
 //   - never two leaders: whenever an election announces or renews, at
 //     every fault, every leader's work or Once job starting, and every
@@ -170,7 +170,7 @@ func (r *record) removed(key int) {
 	r.mu.Unlock()
 }
 
-// suspended records that cand's suspension puts the run outside the clock
+// suspended records that a suspension puts cand outside the clock
 // assumption in [from, to].
 func (r *record) suspended(cand int, from, to time.Duration) {
 	r.mu.Lock()
@@ -178,18 +178,21 @@ func (r *record) suspended(cand int, from, to time.Duration) {
 	r.mu.Unlock()
 }
 
-// exemptLocked reports whether some moment of [from, to] is outside the
-// clock assumption: a suspended candidate's vouch can break the election
-// for the others too, so a suspend exempts every candidate.
-func (r *record) exemptLocked(from, to time.Duration) bool {
-	for _, xs := range r.exempt {
-		for _, x := range xs {
-			if from <= x[1] && x[0] <= to {
-				return true
-			}
+// exemptLocked reports whether cand is outside the clock assumption at
+// some moment of [from, to].
+func (r *record) exemptLocked(cand int, from, to time.Duration) bool {
+	for _, x := range r.exempt[cand] {
+		if from <= x[1] && x[0] <= to {
+			return true
 		}
 	}
 	return false
+}
+
+// anyExemptLocked reports whether one of cands is outside the clock
+// assumption at some moment of [from, to].
+func (r *record) anyExemptLocked(cands []int, from, to time.Duration) bool {
+	return slices.ContainsFunc(cands, func(c int) bool { return r.exemptLocked(c, from, to) })
 }
 
 // checkDone checks each Once call that answered OnceDone against the done
@@ -203,7 +206,7 @@ func (r *record) checkDone(ttl time.Duration) {
 		}
 	}
 	for _, o := range r.onces {
-		if o.outcome != "done" || r.exemptLocked(o.called, o.returned) {
+		if o.outcome != "done" || r.exemptLocked(o.cand, o.called, o.returned) {
 			continue
 		}
 		last := time.Duration(-1)
@@ -228,7 +231,7 @@ func (r *record) checkDone(ttl time.Duration) {
 func (r *record) leaders(key int, cands []int, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now := r.now(); len(cands) > 1 && !r.exemptLocked(now, now) {
+	if now := r.now(); len(cands) > 1 && !r.anyExemptLocked(cands, now, now) {
 		r.violateLocked("one leader", "key %d: IsLeader true on c%v at once (sampled at %s)", key, cands, why)
 	}
 }
@@ -253,7 +256,7 @@ func (r *record) finish(end, ttl time.Duration) []Violation {
 				continue
 			}
 			aEnd, bEnd := upTo(a.end), upTo(b.end)
-			if a.start < bEnd && b.start < aEnd && !r.exemptLocked(a.start, aEnd) && !r.exemptLocked(b.start, bEnd) {
+			if a.start < bEnd && b.start < aEnd && !r.exemptLocked(a.cand, a.start, aEnd) && !r.exemptLocked(b.cand, b.start, bEnd) {
 				r.violations = append(r.violations, Violation{At: max(a.start, b.start), Check: "one work",
 					Detail: fmt.Sprintf("key %d: c%d's work (token %d, %.3fs–%.3fs) overlaps c%d's (token %d, %.3fs–%.3fs)",
 						a.key, a.cand, a.token, a.start.Seconds(), aEnd.Seconds(), b.cand, b.token, b.start.Seconds(), bEnd.Seconds())})
@@ -265,11 +268,11 @@ func (r *record) finish(end, ttl time.Duration) []Violation {
 			continue
 		}
 		done := r.works[o.work]
-		if done.end < 0 || r.exemptLocked(done.start, o.returned) {
+		if done.end < 0 || r.exemptLocked(done.cand, done.start, o.returned) {
 			continue
 		}
 		for _, w := range r.works[o.work+1:] {
-			if w.key != done.key || w.start <= done.end || w.start >= done.end+ttl || r.exemptLocked(w.start, w.start) {
+			if w.key != done.key || w.start <= done.end || w.start >= done.end+ttl || r.exemptLocked(w.cand, w.start, w.start) {
 				continue
 			}
 			removed := false

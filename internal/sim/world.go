@@ -17,6 +17,12 @@ import (
 // bucket is the name of the simulation's bucket.
 const bucket = "SIM"
 
+// resumeFirst is how long after a suspended candidate's clock resumes its
+// link does: at one instant of fake time the bubble runs goroutines in Go's
+// order, and a watched entry delivered at the very instant of the resume
+// could run before the candidate's clock had resumed.
+const resumeFirst = time.Millisecond
+
 // world is one seed's run: inside a synctest bubble, a real embedded
 // nats-server (JetStream, memory storage, no listener), candidates of the
 // real library on their own in-process connections and clocks, and the
@@ -474,8 +480,12 @@ func (w *world) inject(f Fault, pending *sync.WaitGroup) {
 	case Suspend:
 		now := w.rec.now()
 		w.rec.suspended(c.i, now, now+f.For+3*w.s.TTL)
+		// The link comes back resumeFirst after the clock resumes: a
+		// resumed machine reads its clocks before anything it receives
+		// runs, so the candidate sees the suspend before any watched entry
+		// or answer can reach it.
 		c.clock.Suspend()
-		c.kv.set(faultCut, until)
+		c.kv.set(faultCut, until.Add(resumeFirst))
 		pending.Go(func() {
 			time.Sleep(f.For)
 			c.clock.Resume(f.Leap)
