@@ -89,9 +89,10 @@ type CandidateSpec struct {
 	// run's writes (three per TTL per candidate and key, against one
 	// renewal per interval per key), and so of its wall time.
 	Presence bool
-	// Bucket: its Start elections are made from its Bucket, sharing the
-	// Bucket's watcher (half the candidates); the others' Start elections
-	// each have a watcher of their own, as NewElection makes them.
+	// Bucket: its Start elections and each of its Once elections are made
+	// from its Bucket, sharing the Bucket's watcher (half the candidates);
+	// the others' elections each have a watcher of their own, as
+	// NewElection makes them.
 	Bucket bool
 	// Link is the latency of its writes to the server (KV.latency adds up
 	// to 100 µs to each).
@@ -161,11 +162,6 @@ type Schedule struct {
 	StartKeys  int           // keys elected with Start; one more key runs the Once jobs
 	Candidates []CandidateSpec
 	Faults     []Fault
-	// OnceFromBucket makes every Once election from its candidate's Bucket
-	// (one watcher for all, as a process that fires a job often would),
-	// rather than with NewElection (a watcher created and deleted per
-	// job). Not drawn from the seed: Config sets it.
-	OnceFromBucket bool
 	// Kept lists the faults kept of the seed's schedule, by their index in
 	// it, when only some are (a shrunk schedule: Only); nil keeps all.
 	Kept []int
@@ -340,9 +336,6 @@ func (s Schedule) String() string {
 	if s.Kept != nil {
 		fmt.Fprintf(&b, ", only faults %s of the seed's", joinInts(s.Kept))
 	}
-	if s.OnceFromBucket {
-		b.WriteString(", Once elections from each candidate's Bucket")
-	}
 	b.WriteString("\n")
 	for i, c := range s.Candidates {
 		fmt.Fprintf(&b, "  c%d clock ×%.4f, link %v, reconnects after %v", i, c.Rate, c.Link, c.Reconnect)
@@ -365,7 +358,7 @@ func (s Schedule) String() string {
 			b.WriteString(" preferring higher")
 		}
 		if c.Bucket {
-			b.WriteString(", Start elections from its Bucket")
+			b.WriteString(", elections from its Bucket")
 		}
 		b.WriteString("\n")
 	}
@@ -380,9 +373,6 @@ func (s Schedule) Replay() string {
 	cmd := fmt.Sprintf("go run ./cmd/chaos -simulate -seed %d", s.Seed)
 	if s.Length != DefaultLength {
 		cmd += fmt.Sprintf(" -length %v", s.Length)
-	}
-	if s.OnceFromBucket {
-		cmd += " -once-bucket"
 	}
 	if s.Kept != nil {
 		cmd += " -keep " + joinInts(s.Kept)

@@ -140,7 +140,7 @@ func name(i int) string { return fmt.Sprintf("c%d", i) }
 func (c *cand) start() {
 	ctx, cancel := context.WithCancel(c.w.ctx)
 	var b *election.Bucket
-	if c.spec.Bucket || c.spec.OnceEvery > 0 && c.w.s.OnceFromBucket {
+	if c.spec.Bucket {
 		b = c.openBucket(ctx)
 	}
 	var es []*election.Election
@@ -290,13 +290,15 @@ func (c *cand) work(ctx context.Context, k int) {
 }
 
 // onceLoop fires the candidate's Once job every OnceEvery, on its clock,
-// each time with a new election: made from the candidate's Bucket b with
-// Schedule.OnceFromBucket, else with NewElection.
+// each time with a new election: made from the candidate's Bucket b if it
+// has one (one watcher for all its keys, as a process that fires a job
+// often would), else with NewElection (a watcher created and deleted per
+// job, as `election run --once` does).
 func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
 	key := len(c.w.keys) - 1
 	for c.nextOnce(ctx) {
 		var e *election.Election
-		if c.w.s.OnceFromBucket {
+		if c.spec.Bucket {
 			e = c.fromBucket(b, c.w.keys[key])
 		} else {
 			e = c.election(ctx, c.w.keys[key])
