@@ -93,7 +93,10 @@ func runSchedule(t *testing.T, s Schedule) Result {
 		w.run()
 		res.Simulated = time.Since(start)
 		res.Faults = w.faults
-		res.Violations = w.rec.finish(res.Simulated, res.Schedule.TTL-res.Schedule.ServerLead)
+		w.hist.mu.Lock()
+		ops := w.hist.ops
+		w.hist.mu.Unlock()
+		res.Violations = w.rec.finish(res.Simulated, res.Schedule.TTL-res.Schedule.ServerLead, w.keys[len(w.keys)-1], ops)
 		hist = w.hist
 		res.Timeline = w.rec.timeline
 		slices.SortStableFunc(res.Timeline, func(a, b Decision) int {
