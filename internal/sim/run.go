@@ -93,7 +93,10 @@ func runSchedule(t *testing.T, s Schedule) Result {
 		w.run()
 		res.Simulated = time.Since(start)
 		res.Faults = w.faults
-		res.Violations = w.rec.finish(res.Simulated, res.Schedule.TTL-res.Schedule.ServerLead)
+		w.hist.mu.Lock()
+		ops := w.hist.ops
+		w.hist.mu.Unlock()
+		res.Violations = w.rec.finish(res.Simulated, res.Schedule.TTL-res.Schedule.ServerLead, w.keys[len(w.keys)-1], ops)
 		hist = w.hist
 		res.Timeline = w.rec.timeline
 		slices.SortStableFunc(res.Timeline, func(a, b Decision) int {
@@ -122,9 +125,6 @@ type Config struct {
 	// only the command can start; in one process seeds run one at a time.
 	Parallel int
 	Soak     time.Duration // if set, seeds from First on until this much wall time has passed (Seeds is ignored)
-	// OnceFromBucket: every Once election is made from its candidate's
-	// Bucket (Schedule.OnceFromBucket).
-	OnceFromBucket bool
 	// Keep, if not nil, keeps only these faults of each seed's schedule, by
 	// index (Schedule.Only): a shrunk schedule's replay.
 	Keep []int
@@ -136,7 +136,6 @@ type Config struct {
 // schedule is the schedule of seed under cfg.
 func (cfg Config) schedule(seed uint64) Schedule {
 	s := NewSchedule(seed, cfg.Length)
-	s.OnceFromBucket = cfg.OnceFromBucket
 	if cfg.Keep != nil {
 		s = s.Only(cfg.Keep)
 	}
@@ -230,9 +229,6 @@ func runWorker(t *testing.T, cfg Config, take func() (uint64, bool), done func(R
 		t.Fatal(err)
 	}
 	args := []string{"-simulate", "-worker", "-length", cfg.Length.String()}
-	if cfg.OnceFromBucket {
-		args = append(args, "-once-bucket")
-	}
 	if cfg.Keep != nil {
 		args = append(args, "-keep", joinInts(cfg.Keep))
 	}
@@ -375,7 +371,6 @@ func Command(args []string) {
 	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "seeds run at once, each in a process of its own")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on the last line too")
 	soak := fs.Duration("soak", 0, "run seeds from -seed on for this much wall time (a local soak; -seeds is ignored)")
-	onceBucket := fs.Bool("once-bucket", false, "make every Once election from its candidate's Bucket instead of with NewElection")
 	worker := fs.Bool("worker", false, "run as a worker process of -parallel: seeds from stdin, results as JSON lines to stdout")
 	keep := fs.String("keep", "", "keep only these faults of each seed's schedule, by index, comma-separated (a shrunk schedule's replay)")
 	shrink := fs.Bool("shrink", false, "shrink each failing seed's schedule to the fewest faults that still fail, one seed at a time")
@@ -392,7 +387,7 @@ func Command(args []string) {
 			}
 		})
 	}
-	cfg := Config{First: *first, Seeds: *seeds, Length: *length, Parallel: *parallel, Soak: *soak, OnceFromBucket: *onceBucket, Shrink: *shrink}
+	cfg := Config{First: *first, Seeds: *seeds, Length: *length, Parallel: *parallel, Soak: *soak, Shrink: *shrink}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name != "keep" {
 			return

@@ -89,9 +89,10 @@ type CandidateSpec struct {
 	// run's writes (three per TTL per candidate and key, against one
 	// renewal per interval per key), and so of its wall time.
 	Presence bool
-	// Bucket: its Start elections are made from its Bucket, sharing the
-	// Bucket's watcher (half the candidates); the others' Start elections
-	// each have a watcher of their own, as NewElection makes them.
+	// Bucket: its Start elections and each of its Once elections are made
+	// from its Bucket, sharing the Bucket's watcher (half the candidates);
+	// the others' elections each have a watcher of their own, as
+	// NewElection makes them.
 	Bucket bool
 	// Link is the latency of its writes to the server (KV.latency adds up
 	// to 100 µs to each).
@@ -105,6 +106,11 @@ type CandidateSpec struct {
 	// candidate of higher priority (WithPreferHigher).
 	Priority     int
 	PreferHigher bool
+	// DoneFor, in a schedule with RunLog, is how long the done mark of its
+	// successful Once runs lasts (election.DoneFor): shorter than the TTL
+	// (the key is released, the mark is the log's alone) or longer (the
+	// key is marked too).
+	DoneFor time.Duration
 }
 
 // Fault is one fault of a schedule.
@@ -161,11 +167,11 @@ type Schedule struct {
 	StartKeys  int           // keys elected with Start; one more key runs the Once jobs
 	Candidates []CandidateSpec
 	Faults     []Fault
-	// OnceFromBucket makes every Once election from its candidate's Bucket
-	// (one watcher for all, as a process that fires a job often would),
-	// rather than with NewElection (a watcher created and deleted per
-	// job). Not drawn from the seed: Config sets it.
-	OnceFromBucket bool
+	// RunLog: every Once job records its runs in the bucket's history
+	// (election.RecordRuns), each candidate's with its DoneFor. Every Once
+	// of a key must record its runs in one log for a mark there to bind
+	// them all, so a seed has all its Once jobs record runs, or none.
+	RunLog bool
 	// Kept lists the faults kept of the seed's schedule, by their index in
 	// it, when only some are (a shrunk schedule: Only); nil keeps all.
 	Kept []int
@@ -298,8 +304,31 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		}
 		s.Faults = append(s.Faults, f)
 	}
+	// Run logs come from a stream of their own too: in half the seeds with
+	// Once jobs, the jobs record their runs, each candidate's with a mark
+	// of its own length, half of them shorter than the TTL.
+	logs := rand.New(rand.NewPCG(seed, 0x109))
+	if s.onces() && logs.IntN(2) == 0 {
+		s.RunLog = true
+		for i := range s.Candidates {
+			c := &s.Candidates[i]
+			if c.OnceEvery == 0 {
+				continue
+			}
+			if logs.IntN(2) == 0 {
+				c.DoneFor = scale(logs, ttl, 0.25, 0.95)
+			} else {
+				c.DoneFor = scale(logs, ttl, 1, 10)
+			}
+		}
+	}
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
 	return s
+}
+
+// scale draws a duration between lo and hi times d, to the millisecond.
+func scale(rng *rand.Rand, d time.Duration, lo, hi float64) time.Duration {
+	return time.Duration(float64(d) * (lo + (hi-lo)*rng.Float64())).Round(time.Millisecond)
 }
 
 // onces reports whether some candidate runs Once jobs.
@@ -337,11 +366,11 @@ func (s Schedule) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %v, TTL %v (server ages keys out %v early), %d Start keys and a Once key",
 		s.Seed, s.Length, s.TTL, s.ServerLead, s.StartKeys)
+	if s.RunLog {
+		b.WriteString(", Once runs recorded in the bucket's history")
+	}
 	if s.Kept != nil {
 		fmt.Fprintf(&b, ", only faults %s of the seed's", joinInts(s.Kept))
-	}
-	if s.OnceFromBucket {
-		b.WriteString(", Once elections from each candidate's Bucket")
 	}
 	b.WriteString("\n")
 	for i, c := range s.Candidates {
@@ -354,6 +383,9 @@ func (s Schedule) String() string {
 		}
 		if c.OnceEvery > 0 {
 			fmt.Fprintf(&b, ", Once every %v", c.OnceEvery)
+			if c.DoneFor > 0 {
+				fmt.Fprintf(&b, " done for %v", c.DoneFor)
+			}
 		}
 		if c.Presence {
 			b.WriteString(", candidate records")
@@ -365,7 +397,7 @@ func (s Schedule) String() string {
 			b.WriteString(" preferring higher")
 		}
 		if c.Bucket {
-			b.WriteString(", Start elections from its Bucket")
+			b.WriteString(", elections from its Bucket")
 		}
 		b.WriteString("\n")
 	}
@@ -380,9 +412,6 @@ func (s Schedule) Replay() string {
 	cmd := fmt.Sprintf("go run ./cmd/chaos -simulate -seed %d", s.Seed)
 	if s.Length != DefaultLength {
 		cmd += fmt.Sprintf(" -length %v", s.Length)
-	}
-	if s.OnceFromBucket {
-		cmd += " -once-bucket"
 	}
 	if s.Kept != nil {
 		cmd += " -keep " + joinInts(s.Kept)

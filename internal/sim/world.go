@@ -9,6 +9,7 @@ import (
 	"time"
 
 	election "github.com/kvelect/election"
+	ehistory "github.com/kvelect/election/history"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +17,12 @@ import (
 
 // bucket is the name of the simulation's bucket.
 const bucket = "SIM"
+
+// resumeFirst is how long after a suspended candidate's clock resumes its
+// link does: at one instant of fake time the bubble runs goroutines in Go's
+// order, and a watched entry delivered at the very instant of the resume
+// could run before the candidate's clock had resumed.
+const resumeFirst = time.Millisecond
 
 // world is one seed's run: inside a synctest bubble, a real embedded
 // nats-server (JetStream, memory storage, no listener), candidates of the
@@ -30,6 +37,9 @@ type world struct {
 	cands  []*cand
 	rec    *record
 	hist   *history // every write that reached the server
+	// runLog is the bucket's history, on the admin's connection, where
+	// the Once jobs record their runs in a schedule with RunLog.
+	runLog *ehistory.History
 	faults map[Class]int
 	ctx    context.Context
 	stop   context.CancelFunc
@@ -44,7 +54,10 @@ type cand struct {
 	nc    *nats.Conn
 	kv    *KV
 	clock *Clock
-	rng   *rand.Rand // its Once jobs' lengths
+	rng   *rand.Rand // its Once jobs' lengths and failures
+	// runLog is the bucket's history on its own connection, where its
+	// Once jobs record their runs in a schedule with RunLog.
+	runLog *ehistory.History
 
 	mu         sync.Mutex
 	bucket     *election.Bucket     // its Bucket, while up
@@ -88,6 +101,12 @@ func newWorld(s Schedule, dir string) (*world, error) {
 	}
 	w.rec, w.hist = newRecord(), newHistory()
 	w.admin = &recorded{KeyValue: admin, client: "admin", h: w.hist}
+	if s.RunLog {
+		// kept an hour: no record ages out within a run
+		if w.runLog, err = ehistory.Create(ctx, js, bucket, time.Hour); err != nil {
+			return nil, err
+		}
+	}
 	for i, spec := range s.Candidates {
 		nc, err := w.connect(spec.Reconnect)
 		if err != nil {
@@ -105,6 +124,11 @@ func newWorld(s Schedule, dir string) (*world, error) {
 		c := &cand{w: w, i: i, spec: spec, nc: nc, clock: NewClock(spec.Rate),
 			kv:  NewKV(kv, s.TTL, s.Seed^uint64(i+1)<<32, spec.Link),
 			rng: rand.New(rand.NewPCG(s.Seed, uint64(i))), jobEnd: make(chan struct{}, 1), poke: make(chan struct{}, 1)}
+		if s.RunLog && spec.OnceEvery > 0 {
+			if c.runLog, err = ehistory.Open(ctx, js, bucket); err != nil {
+				return nil, err
+			}
+		}
 		w.cands = append(w.cands, c)
 	}
 	for _, c := range w.cands {
@@ -134,7 +158,7 @@ func name(i int) string { return fmt.Sprintf("c%d", i) }
 func (c *cand) start() {
 	ctx, cancel := context.WithCancel(c.w.ctx)
 	var b *election.Bucket
-	if c.spec.Bucket || c.spec.OnceEvery > 0 && c.w.s.OnceFromBucket {
+	if c.spec.Bucket {
 		b = c.openBucket(ctx)
 	}
 	var es []*election.Election
@@ -284,13 +308,15 @@ func (c *cand) work(ctx context.Context, k int) {
 }
 
 // onceLoop fires the candidate's Once job every OnceEvery, on its clock,
-// each time with a new election: made from the candidate's Bucket b with
-// Schedule.OnceFromBucket, else with NewElection.
+// each time with a new election: made from the candidate's Bucket b if it
+// has one (one watcher for all its keys, as a process that fires a job
+// often would), else with NewElection (a watcher created and deleted per
+// job, as `election run --once` does).
 func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
 	key := len(c.w.keys) - 1
 	for c.nextOnce(ctx) {
 		var e *election.Election
-		if c.w.s.OnceFromBucket {
+		if c.spec.Bucket {
 			e = c.fromBucket(b, c.w.keys[key])
 		} else {
 			e = c.election(ctx, c.w.keys[key])
@@ -302,13 +328,18 @@ func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
 		c.once = e
 		c.mu.Unlock()
 		id := -1
-		// a third of the jobs outlast a renewal or more
+		// a third of the jobs outlast a renewal or more; a quarter fail
 		c.mu.Lock()
 		length := time.Duration(c.rng.IntN(300)) * time.Millisecond
 		if c.rng.IntN(3) == 0 {
 			length = time.Duration(1000+c.rng.IntN(4000)) * time.Millisecond
 		}
+		fails := c.rng.IntN(4) == 0
 		c.mu.Unlock()
+		var opts []election.OnceOption
+		if c.runLog != nil {
+			opts = append(opts, election.RecordRuns(c.runLog), election.DoneFor(c.spec.DoneFor))
+		}
 		select {
 		case <-c.jobEnd:
 		default:
@@ -322,18 +353,24 @@ func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
 				c.w.rec.cancel(id)
 			}
 			c.w.rec.end(id)
+			if fails {
+				return errJobFailed
+			}
 			return nil
-		})
+		}, opts...)
 		e.Stop()
 		c.mu.Lock()
 		c.once = nil
 		c.mu.Unlock()
 		c.w.rec.decided("%s's Once on %s: %v, error %v", name(c.i), c.w.keys[key], out, err)
 		c.w.rec.mu.Lock()
-		c.w.rec.onces = append(c.w.rec.onces, onceResult{cand: c.i, work: id, outcome: out.String(), err: err, called: called, returned: c.w.rec.now()})
+		c.w.rec.onces = append(c.w.rec.onces, onceResult{cand: c.i, work: id, failed: fails, outcome: out.String(), err: err, called: called, returned: c.w.rec.now()})
 		c.w.rec.mu.Unlock()
 	}
 }
+
+// errJobFailed is what a failing Once job returns.
+var errJobFailed = errors.New("the job failed")
 
 // nextOnce waits until the candidate fires its next Once job: OnceEvery,
 // or a poke; false if ctx ends first.
@@ -433,6 +470,9 @@ func (w *world) run() {
 		wg.Go(c.halt)
 	}
 	wg.Wait()
+	if w.runLog != nil {
+		w.readRuns()
+	}
 	for _, c := range w.cands {
 		c.nc.Close()
 	}
@@ -474,8 +514,12 @@ func (w *world) inject(f Fault, pending *sync.WaitGroup) {
 	case Suspend:
 		now := w.rec.now()
 		w.rec.suspended(c.i, now, now+f.For+3*w.s.TTL)
+		// The link comes back resumeFirst after the clock resumes: a
+		// resumed machine reads its clocks before anything it receives
+		// runs, so the candidate sees the suspend before any watched entry
+		// or answer can reach it.
 		c.clock.Suspend()
-		c.kv.set(faultCut, until)
+		c.kv.set(faultCut, until.Add(resumeFirst))
 		pending.Go(func() {
 			time.Sleep(f.For)
 			c.clock.Resume(f.Leap)
@@ -628,4 +672,29 @@ func (w *world) leader(k int) *cand {
 		}
 	}
 	return nil
+}
+
+// readRuns reads the outcomes of the Once runs from the run log, for the
+// checks; a log that cannot be read is a violation.
+func (w *world) readRuns() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	evs, err := w.runLog.Events(ctx, w.keys[len(w.keys)-1], time.Time{})
+	if err != nil {
+		w.rec.violate("run log", "reading the Once runs: %v", err)
+		return
+	}
+	for _, ev := range evs {
+		if ev.Kind != ehistory.Ran {
+			continue
+		}
+		var i int
+		if _, err := fmt.Sscanf(ev.Name, "c%d", &i); err != nil {
+			continue
+		}
+		run := ev.Run()
+		w.rec.mu.Lock()
+		w.rec.runs = append(w.rec.runs, runRecord{cand: i, token: ev.Token, stored: ev.Recorded.Sub(w.rec.start), doneFor: ev.DoneFor, failed: !run.Succeeded()})
+		w.rec.mu.Unlock()
+	}
 }
