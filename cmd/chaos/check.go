@@ -204,6 +204,17 @@ func readTimeline(rep *report, harness []Event) (start, end int64, deaths map[st
 	return start, end, deaths, pauses
 }
 
+// reservedPrefix begins the keys the library keeps beside the election
+// keys (candidate records, transfer requests): their writes are no lease's.
+const reservedPrefix = "_kvelect."
+
+// leaseWrite reports whether ev is an acknowledged write of an election
+// key, a claim or renewal from which a leader counts its validity; a
+// candidate record's write, though acknowledged, renews no lease.
+func (ev Event) leaseWrite() bool {
+	return ev.Kind == "op" && ev.Outcome == "ok" && (ev.Op == "create" || ev.Op == "update") && !strings.HasPrefix(ev.Key, reservedPrefix)
+}
+
 // byDaemon splits a worker's events by the daemon they are about: a
 // single-key run's all go to "".
 func byDaemon(events []Event) map[string][]Event {
@@ -252,7 +263,7 @@ func workerTerms(name, daemon string, events []Event, validity int64, deaths map
 	}
 	for _, ev := range events {
 		switch {
-		case ev.Kind == "op" && ev.Outcome == "ok" && (ev.Op == "create" || ev.Op == "update"):
+		case ev.leaseWrite():
 			lastSent, deadline = ev.Sent, ev.Sent+validity
 		case ev.Kind == "won":
 			cur = &term{worker: name, daemon: daemon, token: ev.Token, start: ev.T, backed: lastSent}

@@ -199,6 +199,30 @@ func TestCheckEndsTheWorkOfAKilledOrSuspendedWorker(t *testing.T) {
 	}
 }
 
+// TestCheckCountsOnlyLeaseWritesTowardValidity: a candidate record's
+// write, acknowledged after the last renewal (as a leader's candidate
+// record is rewritten every third of a TTL), renews no lease: w0, whose
+// last renewal was sent at 1.5 s and whose record write at 1.9 s, stopped
+// from 2 s to 5 s, counts as working until 3.5 s, a TTL after the renewal,
+// not 3.9 s; a successor winning at 3.7 s passes. Its term ends at its
+// validity after the renewal too: no split brain.
+func TestCheckCountsOnlyLeaseWritesTowardValidity(t *testing.T) {
+	w0 := slowStop(1, 0, sec, []int64{1500e6}, 5*sec+10e6, 5200e6)
+	record := Event{T: 1901e6, Kind: "op", Op: "update", Key: "_kvelect.candidate.leader.dzA", Sent: 1900e6, Outcome: "ok", Rev: 9}
+	w0 = append(w0[:3], append([]Event{record}, w0[3:]...)...)
+	dir := writeRun(t, baseRun(map[string][]Event{
+		"w0": w0,
+		"w1": leaderTerm(4, 3600e6, 3700e6, nil, 6*sec),
+	}, Event{T: 2 * sec, Kind: "pause", Target: "w0"}, Event{T: 5 * sec, Kind: "resume", Target: "w0"}))
+	rep, err := check(ttl2s, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.WorkOverlaps != 0 || rep.SplitBrainMS != 0 {
+		t.Errorf("work overlaps %d, split brain %.1f ms; want none (the record write at 1.9 s is no renewal): %v", rep.WorkOverlaps, rep.SplitBrainMS, rep.Problems)
+	}
+}
+
 func TestCheckCountsStaleTokensAndBadTokens(t *testing.T) {
 	files := baseRun(map[string][]Event{
 		"w0": leaderTerm(4, 0, sec, nil, 1500e6),

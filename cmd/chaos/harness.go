@@ -526,7 +526,7 @@ func (h *harness) follow(out io.Reader, history io.Writer) {
 			}
 		case ev.Kind == "lost" && h.holders[ev.Daemon] == ev.Worker:
 			delete(h.holders, ev.Daemon)
-		case ev.Kind == "op" && ev.Op == "update" && ev.Outcome == "ok" && h.holders[ev.Daemon] == ev.Worker && ev.Sent > h.settledFrom:
+		case ev.leaseWrite() && ev.Op == "update" && h.holders[ev.Daemon] == ev.Worker && ev.Sent > h.settledFrom:
 			h.settled[ev.Daemon] = true
 		case ev.Kind == "joined":
 			if w := h.workers[ev.Worker]; w != nil {

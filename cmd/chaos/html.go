@@ -64,7 +64,7 @@ func writeHTML(path string, r *report) error {
 		fmt.Fprintf(&b, "<rect x='%.1f' y='%d' width='%.1f' height='4' fill='#ccc'><title>%s alive</title></rect>\n",
 			x(life0), yy+10, x(life1)-x(life0), html.EscapeString(w))
 		for _, ev := range events {
-			if ev.Kind == "op" && ev.Op == "update" && ev.Outcome == "ok" {
+			if ev.leaseWrite() && ev.Op == "update" {
 				fmt.Fprintf(&b, "<line x1='%.1f' y1='%d' x2='%.1f' y2='%d' stroke='#246'/>\n", x(ev.Sent), yy+2, x(ev.Sent), yy+6)
 			}
 		}

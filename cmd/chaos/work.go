@@ -52,7 +52,7 @@ func works(hist *history, validity, ttl int64, deaths map[string]int64, runEnd i
 			var sent []int64 // send times of the acknowledged writes, in order
 			for _, ev := range events {
 				switch {
-				case ev.Kind == "op" && ev.Outcome == "ok" && (ev.Op == "create" || ev.Op == "update"):
+				case ev.leaseWrite():
 					sent = append(sent, ev.Sent)
 				case ev.Kind == "won":
 					if cur != nil { // a won with no return before it: the earlier ends here
