@@ -88,44 +88,51 @@ type perfDatum struct {
 
 // checkResult is the outcome of election check.
 type checkResult struct {
-	Name      string      `json:"name"`
-	Status    string      `json:"status"`
-	Code      int         `json:"status_code"`
-	OK        []string    `json:"ok,omitempty"`
-	Warnings  []string    `json:"warning,omitempty"`
-	Criticals []string    `json:"critical,omitempty"`
-	Unknowns  []string    `json:"unknown,omitempty"`
-	PerfData  []perfDatum `json:"perf_data,omitempty"`
+	Name string `json:"name"`
+	verdict
+	OK       []string    `json:"ok,omitempty"`
+	PerfData []perfDatum `json:"perf_data,omitempty"`
 }
 
 func (r *checkResult) ok(format string, args ...any) {
 	r.OK = append(r.OK, fmt.Sprintf(format, args...))
 }
-func (r *checkResult) warn(format string, args ...any) {
-	r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...))
+func (r *checkResult) perf(p perfDatum) { r.PerfData = append(r.PerfData, p) }
+
+// verdict is what check and verify found, and the status it comes to: the
+// worst finding, as a Nagios plugin's exit status.
+type verdict struct {
+	Status    string   `json:"status"`
+	Code      int      `json:"status_code"`
+	Warnings  []string `json:"warning,omitempty"`
+	Criticals []string `json:"critical,omitempty"`
+	Unknowns  []string `json:"unknown,omitempty"`
 }
-func (r *checkResult) critical(format string, args ...any) {
-	r.Criticals = append(r.Criticals, fmt.Sprintf(format, args...))
+
+func (v *verdict) warn(format string, args ...any) {
+	v.Warnings = append(v.Warnings, fmt.Sprintf(format, args...))
+}
+func (v *verdict) critical(format string, args ...any) {
+	v.Criticals = append(v.Criticals, fmt.Sprintf(format, args...))
 }
 
 // unknown records a check that could not run, with what its error means
 // when that is known (see cause).
-func (r *checkResult) unknown(err error) { r.Unknowns = append(r.Unknowns, err.Error()+hint(err)) }
-func (r *checkResult) perf(p perfDatum)  { r.PerfData = append(r.PerfData, p) }
+func (v *verdict) unknown(err error) { v.Unknowns = append(v.Unknowns, err.Error()+hint(err)) }
 
-// finish sets the status: the worst of the checks.
-func (r *checkResult) finish() {
+// finish sets the status: the worst finding.
+func (v *verdict) finish() {
 	switch {
-	case len(r.Unknowns) > 0:
-		r.Code = checkUnknown
-	case len(r.Criticals) > 0:
-		r.Code = checkCritical
-	case len(r.Warnings) > 0:
-		r.Code = checkWarning
+	case len(v.Unknowns) > 0:
+		v.Code = checkUnknown
+	case len(v.Criticals) > 0:
+		v.Code = checkCritical
+	case len(v.Warnings) > 0:
+		v.Code = checkWarning
 	default:
-		r.Code = checkOK
+		v.Code = checkOK
 	}
-	r.Status = checkStatusNames[r.Code]
+	v.Status = checkStatusNames[v.Code]
 }
 
 // checkMain runs "election check".

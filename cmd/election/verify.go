@@ -212,11 +212,7 @@ type verifyReport struct {
 	SmallestSafeTTL *ms             `json:"smallest_safe_ttl_ms,omitempty"`
 	RecommendedTTL  *ms             `json:"recommended_ttl_ms,omitempty"`
 	NotMeasured     []string        `json:"not_measured,omitempty"`
-	Status          string          `json:"status"`
-	Code            int             `json:"status_code"`
-	Warnings        []string        `json:"warning,omitempty"`
-	Criticals       []string        `json:"critical,omitempty"`
-	Unknowns        []string        `json:"unknown,omitempty"`
+	verdict                         // as election check's
 
 	lines []string // the text output's measurements, in order
 }
@@ -234,28 +230,6 @@ func (r *verifyReport) addRoundTrips(t roundTrips) {
 }
 func (r *verifyReport) notMeasured(format string, args ...any) {
 	r.NotMeasured = append(r.NotMeasured, fmt.Sprintf(format, args...))
-}
-func (r *verifyReport) warn(format string, args ...any) {
-	r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...))
-}
-func (r *verifyReport) critical(format string, args ...any) {
-	r.Criticals = append(r.Criticals, fmt.Sprintf(format, args...))
-}
-func (r *verifyReport) unknown(err error) { r.Unknowns = append(r.Unknowns, err.Error()+hint(err)) }
-
-// finish sets the status, as election check does: the worst finding.
-func (r *verifyReport) finish() {
-	switch {
-	case len(r.Unknowns) > 0:
-		r.Code = checkUnknown
-	case len(r.Criticals) > 0:
-		r.Code = checkCritical
-	case len(r.Warnings) > 0:
-		r.Code = checkWarning
-	default:
-		r.Code = checkOK
-	}
-	r.Status = checkStatusNames[r.Code]
 }
 
 // verifyMain runs "election verify".
@@ -378,7 +352,9 @@ func verify(ctx context.Context, conn *connFlags, cfg verifyConfig, r *verifyRep
 	streamTrips, pingTrips := samples.roundTrips()
 	r.addRoundTrips(streamTrips)
 	r.addRoundTrips(pingTrips)
-	renewal, renewalOf := streamTrips.P99.duration(), "the stream info requests"
+	// The renewal's p99 as measured; the report keeps the figure itself,
+	// not one rounded through a Duration's nanoseconds.
+	renewalMS, renewalOf := streamTrips.P99, "the stream info requests"
 	if streamTrips.Failed > 0 {
 		r.warn("%d of %d stream info requests failed (the last: %s)", streamTrips.Failed, streamTrips.Samples+streamTrips.Failed, streamTrips.Error)
 	}
@@ -399,14 +375,15 @@ func verify(ctx context.Context, conn *connFlags, cfg verifyConfig, r *verifyRep
 			return
 		}
 		r.addRoundTrips(updates)
-		renewal, renewalOf = updates.P99.duration(), "the probe key's updates"
+		renewalMS, renewalOf = updates.P99, "the probe key's updates"
 		describeLag(r, lag, ttl, timing)
 	} else {
 		r.notMeasured("round trips of updates, the path of a renewal: read-only (--write times them); the TTLs below rest on reads, " +
 			"which on a replicated bucket miss the follower's acknowledgement a renewal waits for")
 		r.notMeasured("key expiry lag after the TTL: read-only (--write writes a probe key and waits it out: %v)", ttl)
 	}
-	r.Renewal = msOf(renewal)
+	r.Renewal = renewalMS
+	renewal := renewalMS.duration()
 
 	replicas := info.Config.Replicas
 	if replicas > 1 {
