@@ -135,6 +135,21 @@ func (v *verdict) finish() {
 	v.Status = checkStatusNames[v.Code]
 }
 
+// parseAsCheck parses args as parse does, for a command whose exit status
+// is check's (a Nagios plugin's): a usage error is UNKNOWN, not exitUsage.
+// usage reports one more, found after parsing, the same way.
+func (fs *flagSet) parseAsCheck(args []string, stdout, stderr io.Writer) (usage func(format string, args ...any) int, code int, ok bool) {
+	usage = func(format string, args ...any) int {
+		fs.usageError(stderr, format, args...)
+		return checkUnknown
+	}
+	code, ok = fs.parse(args, stdout, stderr)
+	if code == exitUsage {
+		code = checkUnknown
+	}
+	return usage, code, ok
+}
+
 // checkMain runs "election check".
 func checkMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("election check", checkAbout)
@@ -151,16 +166,9 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&format, "format", "nagios", "output `FORMAT`: nagios, json, prometheus or text")
 	fs.StringVar(&namespace, "namespace", "kvelect_check", "with --format prometheus, the metrics' name prefix `NS`")
 	fs.DurationVar(&timeout, "timeout", bucketTimeout, "`DURATION` the check may take")
-	code, ok := fs.parse(args, stdout, stderr)
+	usage, code, ok := fs.parseAsCheck(args, stdout, stderr)
 	if !ok {
-		if code == exitUsage {
-			return checkUnknown
-		}
 		return code
-	}
-	usage := func(format string, args ...any) int {
-		fs.usageError(stderr, format, args...)
-		return checkUnknown
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,16 +16,7 @@ import (
 func TestEveryDemoWorkerLogsThatItCampaigns(t *testing.T) {
 	t.Parallel()
 	bin := buildElection(t)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=", "CONTEXT=",
-		"WORKERS=3", "LOG_FORMAT=json")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stderr := startDemo(t, bin, 3)
 	lines := make(chan string)
 	exited := make(chan error, 1)
 	go func() {

@@ -2,23 +2,24 @@ package main
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestDemoStopsOnASignalDuringSetUp sends SIGINT to the demo as soon as its
-// server is up, while it sets up a thousand workers: it stops, and exits 0,
-// rather than finishing the set-up first or swallowing the signal.
-func TestDemoStopsOnASignalDuringSetUp(t *testing.T) {
-	t.Parallel()
-	bin := buildElection(t)
+// startDemo starts the demo with workers workers logging JSON, on a
+// configuration of its own (no NATS URL or context: its embedded server),
+// and returns it with its log.
+func startDemo(t *testing.T, bin string, workers int) (*exec.Cmd, io.ReadCloser) {
+	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_URL=", "NATS_CONTEXT=", "CONTEXT=",
-		"WORKERS=1000", "LOG_FORMAT=json")
+		"WORKERS="+strconv.Itoa(workers), "LOG_FORMAT=json")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +27,16 @@ func TestDemoStopsOnASignalDuringSetUp(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, stderr
+}
+
+// TestDemoStopsOnASignalDuringSetUp sends SIGINT to the demo as soon as its
+// server is up, while it sets up a thousand workers: it stops, and exits 0,
+// rather than finishing the set-up first or swallowing the signal.
+func TestDemoStopsOnASignalDuringSetUp(t *testing.T) {
+	t.Parallel()
+	bin := buildElection(t)
+	cmd, stderr := startDemo(t, bin, 1000)
 	t.Cleanup(func() { cmd.Process.Kill() })
 	lines := bufio.NewScanner(stderr)
 	var log []string

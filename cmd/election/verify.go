@@ -245,16 +245,9 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.stepDown, "step-down", false, "also ask the stream leader to step down, and time the new one (disrupts renewals briefly)")
 	fs.BoolVar(&cfg.asJSON, "json", false, "print one JSON object")
 	cfg.sys.add(fs)
-	code, ok := fs.parse(args, stdout, stderr)
+	usage, code, ok := fs.parseAsCheck(args, stdout, stderr)
 	if !ok {
-		if code == exitUsage {
-			return checkUnknown
-		}
 		return code
-	}
-	usage := func(format string, args ...any) int {
-		fs.usageError(stderr, format, args...)
-		return checkUnknown
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -8,17 +8,17 @@ import (
 	"time"
 )
 
-// TestHealSendsAChunkHeldForADelayAtOnce writes through a proxy that delays
-// every chunk by a minute, heals it, and expects the chunk well before the
-// minute is up: Heal ends the fault for bytes already held too, as the
-// chaos harness's "outside faults" figures assume.
-func TestHealSendsAChunkHeldForADelayAtOnce(t *testing.T) {
+// proxiedLink starts a target that reads five bytes and sends them on
+// received, a proxy in front of it, and a client connected through the
+// proxy; all closed as the test ends.
+func proxiedLink(t *testing.T) (p *Proxy, client net.Conn, received <-chan string) {
+	t.Helper()
 	target, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer target.Close()
-	received := make(chan string, 1)
+	t.Cleanup(func() { target.Close() })
+	got := make(chan string, 1)
 	go func() {
 		c, err := target.Accept()
 		if err != nil {
@@ -27,20 +27,28 @@ func TestHealSendsAChunkHeldForADelayAtOnce(t *testing.T) {
 		defer c.Close()
 		buf := make([]byte, 5)
 		if _, err := io.ReadFull(c, buf); err == nil {
-			received <- string(buf)
+			got <- string(buf)
 		}
 	}()
+	p, err = New(target.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	client, err = net.Dial("tcp", strings.TrimPrefix(p.URL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return p, client, got
+}
 
-	p, err := New(target.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	client, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "nats://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+// TestHealSendsAChunkHeldForADelayAtOnce writes through a proxy that delays
+// every chunk by a minute, heals it, and expects the chunk well before the
+// minute is up: Heal ends the fault for bytes already held too, as the
+// chaos harness's "outside faults" figures assume.
+func TestHealSendsAChunkHeldForADelayAtOnce(t *testing.T) {
+	p, client, received := proxiedLink(t)
 	p.Delay(time.Minute)
 	if _, err := client.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
@@ -131,34 +139,7 @@ func TestRefuseResetsOpenAndNewConnectionsUntilHeal(t *testing.T) {
 // every chunk, awaits Sent for it, then blackholes the proxy: the chunk
 // still arrives after its delay, as bytes on the wire when a host dies do.
 func TestAChunkSentBeforeABlackholeArrives(t *testing.T) {
-	target, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	received := make(chan string, 1)
-	go func() {
-		c, err := target.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 5)
-		if _, err := io.ReadFull(c, buf); err == nil {
-			received <- string(buf)
-		}
-	}()
-
-	p, err := New(target.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	client, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "nats://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	p, client, received := proxiedLink(t)
 	p.Delay(200 * time.Millisecond)
 	sent := p.Sent("ell")
 	if _, err := client.Write([]byte("hello")); err != nil {
