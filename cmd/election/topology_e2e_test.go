@@ -286,7 +286,9 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 	for _, region := range regions {
 		monitors = append(monitors, fmt.Sprintf("http://127.0.0.1:%d", servers[region].http))
 	}
-	testenv.Poll(t, "the supercluster formed, with a JetStream meta leader", waitTimeout, func() (string, bool) {
+	// Three servers' gateways and a meta leader elected across them: on a
+	// machine busy with the other packages' tests this took over 30 s once.
+	testenv.Poll(t, "the supercluster formed, with a JetStream meta leader", 2*waitTimeout, func() (string, bool) {
 		formed, missing := embedded.SuperclusterFormed(monitors)
 		return missing, formed
 	})
