@@ -208,7 +208,10 @@ func (h *hub) view(key string) keyView {
 	defer h.mu.Unlock()
 	v := keyView{ready: h.ready}
 	if kv := h.views[key]; kv != nil {
-		v.latest, v.seenAt = kv.latest, kv.seenAt
+		if strings.HasPrefix(key, candidatePrefix) {
+			kv.record() // parsed here, once, rather than in every copy
+		}
+		v.latest, v.seenAt, v.rec, v.parsed = kv.latest, kv.seenAt, kv.rec, kv.parsed
 	}
 	return v
 }
@@ -531,22 +534,22 @@ func (h *hub) candidates(key string, ttl time.Duration) []Candidate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []Candidate
-	add := func(records map[string]struct{}) {
+	add := func(electionKey string, records map[string]struct{}) {
 		for k := range records {
 			v := h.views[k]
 			if v == nil || v.latest == nil || h.clock.Now().Sub(v.seenAt) >= ttl {
 				continue
 			}
-			if c, ok := candidateOf(v.latest); ok {
-				out = append(out, c)
+			if r, ok := v.record(); ok {
+				out = append(out, r.candidate(electionKey))
 			}
 		}
 	}
 	if key != "" {
-		add(h.records[key])
+		add(key, h.records[key])
 	} else {
-		for _, records := range h.records {
-			add(records)
+		for electionKey, records := range h.records {
+			add(electionKey, records)
 		}
 	}
 	slices.SortFunc(out, func(a, b Candidate) int {

@@ -34,6 +34,34 @@ type keyView struct {
 	ready  bool                    // the watcher delivered the key's initial state
 	latest jetstream.KeyValueEntry // nil: no entry known
 	seenAt time.Time               // when latest arrived, on the local clock
+	// rec is latest read as a candidate record (nil: it is none), once
+	// parsed is true: a record is read each time a candidate's campaign
+	// wakes, and parsed once per entry.
+	rec    *candidateRecord
+	parsed bool
+}
+
+// set makes e, seen at now, the latest entry.
+func (v *keyView) set(e jetstream.KeyValueEntry, now time.Time) {
+	v.latest, v.seenAt, v.rec, v.parsed = e, now, nil, false
+}
+
+// record returns the latest entry read as a live candidate record (see
+// recordOf), parsing it at most once.
+func (v *keyView) record() (*candidateRecord, bool) {
+	if !v.parsed {
+		v.rec, v.parsed = recordOf(v.latest), true
+	}
+	return v.rec, v.rec != nil
+}
+
+// writer returns the writer the latest entry names as a candidate record
+// (zero if it is none).
+func (v *keyView) writer() Writer {
+	if r, ok := v.record(); ok {
+		return r.Writer
+	}
+	return Writer{}
 }
 
 // observe records an entry the watcher delivered at now (nil: the end of
@@ -48,7 +76,7 @@ func (v *keyView) observe(e jetstream.KeyValueEntry, now time.Time) bool {
 	if v.latest != nil && (e.Revision() < v.latest.Revision() || sameEntry(e, v.latest)) {
 		return false
 	}
-	v.latest, v.seenAt = e, now
+	v.set(e, now)
 	return true
 }
 
@@ -67,12 +95,12 @@ func (v *keyView) replace(e jetstream.KeyValueEntry, now time.Time) bool {
 	switch {
 	case e == nil:
 		changed := v.latest != nil
-		v.latest, v.seenAt = nil, time.Time{}
+		v.set(nil, time.Time{})
 		return changed
 	case v.latest != nil && sameEntry(e, v.latest):
 		return false
 	}
-	v.latest, v.seenAt = e, now
+	v.set(e, now)
 	return true
 }
 

@@ -76,19 +76,27 @@ func candidateKey(key, name string) string {
 	return candidatePrefix + key + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
 }
 
-// candidateOf reads a candidate's record, or returns false if entry is not
-// a live one: its key is not a record's, it was deleted, or it is not valid.
-func candidateOf(entry jetstream.KeyValueEntry) (Candidate, bool) {
-	electionKey, ok := electionKeyOf(entry.Key())
-	if !ok || entry.Operation() != jetstream.KeyValuePut {
-		return Candidate{}, false
+// recordOf reads entry as a candidate's record, or returns nil if it is
+// not a live one: there is no entry, its key is not a record's, it was
+// deleted, or it is not valid.
+func recordOf(entry jetstream.KeyValueEntry) *candidateRecord {
+	if entry == nil || entry.Operation() != jetstream.KeyValuePut {
+		return nil
+	}
+	if _, ok := electionKeyOf(entry.Key()); !ok {
+		return nil
 	}
 	var r candidateRecord
 	if json.Unmarshal(entry.Value(), &r) != nil || r.Name == "" {
-		return Candidate{}, false
+		return nil
 	}
+	return &r
+}
+
+// candidate is the candidate r records for electionKey.
+func (r *candidateRecord) candidate(electionKey string) Candidate {
 	rtt := time.Duration(r.RoundTripMS * float64(time.Millisecond))
-	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt, Writer: r.Writer, ClockRate: r.ClockRate}, true
+	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt, Writer: r.Writer, ClockRate: r.ClockRate}
 }
 
 // electionKeyOf returns the election key of a candidate record's key.
@@ -435,8 +443,9 @@ func (c *campaigner) present(ctx context.Context) {
 		due      = true      // a write is due
 	)
 	for {
-		e := c.hub.view(key).latest
-		if by, ok := c.othersRecord(e); ok {
+		view := c.hub.view(key)
+		e := view.latest
+		if by, ok := c.othersRecord(view); ok {
 			// Another run wrote the record over this election's, or twice
 			// more while this one waited: it is live.
 			overOurs := rev != 0 && e.Revision() > rev
@@ -456,7 +465,7 @@ func (c *campaigner) present(ctx context.Context) {
 			in = nil // gone: deleted, purged, aged out, or written over by this election
 			due = true
 		}
-		if ours := c.ownRevision(e); ours > rev {
+		if ours := c.ownRevision(view); ours > rev {
 			rev = ours // a write of this election whose answer was lost
 		}
 
@@ -502,7 +511,7 @@ func (c *campaigner) present(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			c.deleteRecord(key, max(rev, c.ownRevision(c.hub.view(key).latest)))
+			c.deleteRecord(key, max(rev, c.ownRevision(c.hub.view(key))))
 			return
 		case <-tick.C:
 			due = true
@@ -524,23 +533,23 @@ func (c *campaigner) present(ctx context.Context) {
 	}
 }
 
-// othersRecord returns the writer of e if e is a candidate record written
-// by another run than this election.
-func (c *campaigner) othersRecord(e jetstream.KeyValueEntry) (Writer, bool) {
-	if e == nil || e.Operation() != jetstream.KeyValuePut {
+// othersRecord returns the writer of the view's latest entry if it is a
+// candidate record written by another run than this election.
+func (c *campaigner) othersRecord(v keyView) (Writer, bool) {
+	if v.latest == nil || v.latest.Operation() != jetstream.KeyValuePut {
 		return Writer{}, false
 	}
-	w := writerOf(e)
+	w := v.writer()
 	return w, w.Instance != c.presence.writer.Instance
 }
 
-// ownRevision returns the revision of e if e is a candidate record this
-// election wrote, and 0 otherwise.
-func (c *campaigner) ownRevision(e jetstream.KeyValueEntry) uint64 {
-	if e == nil || e.Operation() != jetstream.KeyValuePut || writerOf(e).Instance != c.presence.writer.Instance {
+// ownRevision returns the revision of the view's latest entry if it is a
+// candidate record this election wrote, and 0 otherwise.
+func (c *campaigner) ownRevision(v keyView) uint64 {
+	if v.latest == nil || v.latest.Operation() != jetstream.KeyValuePut || v.writer().Instance != c.presence.writer.Instance {
 		return 0
 	}
-	return e.Revision()
+	return v.latest.Revision()
 }
 
 // nameWait is the longest Start waits for the name to be checked: a record
@@ -603,11 +612,4 @@ func (c *campaigner) deleteRecord(key string, rev uint64) {
 	if err != nil && !isCASConflict(err) {
 		c.log.Warn("deleting the candidate record", "error", err)
 	}
-}
-
-// writerOf returns the writer a record names (zero if it names none).
-func writerOf(e jetstream.KeyValueEntry) Writer {
-	var r candidateRecord
-	_ = json.Unmarshal(e.Value(), &r)
-	return r.Writer
 }

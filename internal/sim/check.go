@@ -92,28 +92,31 @@ type runRecord struct {
 }
 
 // lateWrite is the longest a write can reach the server after its caller
-// had its answer (KV: a late request is applied after the caller's
-// timeout, up to 600 ms after it was sent).
+// had its answer, as for BaseTTL (KV: a late request is applied after the
+// caller's timeout, up to 0.3 TTL after it was sent).
 const lateWrite = 600 * time.Millisecond
 
 // doneSlack is how long after a done mark can last have stood a Once may
-// still answer OnceDone: a watcher may show the mark late (a cut or a
-// window of late watched entries lasts up to 10 s), and an election counts
-// a mark it sees for up to a TTL on its own clock.
+// still answer OnceDone, as for BaseTTL: a watcher may show the mark late
+// (a cut or a window of late watched entries lasts up to 5 TTLs), and an
+// election counts a mark it sees for up to a TTL on its own clock.
 const doneSlack = 15 * time.Second
 
 // record collects what a run did, for the checks.
 type record struct {
-	mu         sync.Mutex
-	start      time.Time
-	works      []interval
-	lastToken  map[int]uint64
-	onces      []onceResult
-	removals   map[int][]time.Duration
-	exempt     map[int][][2]time.Duration
-	runs       []runRecord // the run log's outcomes, read after the run
-	violations []Violation
-	timeline   []Decision
+	mu    sync.Mutex
+	start time.Time
+	// lateWrite and doneSlack are those of the run's schedule, stretched
+	// to its TTL.
+	lateWrite, doneSlack time.Duration
+	works                []interval
+	lastToken            map[int]uint64
+	onces                []onceResult
+	removals             map[int][]time.Duration
+	exempt               map[int][][2]time.Duration
+	runs                 []runRecord // the run log's outcomes, read after the run
+	violations           []Violation
+	timeline             []Decision
 }
 
 // Decision is one decision on the timeline of a run: a candidate's win,
@@ -132,8 +135,9 @@ func (r *record) decided(format string, args ...any) {
 	r.mu.Unlock()
 }
 
-func newRecord() *record {
-	return &record{start: time.Now(), lastToken: map[int]uint64{}, removals: map[int][]time.Duration{}, exempt: map[int][][2]time.Duration{}}
+// newRecord starts the record of a run of s.
+func newRecord(s Schedule) *record {
+	return &record{start: time.Now(), lateWrite: s.stretch(lateWrite), doneSlack: s.stretch(doneSlack), lastToken: map[int]uint64{}, removals: map[int][]time.Duration{}, exempt: map[int][][2]time.Duration{}}
 }
 
 func (r *record) now() time.Duration { return time.Since(r.start) }
@@ -226,7 +230,7 @@ func (r *record) checkDone(ttl time.Duration) {
 	var marks, logMarks [][2]time.Duration // from the end of a job to the last moment its mark could stand
 	for _, o := range r.onces {
 		if o.outcome == "ran" && !o.failed && o.work >= 0 && r.works[o.work].end >= 0 && !r.releases(o, ttl) {
-			marks = append(marks, [2]time.Duration{r.works[o.work].end, o.returned + lateWrite + ttl})
+			marks = append(marks, [2]time.Duration{r.works[o.work].end, o.returned + r.lateWrite + ttl})
 		}
 	}
 	for _, rr := range r.runs {
@@ -245,7 +249,7 @@ func (r *record) checkDone(ttl time.Duration) {
 			}
 		}
 		logged := slices.ContainsFunc(logMarks, func(m [2]time.Duration) bool { return m[0] <= o.returned && o.called <= m[1] })
-		if !logged && (last < 0 || o.called > last+doneSlack) {
+		if !logged && (last < 0 || o.called > last+r.doneSlack) {
 			detail := fmt.Sprintf("c%d's Once called at %.3fs answered done, and no done mark was written before", o.cand, o.called.Seconds())
 			if last >= 0 {
 				detail = fmt.Sprintf("c%d's Once called at %.3fs answered done, %v after the last done mark could have stood (%.3fs)",
@@ -320,12 +324,12 @@ func (r *record) checkRuns(ttl time.Duration, key string, ops []kvcheck.Op) {
 		}
 	}
 	for _, o := range r.onces {
-		if !r.releases(o, ttl) || r.works[o.work].end < 0 || r.exemptLocked(o.cand, o.called, o.returned+lateWrite) {
+		if !r.releases(o, ttl) || r.works[o.work].end < 0 || r.exemptLocked(o.cand, o.called, o.returned+r.lateWrite) {
 			continue
 		}
 		// up to the last moment a late write of the call could land, or
 		// the candidate's next run on the key, whose own mark may follow
-		from, to := int64(r.works[o.work].end), int64(o.returned+lateWrite)
+		from, to := int64(r.works[o.work].end), int64(o.returned+r.lateWrite)
 		if i := slices.IndexFunc(r.works[o.work+1:], func(w interval) bool { return w.cand == o.cand && w.key == r.works[o.work].key }); i >= 0 {
 			to = min(to, int64(r.works[o.work+1+i].start))
 		}

@@ -28,6 +28,9 @@ type KV struct {
 
 	seed uint64        // draws
 	link time.Duration // a write's latency to the server (see latency)
+	// maxLate and maxWatch bound how late an answer and a watched entry
+	// come: 0.3 and 0.15 of the TTL.
+	maxLate, maxWatch time.Duration
 
 	mu    sync.Mutex
 	lost  time.Time         // writes lost until then
@@ -111,10 +114,12 @@ func (k *KV) spring(ctx context.Context, t *trap, do func(context.Context) (uint
 	return rev, err
 }
 
-// NewKV wraps kv; seed seeds its draws, and link is the latency of its
-// writes to the server.
+// NewKV wraps kv; ttl (at least a second) is the TTL Status reports and
+// sets how late answers come (up to 0.3 TTL) and watched entries (0.15
+// TTL), seed seeds its draws, and link is the latency of its writes to the
+// server.
 func NewKV(kv jetstream.KeyValue, ttl time.Duration, seed uint64, link time.Duration) *KV {
-	return &KV{KeyValue: kv, TTL: ttl, seed: seed, link: link, own: map[string]uint64{}}
+	return &KV{KeyValue: kv, TTL: ttl, seed: seed, link: link, maxLate: ttl * 3 / 10, maxWatch: ttl * 3 / 20, own: map[string]uint64{}}
 }
 
 // Fault windows a KV can be given.
@@ -161,7 +166,7 @@ func (k *KV) draw(key string) (f kvFault, late time.Duration, request, ok bool) 
 	case now.Before(k.lost) && h%2 == 0:
 		return faultLost, 0, false, true
 	case now.Before(k.late) && h%2 == 0:
-		return faultLate, time.Duration(h>>2%600) * time.Millisecond, h>>1%2 == 0, true
+		return faultLate, time.Duration(h>>2%uint64(k.maxLate/time.Millisecond)) * time.Millisecond, h>>1%2 == 0, true
 	}
 	return 0, 0, false, false
 }
@@ -192,7 +197,7 @@ func (k *KV) watchDelay(e jetstream.KeyValueEntry) time.Duration {
 	if !time.Now().Before(k.watch) || e == nil {
 		return 0
 	}
-	return time.Duration(k.hash(e.Key(), e.Revision())%300) * time.Millisecond
+	return time.Duration(k.hash(e.Key(), e.Revision())%uint64(k.maxWatch/time.Millisecond)) * time.Millisecond
 }
 
 // latency is how long a write of key sent now takes to reach the server:

@@ -42,17 +42,22 @@ type Result struct {
 	// Timeline is every decision of the run, in order of simulated time
 	// (decisions at one instant in the order of their text): wins,
 	// stand-downs, Once outcomes and the outcomes of requests to leaders.
-	Timeline []Decision
+	// A worker process sends its Digest alone.
+	Timeline []Decision `json:",omitempty"`
+	// Digest is a hash of the timeline, to compare two runs of one seed.
+	Digest string
+	// Decisions is how many decisions the timeline holds.
+	Decisions int
 	// Ops is how many writes reached the server, and CheckTook how long
 	// the check of their history for linearizability took (wall time).
 	Ops       int
 	CheckTook time.Duration
 }
 
-// Digest is a hash of the timeline, to compare two runs of one seed.
-func (r Result) Digest() string {
+// digest is a hash of timeline.
+func digest(timeline []Decision) string {
 	h := sha256.New()
-	for _, d := range r.Timeline {
+	for _, d := range timeline {
 		fmt.Fprintf(h, "%d %s\n", d.At, d.What)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
@@ -102,6 +107,7 @@ func runSchedule(t *testing.T, s Schedule) Result {
 		slices.SortStableFunc(res.Timeline, func(a, b Decision) int {
 			return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.What, b.What))
 		})
+		res.Digest, res.Decisions = digest(res.Timeline), len(res.Timeline)
 	})
 	// Outside the bubble, where the check's timeout runs on real time.
 	if hist != nil {
@@ -144,9 +150,12 @@ func (cfg Config) schedule(seed uint64) Schedule {
 
 // Summary is what a set of runs found.
 type Summary struct {
-	Seeds          int           `json:"seeds"`
-	FirstSeed      uint64        `json:"first_seed"`
-	SimulatedHours float64       `json:"simulated_hours"`
+	Seeds          int     `json:"seeds"`
+	FirstSeed      uint64  `json:"first_seed"`
+	SimulatedHours float64 `json:"simulated_hours"`
+	// TTLs is the simulated time in TTLs of each seed's bucket, summed:
+	// about how many renewal cycles of each key the seeds ran.
+	TTLs           float64       `json:"simulated_ttls"`
 	Faults         map[Class]int `json:"faults"`
 	Violations     int           `json:"violations"`
 	Writes         int           `json:"writes_checked"` // writes whose history was checked for linearizability
@@ -155,11 +164,18 @@ type Summary struct {
 	WallSeconds    float64       `json:"wall_seconds"`
 	SeedsPerMinute float64       `json:"seeds_per_wall_minute"`
 	failed         []Result
+	first          *Result // the first seed's result: a run of one seed prints it
 }
 
 func (sum *Summary) add(res Result) {
 	sum.Seeds++
+	if sum.first == nil {
+		sum.first = &res
+	}
 	sum.SimulatedHours += res.Simulated.Hours()
+	if res.Schedule.TTL > 0 {
+		sum.TTLs += float64(res.Simulated) / float64(res.Schedule.TTL)
+	}
 	sum.Writes += res.Ops
 	sum.CheckSeconds += res.CheckTook.Seconds()
 	for c, n := range res.Faults {
@@ -285,6 +301,7 @@ func Worker(t *testing.T, cfg Config, in io.Reader, out io.Writer) {
 		}
 		var res Result
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { res = runSchedule(t, cfg.schedule(seed)) })
+		res.Timeline = nil // the digest says what the run decided
 		if err := results.Encode(res); err != nil {
 			t.Fatal(err)
 		}
@@ -304,6 +321,7 @@ func Report(out io.Writer, res Result) {
 	}
 	fmt.Fprintf(out, "replay: %s\n", res.Schedule.Replay())
 	fmt.Fprint(out, res.Schedule)
+	fmt.Fprintf(out, "timeline: %d decisions, digest %s\n", res.Decisions, res.Digest)
 }
 
 // Print writes the summary as text: seeds, simulated hours, faults by
@@ -312,11 +330,16 @@ func (s Summary) Print(out io.Writer) {
 	for _, res := range s.failed {
 		Report(out, res)
 	}
+	if s.Seeds == 1 && len(s.failed) == 0 {
+		// one seed: what it ran and decided, to compare with a replay
+		fmt.Fprint(out, s.first.Schedule)
+		fmt.Fprintf(out, "timeline: %d decisions, digest %s\n", s.first.Decisions, s.first.Digest)
+	}
 	var faults []string
 	for _, c := range Classes {
 		faults = append(faults, fmt.Sprintf("%s %d", c, s.Faults[c]))
 	}
-	fmt.Fprintf(out, "simulation: %d seeds from %d, %.1f simulated hours, %d violations", s.Seeds, s.FirstSeed, s.SimulatedHours, s.Violations)
+	fmt.Fprintf(out, "simulation: %d seeds from %d, %.1f simulated hours (%.0f TTLs), %d violations", s.Seeds, s.FirstSeed, s.SimulatedHours, s.TTLs, s.Violations)
 	if len(s.FailedSeeds) > 0 {
 		fmt.Fprintf(out, " (seeds %v)", s.FailedSeeds)
 	}
@@ -335,6 +358,13 @@ func Main(cfg Config, asJSON, worker bool) {
 	// A seed's heap is small and short-lived; collecting it a quarter as
 	// often saves a tenth of the CPU.
 	debug.SetGCPercent(400)
+	if worker {
+		// Workers, as many as there are cores, each run on one: the
+		// bubble's goroutines hand work to one another all the time, and
+		// on one thread they do so without waking others (half again as
+		// many seeds a minute as workers that use every core).
+		runtime.GOMAXPROCS(1)
+	}
 	out := os.Stdout
 	os.Stdout = os.Stderr
 	simulate := func(t *testing.T) {
@@ -368,7 +398,7 @@ func Command(args []string) {
 	seeds := fs.Int("seeds", 0, "seeds to run (default 100, or 1 with -seed)")
 	first := fs.Uint64("seed", 1, "the first seed")
 	length := fs.Duration("length", DefaultLength, "simulated time of each seed")
-	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "seeds run at once, each in a process of its own")
+	parallel := fs.Int("parallel", runtime.NumCPU(), "seeds run at once, each in a process of its own")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object on the last line too")
 	soak := fs.Duration("soak", 0, "run seeds from -seed on for this much wall time (a local soak; -seeds is ignored)")
 	worker := fs.Bool("worker", false, "run as a worker process of -parallel: seeds from stdin, results as JSON lines to stdout")

@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -183,14 +184,43 @@ type Schedule struct {
 // DefaultLength is the simulated time of a seed unless said otherwise.
 const DefaultLength = 10 * time.Minute
 
-// Quiet is how long before the end of a run the last fault ends: a key
-// must have a leader again by then.
-const Quiet = 20 * time.Second
+// BaseTTL is the TTL a seed's world is drawn for: every duration of a
+// seed (fault windows and gaps, Once periods and jobs, reconnect waits,
+// late answers) is drawn as for a TTL of BaseTTL and stretched by the
+// seed's TTL over BaseTTL, so that a seed at any TTL tries the same phases
+// of the renewal cycle; only link latencies stay as drawn.
+const BaseTTL = 2 * time.Second
+
+// MinTTL and MaxTTL bound the seeds' TTLs, drawn log-uniformly between
+// them: as many seeds between 2 s and 5 s as between 12 s and 30 s.
+const (
+	MinTTL = BaseTTL
+	MaxTTL = 30 * time.Second
+)
+
+// quiet is how long before the end of a run, in TTLs, the last fault ends:
+// a key must have a leader again by then.
+const quiet = 6
+
+// Quiet is how long before the end of the run the last fault ends.
+func (s Schedule) Quiet() time.Duration { return quiet * s.TTL }
+
+// stretch is d, drawn for BaseTTL, stretched to the schedule's TTL (to
+// the millisecond).
+func (s Schedule) stretch(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * float64(s.TTL) / float64(BaseTTL)).Round(time.Millisecond)
+}
+
+// ms draws a duration between lo and hi milliseconds, as for BaseTTL,
+// stretched to the schedule's TTL.
+func (s Schedule) ms(rng *rand.Rand, lo, hi int) time.Duration {
+	return s.stretch(ms(rng, lo, hi))
+}
 
 // NewSchedule draws the schedule of seed, for a run of length.
 func NewSchedule(seed uint64, length time.Duration) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x51ed))
-	ttl := 2 * time.Second
+	ttl := time.Duration(float64(MinTTL) * math.Pow(float64(MaxTTL)/float64(MinTTL), rng.Float64())).Round(10 * time.Millisecond)
 	s := Schedule{
 		Seed:       seed,
 		Length:     length,
@@ -209,7 +239,7 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 			c.Work = append(c.Work, w)
 		}
 		if rng.IntN(4) != 0 {
-			c.OnceEvery = time.Duration(2000+rng.IntN(8000)) * time.Millisecond
+			c.OnceEvery = s.ms(rng, 4000, 20000)
 		}
 		c.Presence = rng.IntN(4) == 0
 		c.Bucket = rng.IntN(2) == 0
@@ -221,8 +251,9 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		suspends = 1
 	}
 	n := len(s.Candidates)
-	for at := 3 * time.Second; ; {
-		at += time.Duration(1000+rng.IntN(15000)) * time.Millisecond
+	first, gap := s.stretch(3*time.Second), s.stretch(5*time.Second)
+	for at := first; ; {
+		at += s.ms(rng, 1000, 16000)
 		f := Fault{At: at, Cand: rng.IntN(n), Key: rng.IntN(s.StartKeys + 1)}
 		switch r := rng.IntN(100); {
 		case r < 12:
@@ -232,31 +263,31 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 		case r < 32:
 			f.Class, f.Purge = DeleteDraining, rng.IntN(3) == 0
 		case r < 42:
-			f.Class, f.For = LostAnswers, ms(rng, 1000, 10000)
+			f.Class, f.For = LostAnswers, s.ms(rng, 1000, 10000)
 		case r < 52:
-			f.Class, f.For = LateAnswers, ms(rng, 1000, 10000)
+			f.Class, f.For = LateAnswers, s.ms(rng, 1000, 10000)
 		case r < 61:
-			f.Class, f.For = LateWatch, ms(rng, 1000, 10000)
+			f.Class, f.For = LateWatch, s.ms(rng, 1000, 10000)
 		case r < 71:
-			f.Class, f.For, f.Late = Cut, ms(rng, 500, 6000), rng.IntN(2) == 0
+			f.Class, f.For, f.Late = Cut, s.ms(rng, 500, 6000), rng.IntN(2) == 0
 		case r < 80:
-			f.Class, f.For = Restart, ms(rng, 100, 5000)
+			f.Class, f.For = Restart, s.ms(rng, 100, 5000)
 		case r < 90:
-			f.Class, f.For, f.Frac, f.Removal = LateRenewal, ms(rng, 2000, 6000), 0.3+0.65*rng.Float64(), rng.IntN(3) != 0
+			f.Class, f.For, f.Frac, f.Removal = LateRenewal, s.ms(rng, 2000, 6000), 0.3+0.65*rng.Float64(), rng.IntN(3) != 0
 			f.Purge = rng.IntN(3) == 0
 		case r < 96:
 			if !s.onces() {
 				continue
 			}
-			f.Class, f.Key, f.For = LostBeforeDone, s.StartKeys, ms(rng, 1400, 1900)
+			f.Class, f.Key, f.For = LostBeforeDone, s.StartKeys, s.ms(rng, 1400, 1900)
 		default:
 			if suspends == 0 {
 				continue
 			}
 			suspends--
-			f.Class, f.For, f.Leap = Suspend, ms(rng, 1000, 10000), rng.IntN(2) == 0
+			f.Class, f.For, f.Leap = Suspend, s.ms(rng, 1000, 10000), rng.IntN(2) == 0
 		}
-		if at+f.For+5*time.Second > length-Quiet {
+		if at+f.For+gap > length-s.Quiet() {
 			break
 		}
 		s.Faults = append(s.Faults, f)
@@ -265,11 +296,11 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 	// leave every other fault of a seed where it was.
 	drops := rand.New(rand.NewPCG(seed, 0xd209))
 	for i := range s.Candidates {
-		s.Candidates[i].Reconnect = ms(drops, 100, 2000)
+		s.Candidates[i].Reconnect = s.ms(drops, 100, 2000)
 	}
-	for at := 3 * time.Second; ; {
-		at += ms(drops, 10000, 50000)
-		if at+5*time.Second > length-Quiet {
+	for at := first; ; {
+		at += s.ms(drops, 10000, 50000)
+		if at+gap > length-s.Quiet() {
 			break
 		}
 		f := Fault{At: at, Class: Drop, Cand: drops.IntN(n)}
@@ -293,9 +324,9 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 			asking = append(asking, i)
 		}
 	}
-	for at := 3 * time.Second; len(asking) > 0; {
-		at += ms(reqs, 10000, 60000)
-		if at+5*time.Second > length-Quiet {
+	for at := first; len(asking) > 0; {
+		at += s.ms(reqs, 10000, 60000)
+		if at+gap > length-s.Quiet() {
 			break
 		}
 		f := Fault{At: at, Class: Resign, Cand: asking[reqs.IntN(len(asking))], Key: reqs.IntN(s.StartKeys)}

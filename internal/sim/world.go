@@ -99,7 +99,7 @@ func newWorld(s Schedule, dir string) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.rec, w.hist = newRecord(), newHistory()
+	w.rec, w.hist = newRecord(s), newHistory()
 	w.admin = &recorded{KeyValue: admin, client: "admin", h: w.hist}
 	if s.RunLog {
 		// kept an hour: no record ages out within a run
@@ -293,7 +293,7 @@ func (c *cand) work(ctx context.Context, k int) {
 			if d, ok := election.WorkDeadline(ctx); ok {
 				deadline = d
 			}
-			sleep(ctx, c.clock.Real(100*time.Millisecond))
+			sleep(ctx, c.clock.Real(c.w.s.stretch(100*time.Millisecond)))
 		}
 	}
 	<-ctx.Done()
@@ -330,9 +330,9 @@ func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
 		id := -1
 		// a third of the jobs outlast a renewal or more; a quarter fail
 		c.mu.Lock()
-		length := time.Duration(c.rng.IntN(300)) * time.Millisecond
+		length := c.w.s.ms(c.rng, 0, 300)
 		if c.rng.IntN(3) == 0 {
-			length = time.Duration(1000+c.rng.IntN(4000)) * time.Millisecond
+			length = c.w.s.ms(c.rng, 1000, 5000)
 		}
 		fails := c.rng.IntN(4) == 0
 		c.mu.Unlock()
@@ -345,7 +345,7 @@ func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
 		default:
 		}
 		called := c.w.rec.now()
-		out, err := e.Once(ctx, 500*time.Millisecond, func(ctx context.Context) error {
+		out, err := e.Once(ctx, c.w.s.stretch(500*time.Millisecond), func(ctx context.Context) error {
 			token, _ := election.TokenFromContext(ctx)
 			id = c.w.rec.begin(key, c.i, token, true)
 			c.w.sample(name(c.i) + " runs its Once job")
@@ -440,7 +440,7 @@ func (w *world) run() {
 	sampler := make(chan struct{})
 	go func() {
 		defer close(sampler)
-		for sleep(w.ctx, time.Second) {
+		for sleep(w.ctx, w.s.stretch(time.Second)) {
 			w.sample("tick")
 		}
 	}()
@@ -460,7 +460,7 @@ func (w *world) run() {
 			c.mu.Unlock()
 		}
 		if !found {
-			w.rec.violate("liveness", "key %d has no leader %v after the last fault", k, Quiet)
+			w.rec.violate("liveness", "key %d has no leader %v after the last fault", k, w.s.Quiet())
 		}
 	}
 	w.stop()
@@ -580,7 +580,7 @@ func (w *world) request(f Fault) {
 
 // remove deletes or purges key k as another client.
 func (w *world) remove(k int, purge bool) {
-	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(w.ctx, w.s.stretch(5*time.Second))
 	defer cancel()
 	var err error
 	if purge {
@@ -600,7 +600,7 @@ func (w *world) removeWhileDraining(f Fault) {
 	if c := w.leader(f.Key); c != nil {
 		c.kv.set(faultCut, time.Now().Add(w.s.TTL+w.s.TTL/2))
 	}
-	for end := time.Now().Add(3 * w.s.TTL); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	for end := time.Now().Add(3 * w.s.TTL); time.Now().Before(end); time.Sleep(w.s.stretch(5 * time.Millisecond)) {
 		if w.rec.draining(f.Key) {
 			w.remove(f.Key, f.Purge)
 			return
@@ -633,7 +633,7 @@ func (w *world) lateRenewal(f Fault) {
 func (w *world) lostBeforeDone(f Fault) {
 	key := len(w.keys) - 1
 	for _, c := range w.cands {
-		c.kv.setTrap(&trap{key: w.keys[key], lost: true, until: time.Now().Add(10 * time.Second), fired: func() {
+		c.kv.setTrap(&trap{key: w.keys[key], lost: true, until: time.Now().Add(w.s.stretch(10 * time.Second)), fired: func() {
 			select {
 			case c.jobEnd <- struct{}{}:
 			default:
