@@ -368,3 +368,58 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestARecordLongAgedOutDoesNotHoldBackANewRun leaves a record of another
+// run in a Bucket's watcher after it aged out on the server (a key that
+// ages out leaves no trace the watcher delivers), as a fleet node's daemon
+// election that stopped while cut off leaves one, then starts an election
+// of that name from the Bucket: the record was delivered long ago, so it
+// has aged out, and the election writes its own and leads at once instead
+// of waiting a TTL from the moment it found the record. A fleet starts such
+// an election anew each time it may claim the daemon, and stops it when
+// another node takes the daemon a TTL later: waiting a TTL from each start,
+// the node never claimed it.
+func TestARecordLongAgedOutDoesNotHoldBackANewRun(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "DUPAGED", TTL: dupTTL})
+	b, err := election.OpenBucket(context.Background(), admin, election.WithoutSplay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	gone := []byte(`{"name":"web","priority":1,"since":"2026-01-01T00:00:00Z","writer":{"instance":"0123456789ab","host":"elsewhere","pid":7}}`)
+	key := "_kvelect.candidate.job." + base64.RawURLEncoding.EncodeToString([]byte("web"))
+	if _, err := admin.Put(context.Background(), key, gone); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the watcher shows the record", awaitTimeout, func() bool {
+		cs, err := b.Candidates(context.Background(), "job")
+		return err == nil && len(cs) == 1
+	})
+	testenv.Eventually(t, "the record aged out on the server", awaitTimeout, func() bool {
+		_, err := admin.Get(context.Background(), key)
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+
+	won := make(chan struct{})
+	var once sync.Once
+	e, err := b.NewElection("web", "job", election.WithLogger(testenv.Logger(t)),
+		election.OnWon(func() { once.Do(func() { close(won) }) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	began := time.Now()
+	go e.Start(context.Background())
+	select {
+	case <-won:
+	case <-time.After(awaitTimeout):
+		t.Fatalf("not leading after %v", awaitTimeout)
+	}
+	// Waiting for the record found at the start to age out takes a TTL.
+	if took := time.Since(began); took > dupTTL/2 {
+		t.Errorf("led %v after it started, want within %v: it waited for a record that had long aged out", took, dupTTL/2)
+	}
+}

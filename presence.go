@@ -384,7 +384,7 @@ func (c *campaigner) runUnique(ctx context.Context) error {
 type heldRecord struct {
 	by       Writer
 	revision uint64    // its latest revision the watcher showed
-	seen     time.Time // when this election found that revision
+	seen     time.Time // when the watcher delivered that revision
 	tries    int       // writes tried since it could have aged out
 	// rewrites counts the writes of by seen above the revision first
 	// found. A run has at most one record write in flight, so one
@@ -456,10 +456,15 @@ func (c *campaigner) present(ctx context.Context) {
 				c.log.Warn("the candidate record is another live election's: this one is not listed", "running", by.String())
 				return
 			case rev == 0 && in == nil:
+				// It ages out a TTL after its last write, which came
+				// before the watcher delivered it: found by a run that
+				// started long after, it may have aged out already.
 				watch()
-				in = &heldRecord{by: by, revision: e.Revision(), seen: c.now()}
-				c.log.Warn("the candidate record of this name is another run's: waiting for it to age out (its writer crashed) or be written again (a live duplicate: refused)",
-					"held_by", by.String(), "wait_at_most", c.nameWait())
+				in = &heldRecord{by: by, revision: e.Revision(), seen: view.seenAt}
+				if c.now().Before(in.seen.Add(c.timing.ttl)) {
+					c.log.Warn("the candidate record of this name is another run's: waiting for it to age out (its writer crashed) or be written again (a live duplicate: refused)",
+						"held_by", by.String(), "wait_at_most", c.nameWait())
+				}
 			}
 		} else if in != nil {
 			in = nil // gone: deleted, purged, aged out, or written over by this election

@@ -447,7 +447,9 @@ func (n *Node) act(ctx context.Context, left bool) time.Time {
 			continue
 		}
 		if !settled {
-			next = earliest(next, n.lastChange.Add(n.settle))
+			if !quiet { // else a holder must change first, which wakes the node
+				next = earliest(next, n.lastChange.Add(n.settle))
+			}
 			continue
 		}
 		n.log.Debug("moving the daemon", "daemon", d, "to", target[d], "view", viewOf(in))

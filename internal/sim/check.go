@@ -192,6 +192,19 @@ func (r *record) draining(key int) bool {
 	return false
 }
 
+// running returns the candidate whose work on key runs now with its
+// context standing, -1 if none.
+func (r *record) running(key int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range slices.Backward(r.works) {
+		if w.key == key && w.cancelled < 0 && w.end < 0 {
+			return w.cand
+		}
+	}
+	return -1
+}
+
 func (r *record) removed(key int) {
 	r.mu.Lock()
 	r.removals[key] = append(r.removals[key], r.now())

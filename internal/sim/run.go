@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -101,7 +102,7 @@ func runSchedule(t *testing.T, s Schedule) Result {
 		w.hist.mu.Lock()
 		ops := w.hist.ops
 		w.hist.mu.Unlock()
-		res.Violations = w.rec.finish(res.Simulated, res.Schedule.TTL-res.Schedule.ServerLead, w.keys[len(w.keys)-1], ops)
+		res.Violations = w.rec.finish(res.Simulated, res.Schedule.TTL-res.Schedule.ServerLead, w.keys[s.StartKeys], ops)
 		hist = w.hist
 		res.Timeline = w.rec.timeline
 		slices.SortStableFunc(res.Timeline, func(a, b Decision) int {
@@ -137,6 +138,9 @@ type Config struct {
 	// Shrink: each failing seed's schedule is shrunk (Shrink) and the
 	// smallest that fails is reported.
 	Shrink bool
+	// Timeline: a run of one seed prints its timeline of decisions (the
+	// seed runs in this process).
+	Timeline bool
 }
 
 // schedule is the schedule of seed under cfg.
@@ -213,7 +217,7 @@ func Run(t *testing.T, cfg Config) Summary {
 		sum.add(res)
 		mu.Unlock()
 	}
-	if cfg.Parallel > 1 && !cfg.Shrink {
+	if cfg.Parallel > 1 && !cfg.Shrink && !cfg.Timeline {
 		var wg sync.WaitGroup
 		for range cfg.Parallel {
 			wg.Go(func() { runWorker(t, cfg, take, done) })
@@ -235,10 +239,17 @@ func Run(t *testing.T, cfg Config) Summary {
 	return sum
 }
 
+// seedTimeout bounds the wall time of one seed in a worker process. Time
+// in a bubble advances only when every goroutine of it waits: a loop that
+// never blocks (a controller that wakes itself at a moment already past)
+// stops simulated time and would run forever.
+const seedTimeout = 2 * time.Minute
+
 // runWorker runs seeds from take in a worker process, this program run
 // again with -worker, and hands each result to done. If the process dies,
-// the seed it ran fails with a crash (its stderr says why), and another
-// process takes over.
+// or runs a seed longer than seedTimeout and is killed, the seed it ran
+// fails with a crash (its stderr says why), and another process takes
+// over.
 func runWorker(t *testing.T, cfg Config, take func() (uint64, bool), done func(Result)) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -266,11 +277,22 @@ func runWorker(t *testing.T, cfg Config, take func() (uint64, bool), done func(R
 		crashed := false
 		for seed, ok := take(); ok; seed, ok = take() {
 			var res Result
+			var hung atomic.Bool
+			watchdog := time.AfterFunc(seedTimeout, func() {
+				hung.Store(true)
+				_ = cmd.Process.Kill()
+			})
 			_, err := fmt.Fprintln(in, seed)
 			if err == nil {
 				err = results.Decode(&res)
 			}
-			if err != nil {
+			watchdog.Stop()
+			switch {
+			case hung.Load():
+				res = Result{Seed: seed, Schedule: cfg.schedule(seed), Violations: []Violation{{Check: "hang",
+					Detail: fmt.Sprintf("the seed did not end within %v of wall time: some goroutine never waits, so simulated time stands still (-timeline runs it in one process; SIGQUIT prints the stacks)", seedTimeout)}}}
+				crashed = true
+			case err != nil:
 				res = Result{Seed: seed, Schedule: cfg.schedule(seed), Violations: []Violation{{Check: "crash",
 					Detail: fmt.Sprintf("the process running the seed died (%v); its output is above", err)}}}
 				crashed = true
@@ -330,10 +352,20 @@ func (s Summary) Print(out io.Writer) {
 	for _, res := range s.failed {
 		Report(out, res)
 	}
-	if s.Seeds == 1 && len(s.failed) == 0 {
+	if s.Seeds == 1 {
 		// one seed: what it ran and decided, to compare with a replay
-		fmt.Fprint(out, s.first.Schedule)
-		fmt.Fprintf(out, "timeline: %d decisions, digest %s\n", s.first.Decisions, s.first.Digest)
+		if len(s.failed) == 0 {
+			fmt.Fprint(out, s.first.Schedule)
+		}
+		if len(s.first.Timeline) > 0 {
+			fmt.Fprintln(out, "timeline:")
+		}
+		for _, d := range s.first.Timeline {
+			fmt.Fprintf(out, "  %v\n", d)
+		}
+		if len(s.failed) == 0 {
+			fmt.Fprintf(out, "timeline: %d decisions, digest %s\n", s.first.Decisions, s.first.Digest)
+		}
 	}
 	var faults []string
 	for _, c := range Classes {
@@ -404,6 +436,7 @@ func Command(args []string) {
 	worker := fs.Bool("worker", false, "run as a worker process of -parallel: seeds from stdin, results as JSON lines to stdout")
 	keep := fs.String("keep", "", "keep only these faults of each seed's schedule, by index, comma-separated (a shrunk schedule's replay)")
 	shrink := fs.Bool("shrink", false, "shrink each failing seed's schedule to the fewest faults that still fail, one seed at a time")
+	timeline := fs.Bool("timeline", false, "with one seed, print its timeline of decisions too")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "chaos -simulate: unexpected argument %q\n", fs.Arg(0))
@@ -417,7 +450,7 @@ func Command(args []string) {
 			}
 		})
 	}
-	cfg := Config{First: *first, Seeds: *seeds, Length: *length, Parallel: *parallel, Soak: *soak, Shrink: *shrink}
+	cfg := Config{First: *first, Seeds: *seeds, Length: *length, Parallel: *parallel, Soak: *soak, Shrink: *shrink, Timeline: *timeline}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name != "keep" {
 			return

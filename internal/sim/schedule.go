@@ -10,6 +10,7 @@ import (
 	"time"
 
 	election "github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
 )
 
 // Class is a class of fault.
@@ -107,6 +108,10 @@ type CandidateSpec struct {
 	// candidate of higher priority (WithPreferHigher).
 	Priority     int
 	PreferHigher bool
+	// DaemonDelay, for a fleet's node, is how long its daemons take to
+	// return once their context ends: none for half the nodes, up to
+	// fleet.LossMargin for the others.
+	DaemonDelay time.Duration
 	// DoneFor, in a schedule with RunLog, is how long the done mark of its
 	// successful Once runs lasts (election.DoneFor): shorter than the TTL
 	// (the key is released, the mark is the log's alone) or longer (the
@@ -173,6 +178,10 @@ type Schedule struct {
 	// of a key must record its runs in one log for a mark there to bind
 	// them all, so a seed has all its Once jobs record runs, or none.
 	RunLog bool
+	// Daemons is how many daemons the fleet runs (0: no fleet), which the
+	// candidates with a Bucket join as nodes; their keys come after the
+	// Once key, and removals aim at them too.
+	Daemons int
 	// Kept lists the faults kept of the seed's schedule, by their index in
 	// it, when only some are (a shrunk schedule: Only); nil keeps all.
 	Kept []int
@@ -353,8 +362,50 @@ func NewSchedule(seed uint64, length time.Duration) Schedule {
 			}
 		}
 	}
+	s.drawFleet(rand.New(rand.NewPCG(seed, 0xf1ee7)))
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
 	return s
+}
+
+// drawFleet draws the fleet from a stream of its own, so that it leaves
+// every other part of a seed as it was: in a quarter of the seeds with a
+// candidate that has a Bucket, 1–2 daemons, each node's daemon delay, and
+// every 10–40 s a removal of a daemon's key (a delete, a purge, or either
+// while the daemon drains).
+func (s *Schedule) drawFleet(rng *rand.Rand) {
+	nodes := 0
+	for _, c := range s.Candidates {
+		if c.Bucket {
+			nodes++
+		}
+	}
+	if nodes == 0 || rng.IntN(4) != 0 {
+		return
+	}
+	s.Daemons = 1 + rng.IntN(2)
+	margin := fleet.LossMargin(s.TTL)
+	for i := range s.Candidates {
+		if c := &s.Candidates[i]; c.Bucket && rng.IntN(2) == 0 {
+			c.DaemonDelay = time.Duration(rng.Int64N(int64(margin))).Round(time.Millisecond)
+		}
+	}
+	first, gap := s.stretch(3*time.Second), s.stretch(5*time.Second)
+	for at := first; ; {
+		at += s.ms(rng, 10000, 40000)
+		if at+gap > s.Length-s.Quiet() {
+			break
+		}
+		f := Fault{At: at, Key: s.daemonKey(rng.IntN(s.Daemons))}
+		switch rng.IntN(3) {
+		case 0:
+			f.Class = Delete
+		case 1:
+			f.Class = Purge
+		default:
+			f.Class, f.Purge = DeleteDraining, rng.IntN(3) == 0
+		}
+		s.Faults = append(s.Faults, f)
+	}
 }
 
 // scale draws a duration between lo and hi times d, to the millisecond.
@@ -400,6 +451,9 @@ func (s Schedule) String() string {
 	if s.RunLog {
 		b.WriteString(", Once runs recorded in the bucket's history")
 	}
+	if s.Daemons > 0 {
+		fmt.Fprintf(&b, ", a fleet of %d daemons (keys %d–%d)", s.Daemons, s.daemonKey(0), s.daemonKey(s.Daemons-1))
+	}
 	if s.Kept != nil {
 		fmt.Fprintf(&b, ", only faults %s of the seed's", joinInts(s.Kept))
 	}
@@ -429,6 +483,9 @@ func (s Schedule) String() string {
 		}
 		if c.Bucket {
 			b.WriteString(", elections from its Bucket")
+			if s.Daemons > 0 {
+				fmt.Fprintf(&b, ", a fleet node whose daemons return %v after their context ends", c.DaemonDelay)
+			}
 		}
 		b.WriteString("\n")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	election "github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
 	ehistory "github.com/kvelect/election/history"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -33,7 +34,7 @@ type world struct {
 	srv    *server.Server
 	adminC *nats.Conn
 	admin  jetstream.KeyValue // another client's connection: removals
-	keys   []string           // the Start keys, then the Once key
+	keys   []string           // the Start keys, the Once key, then the fleet's daemons' keys
 	cands  []*cand
 	rec    *record
 	hist   *history // every write that reached the server
@@ -63,6 +64,7 @@ type cand struct {
 	bucket     *election.Bucket     // its Bucket, while up
 	elections  []*election.Election // its Start elections, while up
 	once       *election.Election   // its Once election, while one runs
+	node       *fleet.Node          // its fleet node, while a member
 	cancel     context.CancelFunc   // ends its Once loop
 	running    sync.WaitGroup       // its Start and Once loops
 	restarting bool
@@ -89,6 +91,9 @@ func newWorld(s Schedule, dir string) (*world, error) {
 		w.keys = append(w.keys, fmt.Sprintf("job%d", k))
 	}
 	w.keys = append(w.keys, "cron")
+	for d := range s.Daemons {
+		w.keys = append(w.keys, fleet.DaemonKey(daemonName(d)))
+	}
 	nc, err := w.connect(time.Second)
 	if err != nil {
 		return nil, err
@@ -181,6 +186,9 @@ func (c *cand) start() {
 	c.mu.Unlock()
 	if c.spec.OnceEvery > 0 && ctx.Err() == nil {
 		c.running.Go(func() { c.onceLoop(ctx, b) })
+	}
+	if c.w.s.Daemons > 0 && b != nil {
+		c.running.Go(func() { c.joinFleet(ctx, b) })
 	}
 }
 
@@ -276,6 +284,13 @@ func (c *cand) halt() {
 		cancel()
 	}
 	c.running.Wait()
+	c.mu.Lock()
+	n := c.node
+	c.node = nil
+	c.mu.Unlock()
+	if n != nil {
+		n.Leave()
+	}
 	if b != nil {
 		b.Close()
 	}
@@ -313,7 +328,7 @@ func (c *cand) work(ctx context.Context, k int) {
 // often would), else with NewElection (a watcher created and deleted per
 // job, as `election run --once` does).
 func (c *cand) onceLoop(ctx context.Context, b *election.Bucket) {
-	key := len(c.w.keys) - 1
+	key := c.w.s.StartKeys
 	for c.nextOnce(ctx) {
 		var e *election.Election
 		if c.spec.Bucket {
@@ -425,7 +440,7 @@ func (w *world) sample(why string) {
 			}
 		}
 		if c.once != nil && c.once.IsLeader() {
-			leaders[len(w.keys)-1] = append(leaders[len(w.keys)-1], c.i)
+			leaders[w.s.StartKeys] = append(leaders[w.s.StartKeys], c.i)
 		}
 		c.mu.Unlock()
 	}
@@ -461,6 +476,11 @@ func (w *world) run() {
 		}
 		if !found {
 			w.rec.violate("liveness", "key %d has no leader %v after the last fault", k, w.s.Quiet())
+		}
+	}
+	for d := range w.s.Daemons {
+		if w.rec.running(w.s.daemonKey(d)) < 0 {
+			w.rec.violate("liveness", "daemon %s runs on no node %v after the last fault", daemonName(d), w.s.Quiet())
 		}
 	}
 	w.stop()
@@ -631,7 +651,7 @@ func (w *world) lateRenewal(f Fault) {
 // next renewal of the Once key, whose answer is lost; when it springs, that
 // candidate's job returns, and the others fire their jobs f.For later.
 func (w *world) lostBeforeDone(f Fault) {
-	key := len(w.keys) - 1
+	key := w.s.StartKeys
 	for _, c := range w.cands {
 		c.kv.setTrap(&trap{key: w.keys[key], lost: true, until: time.Now().Add(w.s.stretch(10 * time.Second)), fired: func() {
 			select {
@@ -655,14 +675,21 @@ func (w *world) lostBeforeDone(f Fault) {
 	}
 }
 
-// leader is the candidate whose election of key k leads now, if any.
+// leader is the candidate whose election of key k leads now, if any; for
+// a daemon's key, the candidate whose node runs it.
 func (w *world) leader(k int) *cand {
+	if k > w.s.StartKeys {
+		if i := w.rec.running(k); i >= 0 {
+			return w.cands[i]
+		}
+		return nil
+	}
 	for _, c := range w.cands {
 		c.mu.Lock()
 		var e *election.Election
 		if k < len(c.elections) {
 			e = c.elections[k]
-		} else if k == len(w.keys)-1 {
+		} else if k == w.s.StartKeys {
 			e = c.once
 		}
 		leads := e != nil && e.IsLeader()
@@ -679,7 +706,7 @@ func (w *world) leader(k int) *cand {
 func (w *world) readRuns() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	evs, err := w.runLog.Events(ctx, w.keys[len(w.keys)-1], time.Time{})
+	evs, err := w.runLog.Events(ctx, w.keys[w.s.StartKeys], time.Time{})
 	if err != nil {
 		w.rec.violate("run log", "reading the Once runs: %v", err)
 		return
