@@ -533,8 +533,8 @@ func (d *dashboard) follow(ctx context.Context) {
 
 // learnFromHistory gives the leaders that led before the dashboard started
 // the token and the time of their win, from the leadership history: the
-// latest win of the key, if it is the leader's and no later than its latest
-// write. Without a history they stay unknown.
+// win of each one's current tenure (history.CurrentWin). Without a
+// history, or that win, they stay unknown.
 func (d *dashboard) learnFromHistory(ctx context.Context, leaders []election.Leader) {
 	h, err := history.Open(ctx, d.js, d.name)
 	if err != nil {
@@ -544,18 +544,18 @@ func (d *dashboard) learnFromHistory(ctx context.Context, leaders []election.Lea
 	if err != nil {
 		return
 	}
-	won := map[string]history.Event{}
+	byKey := map[string][]history.Event{}
 	for _, ev := range events {
-		if ev.Kind == history.Won {
-			won[ev.Key] = ev
-		}
+		byKey[ev.Key] = append(byKey[ev.Key], ev)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, l := range leaders {
-		ev, ok := won[l.Key]
 		seen := d.leaders[l.Key]
-		if ok && seen.before && seen.name == l.Name && ev.Name == l.Name && ev.Token <= l.Revision {
+		if !seen.before || seen.name != l.Name {
+			continue // its win was seen, or another leads now
+		}
+		if ev, ok := history.CurrentWin(l, byKey[l.Key]); ok {
 			d.leaders[l.Key] = seenLeader{name: l.Name, since: ev.At, token: ev.Token}
 		}
 	}

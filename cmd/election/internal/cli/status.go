@@ -243,7 +243,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 		}
 		leaders = slices.DeleteFunc(leaders, func(l election.Leader) bool { return fleet.IsFleetKey(l.Key) })
 	}
-	var tenures map[string]tenure
+	var tenures map[string]history.Event
 	if src.mirror == nil { // the history lives with the bucket
 		tenures = readTenures(openCtx, &cfg.conn, js, cfg.bucket, leaders)
 	}
@@ -273,26 +273,17 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-// tenure is what the leadership history tells of a leader's tenure.
-type tenure struct {
-	token uint64    // the revision of the claim that won
-	since time.Time // when the win was recorded, by the server's clock
-}
-
-// readTenures returns, by key, the tenure of each leader whose win the
-// bucket's leadership history records: the latest win of that name with a
-// token no later than the leader's latest write, not followed by its
-// stand-down (then the current tenure is not recorded yet). It returns
-// what it could read: nothing if the bucket has no history or it cannot be
-// read.
-func readTenures(ctx context.Context, conn *connFlags, js jetstream.JetStream, bucket string, leaders []election.Leader) map[string]tenure {
+// readTenures returns, by key, the recorded win of each leader's current
+// tenure (history.CurrentWin). It returns what it could read: nothing if
+// the bucket has no history or it cannot be read.
+func readTenures(ctx context.Context, conn *connFlags, js jetstream.JetStream, bucket string, leaders []election.Leader) map[string]history.Event {
 	ctx, done := conn.historyContext(ctx)
 	defer done()
 	h, err := history.Open(ctx, js, bucket)
 	if err != nil {
 		return nil
 	}
-	tenures := map[string]tenure{}
+	tenures := map[string]history.Event{}
 	for _, l := range leaders {
 		if l.Name == "" {
 			continue
@@ -301,26 +292,11 @@ func readTenures(ctx context.Context, conn *connFlags, js jetstream.JetStream, b
 		if err != nil {
 			return tenures
 		}
-		if t, ok := tenureOf(l, events); ok {
+		if t, ok := history.CurrentWin(l, events); ok {
 			tenures[l.Key] = t
 		}
 	}
 	return tenures
-}
-
-// tenureOf finds l's current tenure in the events of its key, oldest first.
-func tenureOf(l election.Leader, events []history.Event) (tenure, bool) {
-	for i := len(events) - 1; i >= 0; i-- {
-		ev := events[i]
-		switch {
-		case ev.Name != l.Name || ev.Token > l.Revision:
-		case ev.Kind == history.StoodDown:
-			return tenure{}, false
-		case ev.Kind == history.Won:
-			return tenure{token: ev.Token, since: ev.At}, true
-		}
-	}
-	return tenure{}, false
 }
 
 // countWatchers returns the number of consumers on the bucket's stream: one
@@ -458,13 +434,13 @@ func (p *leaderPrinter) columns(l election.Leader, now time.Time) []string {
 	return []string{l.Key, l.Name, strconv.FormatUint(l.Revision, 10), age(l, now).Round(time.Millisecond).String()}
 }
 
-func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenure, candidates map[string][]election.Candidate, now time.Time, topo topology) {
+func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]history.Event, candidates map[string][]election.Candidate, now time.Time, topo topology) {
 	if p.json {
 		for _, l := range leaders {
 			j := p.toJSON(l, now)
 			if t, ok := tenures[l.Key]; ok {
-				since := t.since.UTC()
-				j.Token, j.Since = t.token, &since
+				since := t.At.UTC()
+				j.Token, j.Since = t.Token, &since
 			}
 			j.Candidates = names(candidates[l.Key])
 			for _, c := range candidates[l.Key] {
@@ -529,7 +505,7 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]tenu
 		}
 		token, since := "-", "-"
 		if t, ok := tenures[l.Key]; ok {
-			token, since = strconv.FormatUint(t.token, 10), t.since.UTC().Format(time.RFC3339)
+			token, since = strconv.FormatUint(t.Token, 10), t.At.UTC().Format(time.RFC3339)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c[0], c[1], token, since, c[2], c[3], running)
 	}
