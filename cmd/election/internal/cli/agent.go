@@ -16,6 +16,7 @@ import (
 	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/internal/guard"
 	"github.com/kvelect/election/internal/slogrus"
+	"github.com/kvelect/election/promelection"
 	"github.com/sirupsen/logrus"
 )
 
@@ -259,13 +260,9 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	defer b.Close()
 
 	var joinedNode atomic.Pointer[fleet.Node]
-	var fm *fleetMetrics
+	var fm *promelection.FleetCollector
 	if metrics != nil {
-		names := make([]string, len(cfg.daemons))
-		for i, d := range cfg.daemons {
-			names[i] = d.Name
-		}
-		fm = newFleetMetrics(cfg.name, cfg.capacity, cfg.priority, names, b, joinedNode.Load)
+		fm = promelection.NewFleetCollector(b, nodeCfg, joinedNode.Load)
 		if err := metrics.registry.Register(fm); err != nil {
 			return err
 		}
@@ -277,7 +274,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 		}()
 		go func() {
 			defer close(watched)
-			fm.watch(watchCtx, time.Second)
+			fm.Watch(watchCtx, time.Second)
 		}()
 		metrics.serveHealth(memberHealth(joinedNode.Load))
 		alog.WithField("address", metrics.listener.Addr().String()).Info("serving /metrics and /healthz")
@@ -358,7 +355,7 @@ func cmpOr(d, fallback time.Duration) time.Duration {
 type daemonProcs struct {
 	mu      sync.Mutex
 	running map[*guard.Child]bool
-	metrics *fleetMetrics // nil without --metrics
+	metrics *promelection.FleetCollector // nil without --metrics
 }
 
 // run returns the Run function of daemon d: it runs COMMAND until it exits
@@ -378,7 +375,7 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 	return func(ctx context.Context) error {
 		token, _ := election.TokenFromContext(ctx)
 		if p.metrics != nil {
-			p.metrics.ran(d.Name, token)
+			p.metrics.Ran(d.Name, token)
 		}
 		c, err := guard.Start(ctx, []string{"/bin/sh", "-c", d.Command}, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
 		if errors.Is(err, guard.ErrLeadershipEnded) {

@@ -23,6 +23,8 @@ import (
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/history"
+	"github.com/kvelect/election/mirror"
+	"github.com/kvelect/election/promelection"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -152,7 +154,7 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	go d.follow(ctx)
 
 	if src.mirror != nil {
-		log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s %s", bucket, src.mirror.label())
+		log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s %s", bucket, notAuthoritative(src.mirror))
 	} else {
 		log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s", bucket)
 	}
@@ -176,10 +178,10 @@ type dashboard struct {
 	js     jetstream.JetStream
 	name   string
 	// metrics notes each key's holders for --metrics; nil without it.
-	metrics *observerMetrics
+	metrics *promelection.ObserverCollector
 	// mirror is the mirror read instead of the bucket (--mirror), whose
 	// label and lag go with every page; nil: the bucket itself.
-	mirror *mirrorSource
+	mirror *mirror.Mirror
 
 	mu       sync.Mutex
 	leaders  map[string]seenLeader // as last recorded
@@ -291,11 +293,11 @@ func (d *dashboard) mirrorJSON(ctx context.Context) *mirrorJSON {
 	if d.mirror == nil {
 		return nil
 	}
-	lag, err := d.mirror.lag(ctx)
+	lag, err := d.mirror.Lag(ctx)
 	if err != nil {
-		lag = mirrorLag{Heard: -1, Error: err.Error()}
+		lag = mirror.Lag{Heard: -1, Error: err.Error()}
 	}
-	j := d.mirror.toJSON(lag)
+	j := mirrorJSONOf(d.mirror, lag)
 	return &j
 }
 
@@ -306,7 +308,7 @@ func (d *dashboard) mirrorJSON(ctx context.Context) *mirrorJSON {
 func (d *dashboard) serverTime(ctx context.Context) time.Time {
 	name := d.name
 	if d.mirror != nil {
-		name = d.mirror.name
+		name = d.mirror.Name()
 	}
 	kv, err := d.js.KeyValue(ctx, name)
 	if err != nil {
@@ -394,7 +396,7 @@ func (d *dashboard) serveHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d.mirror != nil {
-		http.Error(w, fmt.Sprintf("%s: the leadership history lives with bucket %s, which the dashboard does not read", d.mirror.label(), d.name), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("%s: the leadership history lives with bucket %s, which the dashboard does not read", notAuthoritative(d.mirror), d.name), http.StatusNotFound)
 		return
 	}
 	h, err := history.Open(r.Context(), d.js, d.name)
@@ -482,7 +484,7 @@ func (d *dashboard) serveChanges(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	if d.mirror != nil {
-		fmt.Fprintf(w, ": connected, %s\n\n", d.mirror.label())
+		fmt.Fprintf(w, ": connected, %s\n\n", notAuthoritative(d.mirror))
 	} else {
 		fmt.Fprint(w, ": connected\n\n")
 	}
@@ -518,7 +520,7 @@ func (d *dashboard) follow(ctx context.Context) {
 		for _, l := range leaders {
 			d.leaders[l.Key] = seenLeader{name: l.Name, since: time.Now(), before: true}
 			if d.metrics != nil {
-				d.metrics.seen(l)
+				d.metrics.Seen(l)
 			}
 		}
 		d.mu.Unlock()
@@ -564,7 +566,7 @@ func (d *dashboard) learnFromHistory(ctx context.Context, leaders []election.Lea
 // record notes a key's holder, l, and sends it to the pages if it changed.
 func (d *dashboard) record(l election.Leader, now time.Time) {
 	if d.metrics != nil {
-		d.metrics.seen(l)
+		d.metrics.Seen(l)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

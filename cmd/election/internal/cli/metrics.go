@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/promelection"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -110,4 +111,32 @@ func (m *metricsServer) close() error {
 		return m.server.Close()
 	}
 	return err
+}
+
+// memberHealth answers /healthz of the agent: 200 while the node is a
+// member of the fleet, 503 before it has joined and once it is not.
+func memberHealth(node func() *fleet.Node) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if n := node(); n != nil && n.IsMember() {
+			w.Write([]byte("ok\n"))
+			return
+		}
+		http.Error(w, "not a member of the fleet", http.StatusServiceUnavailable)
+	})
+}
+
+// listenObserverMetrics listens on addr (or returns nil, nil without one)
+// and serves /metrics with an observer's series, and /healthz (200 while
+// the process runs).
+func listenObserverMetrics(addr string) (*metricsServer, *promelection.ObserverCollector, error) {
+	if addr == "" {
+		return nil, nil, nil
+	}
+	om := promelection.NewObserverCollector()
+	m, err := listenRegistry(addr, om)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.serveHealth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) }))
+	return m, om, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvelect/election/mirror"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -56,31 +57,21 @@ func streamCluster(info *jetstream.StreamInfo) string {
 // election bucket itself, or a mirror of it.
 type observed struct {
 	kv     jetstream.KeyValue // for election.OpenBucket
-	mirror *mirrorSource      // nil: the bucket itself
+	mirror *mirror.Mirror     // nil: the bucket itself
 	// cluster is the cluster the election bucket lives in: "" on a lone
 	// server, and with a mirror, which reads nothing of the bucket itself.
 	cluster string
 }
 
-// openObserved opens bucket, or with mirror != "" the mirror of bucket of
-// that name, checked to be one.
-func openObserved(ctx context.Context, js jetstream.JetStream, bucket, mirror string) (observed, error) {
-	if mirror != "" {
-		m, err := openMirror(ctx, js, mirror, bucket, func(ctx context.Context) (time.Duration, error) {
-			kv, err := openBucket(ctx, js, bucket)
-			if err != nil {
-				return 0, err
-			}
-			st, err := kv.Status(ctx)
-			if err != nil {
-				return 0, err
-			}
-			return st.TTL(), nil
-		})
+// openObserved opens bucket, or with mirrorName != "" the mirror of bucket
+// of that name, checked to be one.
+func openObserved(ctx context.Context, js jetstream.JetStream, bucket, mirrorName string) (observed, error) {
+	if mirrorName != "" {
+		m, err := openMirror(ctx, js, mirrorName, bucket)
 		if err != nil {
 			return observed{}, err
 		}
-		return observed{kv: mirrorKV{m}, mirror: m}, nil
+		return observed{kv: m.KeyValue(), mirror: m}, nil
 	}
 	kv, err := openBucket(ctx, js, bucket)
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/history"
+	"github.com/kvelect/election/mirror"
+	"github.com/kvelect/election/promelection"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -315,7 +317,7 @@ func countWatchers(ctx context.Context, js jetstream.JetStream, bucket string) (
 
 // watchLeader prints key's leader and each change of it until ctx is done,
 // and notes them in om unless it is nil.
-func watchLeader(ctx context.Context, b *election.Bucket, key string, out *leaderPrinter, om *observerMetrics) error {
+func watchLeader(ctx context.Context, b *election.Bucket, key string, out *leaderPrinter, om *promelection.ObserverCollector) error {
 	changes, err := b.Observe(ctx, key)
 	if err != nil {
 		return err
@@ -323,7 +325,7 @@ func watchLeader(ctx context.Context, b *election.Bucket, key string, out *leade
 	out.header()
 	for l := range changes {
 		if om != nil {
-			om.seen(l)
+			om.Seen(l)
 		}
 		out.change(l, time.Now())
 	}
@@ -336,7 +338,7 @@ type leaderPrinter struct {
 	json bool
 	// mirror is the mirror read instead of the bucket, whose label and lag
 	// go with what is printed; nil: the bucket itself.
-	mirror *mirrorSource
+	mirror *mirror.Mirror
 	ctx    context.Context // bounds the reads of the mirror's lag
 	// ttl is the bucket's, and marks the done marks to show instead of
 	// leaders, by key (statusdone.go).
@@ -539,7 +541,7 @@ func (p *leaderPrinter) header() {
 		return
 	}
 	if p.mirror != nil {
-		fmt.Fprintln(p.w, p.mirror.label())
+		fmt.Fprintln(p.w, notAuthoritative(p.mirror))
 		fmt.Fprintf(p.w, watchMirrorFormat, "TIME", "KEY", "LEADER", "REVISION", "MIRROR")
 		return
 	}
@@ -547,7 +549,7 @@ func (p *leaderPrinter) header() {
 }
 
 func (p *leaderPrinter) change(l election.Leader, now time.Time) {
-	var lag mirrorLag
+	var lag mirror.Lag
 	if p.mirror != nil {
 		lag = p.readLag()
 	}
@@ -556,7 +558,7 @@ func (p *leaderPrinter) change(l election.Leader, now time.Time) {
 			p.line(p.toJSON(l, now))
 			return
 		}
-		m := p.mirror.toJSON(lag)
+		m := mirrorJSONOf(p.mirror, lag)
 		p.line(struct {
 			leaderJSON
 			Lag          uint64   `json:"lag_messages"`
@@ -567,19 +569,19 @@ func (p *leaderPrinter) change(l election.Leader, now time.Time) {
 	}
 	c := p.columns(l, now)
 	if p.mirror != nil {
-		fmt.Fprintf(p.w, watchMirrorFormat, now.Format("15:04:05.000"), c[0], c[1], c[2], lag.describe(p.mirror.bucket))
+		fmt.Fprintf(p.w, watchMirrorFormat, now.Format("15:04:05.000"), c[0], c[1], c[2], describeMirrorLag(lag, p.mirror.Bucket()))
 		return
 	}
 	fmt.Fprintf(p.w, watchFormat, now.Format("15:04:05.000"), c[0], c[1], c[2])
 }
 
 // readLag reads the mirror's lag, or says it could not in its Error.
-func (p *leaderPrinter) readLag() mirrorLag {
+func (p *leaderPrinter) readLag() mirror.Lag {
 	ctx, cancel := context.WithTimeout(p.ctx, bucketTimeout)
 	defer cancel()
-	lag, err := p.mirror.lag(ctx)
+	lag, err := p.mirror.Lag(ctx)
 	if err != nil {
-		return mirrorLag{Heard: -1, Error: err.Error()}
+		return mirror.Lag{Heard: -1, Error: err.Error()}
 	}
 	return lag
 }
@@ -589,10 +591,10 @@ func (p *leaderPrinter) readLag() mirrorLag {
 func (p *leaderPrinter) mirrorLine() {
 	lag := p.readLag()
 	if p.json {
-		printJSONLine(p.w, p.mirror.toJSON(lag))
+		printJSONLine(p.w, mirrorJSONOf(p.mirror, lag))
 		return
 	}
-	fmt.Fprintf(p.w, "%s; %s\n", p.mirror.label(), lag.describe(p.mirror.bucket))
+	fmt.Fprintf(p.w, "%s; %s\n", notAuthoritative(p.mirror), describeMirrorLag(lag, p.mirror.Bucket()))
 }
 
 // line prints v, a struct, as a JSON line; read from a mirror, with
@@ -603,7 +605,7 @@ func (p *leaderPrinter) line(v any) {
 		return
 	}
 	data, _ := json.Marshal(v) // plain structs: cannot fail
-	tail, _ := json.Marshal(p.mirror.name)
+	tail, _ := json.Marshal(p.mirror.Name())
 	data = append(data[:len(data)-1], `,"authoritative":false,"mirror":`...)
 	data = append(append(data, tail...), '}')
 	fmt.Fprintf(p.w, "%s\n", data)

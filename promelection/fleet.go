@@ -1,8 +1,7 @@
-package cli
+package promelection
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -12,10 +11,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// fleetMetrics are the series of election agent --metrics: this node's
-// daemons and the fleet as this node sees it. Every series has the label
-// node (this node's name); the daemons' also daemon.
-type fleetMetrics struct {
+// FleetCollector is a prometheus.Collector of one fleet node's series, as
+// election agent --metrics serves them: this node's daemons and the fleet
+// as this node sees it. Every series has the label node (this node's
+// name); the daemons' also daemon.
+//
+//	kvelect_fleet_daemon_runs_here           gauge    1 while the daemon runs on this node, else 0
+//	kvelect_fleet_daemon_starts_total        counter  times the daemon moved here (a new fencing token)
+//	kvelect_fleet_daemon_restarts_total      counter  times it exited by itself here and was started again
+//	kvelect_fleet_daemon_run_nowhere_seconds gauge    how long it has run on no node (Watch samples it)
+//	kvelect_fleet_members                    gauge    the fleet's live members
+//	kvelect_fleet_node_daemons               gauge    the daemons this node runs
+//	kvelect_fleet_node_capacity              gauge    this node's capacity
+//	kvelect_fleet_node_priority              gauge    this node's priority
+//	kvelect_fleet_node_is_member             gauge    1 while this node is a member of the fleet
+//
+// The caller registers it, counts each run of a daemon with Ran (from the
+// daemon's fleet.Daemon.Run) and runs Watch for the time a daemon runs
+// nowhere.
+type FleetCollector struct {
 	nodeName string
 	capacity int
 	priority int
@@ -38,19 +52,21 @@ type fleetMetrics struct {
 	last    time.Time            // when the fleet was last read
 }
 
-var _ prometheus.Collector = (*fleetMetrics)(nil)
+var _ prometheus.Collector = (*FleetCollector)(nil)
 
-// newFleetMetrics makes the agent's series for the node named nodeName, of
-// the capacity and priority given, which can run daemons: their counters
-// exist at 0 from the start.
-func newFleetMetrics(nodeName string, capacity, priority int, daemons []string, b *election.Bucket, node func() *fleet.Node) *fleetMetrics {
+// NewFleetCollector returns the collector of the node cfg describes (its
+// Name, Capacity, Priority and the Daemons it can run, whose counters exist
+// at 0 from the start), in the fleet of the bucket b. node returns the
+// node once it has joined (the *fleet.Node of fleet.Join), nil before;
+// until then the node's series say it is not a member.
+func NewFleetCollector(b *election.Bucket, cfg fleet.Config, node func() *fleet.Node) *FleetCollector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName("kvelect", "fleet", name), help, labels, nil)
 	}
-	m := &fleetMetrics{
-		nodeName: nodeName,
-		capacity: capacity,
-		priority: priority,
+	m := &FleetCollector{
+		nodeName: cfg.Name,
+		capacity: cfg.Capacity,
+		priority: cfg.Priority,
 		bucket:   b,
 		node:     node,
 		starts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kvelect", Subsystem: "fleet", Name: "daemon_starts_total",
@@ -67,17 +83,18 @@ func newFleetMetrics(nodeName string, capacity, priority int, daemons []string, 
 		tokens:   map[string]uint64{},
 		nowhere:  map[string]time.Time{},
 	}
-	for _, d := range daemons {
-		m.starts.WithLabelValues(d, nodeName)
-		m.restarts.WithLabelValues(d, nodeName)
-		m.nowhere[d] = time.Time{}
+	for _, d := range cfg.Daemons {
+		m.starts.WithLabelValues(d.Name, cfg.Name)
+		m.restarts.WithLabelValues(d.Name, cfg.Name)
+		m.nowhere[d.Name] = time.Time{}
 	}
 	return m
 }
 
-// ran counts a run of daemon d under token: a start if the token is new,
-// else a restart.
-func (m *fleetMetrics) ran(d string, token uint64) {
+// Ran counts a run of daemon d under token, the fencing token of the node's
+// hold on it (election.TokenFromContext of the daemon's Run): a start if
+// the token is new, else a restart.
+func (m *FleetCollector) Ran(d string, token uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.tokens[d] == token {
@@ -90,7 +107,7 @@ func (m *fleetMetrics) ran(d string, token uint64) {
 
 // sample reads the fleet and notes which daemons run nowhere since when.
 // It reads what the bucket's watcher holds: no request to the servers.
-func (m *fleetMetrics) sample(ctx context.Context) {
+func (m *FleetCollector) sample(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	st, err := fleet.ReadStatus(ctx, m.bucket)
@@ -120,9 +137,11 @@ func (m *fleetMetrics) sample(ctx context.Context) {
 	}
 }
 
-// watch samples the fleet every interval until ctx is done, so that the
-// time a daemon runs nowhere counts from when it stopped, not from a scrape.
-func (m *fleetMetrics) watch(ctx context.Context, interval time.Duration) {
+// Watch samples the fleet every interval until ctx is done, so that the
+// time a daemon runs nowhere counts from when it stopped, not from a
+// scrape. It reads what the bucket's watcher holds: no request to the
+// servers.
+func (m *FleetCollector) Watch(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -135,7 +154,8 @@ func (m *fleetMetrics) watch(ctx context.Context, interval time.Duration) {
 	}
 }
 
-func (m *fleetMetrics) Describe(ch chan<- *prometheus.Desc) {
+// Describe sends the descriptors of the node's series.
+func (m *FleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	m.starts.Describe(ch)
 	m.restarts.Describe(ch)
 	for _, d := range []*prometheus.Desc{m.runsHere, m.nowhereD, m.members, m.running, m.capDesc, m.prioDesc, m.isMember} {
@@ -143,7 +163,8 @@ func (m *fleetMetrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (m *fleetMetrics) Collect(ch chan<- prometheus.Metric) {
+// Collect reads the node, if it has joined, and sends its series.
+func (m *FleetCollector) Collect(ch chan<- prometheus.Metric) {
 	m.starts.Collect(ch)
 	m.restarts.Collect(ch)
 	var node *fleet.Node
@@ -190,16 +211,4 @@ func (m *fleetMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.capDesc, prometheus.GaugeValue, float64(m.capacity), m.nodeName)
 	ch <- prometheus.MustNewConstMetric(m.prioDesc, prometheus.GaugeValue, float64(m.priority), m.nodeName)
 	ch <- prometheus.MustNewConstMetric(m.isMember, prometheus.GaugeValue, member, m.nodeName)
-}
-
-// memberHealth answers /healthz of the agent: 200 while the node is a
-// member of the fleet, 503 before it has joined and once it is not.
-func memberHealth(node func() *fleet.Node) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if n := node(); n != nil && n.IsMember() {
-			w.Write([]byte("ok\n"))
-			return
-		}
-		http.Error(w, "not a member of the fleet", http.StatusServiceUnavailable)
-	})
 }

@@ -1,4 +1,4 @@
-package cli
+package promelection_test
 
 import (
 	"os"
@@ -6,20 +6,22 @@ import (
 	"testing"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/fleet"
+	"github.com/kvelect/election/promelection"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestDeployedRulesAndDashboardUseFleetSeries checks that every
-// kvelect_fleet_* series the alert rules and the dashboard name is one
-// election agent --metrics exports (promelection's deploy test checks the
-// kvelect_election_* ones), and that its counters exist at 0 before
-// anything ran.
+// kvelect_fleet_* series the alert rules and the dashboard name is one a
+// FleetCollector exports (TestDeployedRulesAndDashboardUseExportedSeries checks
+// the Collector's kvelect_election_* ones), and that its counters exist at
+// 0 before anything ran.
 func TestDeployedRulesAndDashboardUseFleetSeries(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newFleetMetrics("n", 1, 0, []string{"d"}, nil, nil))
-	om := newObserverMetrics()
-	om.seen(election.Leader{Key: "k", Name: "a"})
+	reg.MustRegister(promelection.NewFleetCollector(nil, fleet.Config{Name: "n", Capacity: 1, Daemons: []fleet.Daemon{{Name: "d"}}}, nil))
+	om := promelection.NewObserverCollector()
+	om.Seen(election.Leader{Key: "k", Name: "a"})
 	reg.MustRegister(om)
 	families, err := reg.Gather()
 	if err != nil {
@@ -39,7 +41,7 @@ func TestDeployedRulesAndDashboardUseFleetSeries(t *testing.T) {
 		}
 	}
 	names := regexp.MustCompile(`kvelect_fleet_[a-z_]+`)
-	for _, file := range []string{"../../../../deploy/prometheus/kvelect-rules.yml", "../../../../deploy/grafana/kvelect-dashboard.json"} {
+	for _, file := range []string{"../deploy/prometheus/kvelect-rules.yml", "../deploy/grafana/kvelect-dashboard.json"} {
 		text, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +52,7 @@ func TestDeployedRulesAndDashboardUseFleetSeries(t *testing.T) {
 		}
 		for _, name := range used {
 			if !exported[name] {
-				t.Errorf("%s uses %s, which election agent does not export", file, name)
+				t.Errorf("%s uses %s, which a FleetCollector does not export", file, name)
 			}
 		}
 	}
