@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/history"
+	"github.com/kvelect/election/sidecar"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -75,8 +76,10 @@ func (c *candidateFlags) check() (*logrus.Logger, error) {
 	if c.readyFor > 0 && !c.prefer {
 		return nil, errors.New("--ready-for is for --prefer-higher")
 	}
-	if err := checkLeaderFile(c.leaderFile); err != nil {
-		return nil, err
+	if c.leaderFile != "" {
+		if err := sidecar.CheckLeaderFile(c.leaderFile); err != nil {
+			return nil, fmt.Errorf("--leader-file %q: %w", c.leaderFile, err)
+		}
 	}
 	if err := c.conn.check(); err != nil {
 		return nil, err
@@ -133,12 +136,15 @@ func (c *candidateFlags) options(record *history.History, metrics *metricsServer
 
 // openLeaderFile returns the --leader-file, with any file an earlier
 // process left there removed; nil without the flag.
-func (c *candidateFlags) openLeaderFile(log *logrus.Entry) (*leaderFile, error) {
+func (c *candidateFlags) openLeaderFile(log *logrus.Entry) (*sidecar.LeaderFile, error) {
 	if c.leaderFile == "" {
 		return nil, nil
 	}
-	f := &leaderFile{path: c.leaderFile, log: log}
-	return f, f.clear()
+	f, err := sidecar.OpenLeaderFile(c.leaderFile, slogOf(log))
+	if err != nil {
+		return nil, fmt.Errorf("--leader-file: %w", err)
+	}
+	return f, nil
 }
 
 // clusterKey is the key of a candidate's metadata (election.WithMetadata)

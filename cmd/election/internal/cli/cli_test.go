@@ -3,13 +3,13 @@ package cli
 import (
 	"bytes"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 )
 

@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"math/big"
 	"net"
 	"net/url"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/jwt/v2"

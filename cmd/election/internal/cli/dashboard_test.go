@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/testenv"

@@ -3,11 +3,12 @@ package cli
 import (
 	"bufio"
 	"encoding/json"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 )
 
 // TestEveryDemoWorkerLogsThatItCampaigns runs the demo with three workers:

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 )
 
 // startDemo starts the demo with workers workers logging JSON, on a

@@ -5,7 +5,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )

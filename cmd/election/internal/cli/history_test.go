@@ -2,11 +2,11 @@ package cli
 
 import (
 	"encoding/json"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -5,7 +5,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"net/http"
 	"regexp"
 	"strings"
@@ -14,8 +13,10 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/sidecar"
 )
 
 // TestHistoryDatesAPausedLeadersStandDownToItsDeadline runs two sidecar
@@ -102,7 +103,7 @@ func TestHistoryDatesAPausedLeadersStandDownToItsDeadline(t *testing.T) {
 	renewals := map[time.Time]bool{}
 	testenv.Poll(t, other.name+" renewing twice", e2e.WaitTimeout, func() (int, bool) {
 		code, body, err := e2e.Get(other.base + "/leader")
-		var v leadership
+		var v sidecar.Leadership
 		if err == nil && code == http.StatusOK && json.Unmarshal([]byte(body), &v) == nil && v.Renewed != nil {
 			renewals[*v.Renewed] = true
 		}

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 
+	"github.com/kvelect/election/internal/slogrus"
 	"github.com/sirupsen/logrus"
 )
 
@@ -25,4 +27,14 @@ func setupLog(log *logrus.Logger, format, level, formatSetting, levelSetting str
 	}
 	log.SetLevel(l)
 	return nil
+}
+
+// slogOf is e as a *slog.Logger, its fields as attributes, for the
+// packages that log through slog.
+func slogOf(e *logrus.Entry) *slog.Logger {
+	args := make([]any, 0, 2*len(e.Data))
+	for k, v := range e.Data {
+		args = append(args, k, v)
+	}
+	return slogrus.New(e.Logger).With(args...)
 }

@@ -1,11 +1,11 @@
 package cli
 
 import (
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -3,13 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -4,7 +4,6 @@ package cli
 
 import (
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"net/http"
 	"regexp"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"

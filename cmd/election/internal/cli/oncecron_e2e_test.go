@@ -5,7 +5,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats-server/v2/server"

@@ -4,13 +4,13 @@ package cli
 
 import (
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"os"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )

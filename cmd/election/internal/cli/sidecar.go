@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/slogrus"
+	"github.com/kvelect/election/sidecar"
 	"github.com/sirupsen/logrus"
 )
 
@@ -198,48 +199,33 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 		return err
 	}
 
-	sc := newSidecar(cfg, b, nc.IsConnected, leaderFile, clog)
 	opts := append(cfg.options(history, metrics),
-		election.OnWon(sc.lead),
-		election.WithEventHook(sc.onEvent),
 		election.OnLost(func(cause error) {
 			clog.WithField("cause", cause.Error()).Info("leadership ended")
 		}),
 	)
 	opts = append(opts, connectionOptions(nc)...)
-	e, err := b.NewElection(cfg.name, cfg.key, opts...)
+	sc, err := sidecar.New(b, cfg.name, cfg.key, sidecar.Config{
+		Connected: nc.IsConnected, LeaderFile: leaderFile, HealthTolerance: cfg.tolerance, Logger: slogOf(clog),
+	}, opts...)
 	if err != nil {
 		return err
 	}
-	sc.election = e
+	e := sc.Election()
 	if metrics != nil {
 		metrics.serve(e, cfg.tolerance)
 		clog.WithField("address", metrics.listener.Addr().String()).Info("serving /metrics and /healthz")
 	}
 
 	watchCtx, stopWatching := context.WithCancel(context.Background())
-	changes, err := b.Observe(watchCtx, cfg.key)
+	followed, err := sc.Follow(watchCtx)
 	if err != nil {
 		stopWatching()
 		return err
 	}
-	followed := make(chan struct{})
-	go func() {
-		defer close(followed)
-		sc.follow(changes)
-	}()
 	defer func() {
 		stopWatching()
 		<-followed
-	}()
-	stopRefreshing, refreshed := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(refreshed)
-		sc.refreshLeases(stopRefreshing)
-	}()
-	defer func() {
-		close(stopRefreshing)
-		<-refreshed
 	}()
 
 	// Start returns once ctx is done and a leader has stood down, removed
@@ -249,7 +235,7 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	electionCtx, endElection := context.WithCancelCause(ctx)
 	defer endElection(nil)
 	endOnDenial.Store(&endElection)
-	srv := &http.Server{Handler: sc.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: sc.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -260,7 +246,7 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	clog.WithField("url", "http://"+ln.Addr().String()+"/").Info("campaigning; serving the leadership over HTTP")
 	startErr := e.Start(electionCtx)
 
-	sc.close() // ends the event streams, which would hold Shutdown up
+	sc.Close() // ends the event streams, which would hold Shutdown up
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancelShutdown()
 	shutdownErr := srv.Shutdown(shutdownCtx)

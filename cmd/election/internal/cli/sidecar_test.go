@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"io"
 	"net"
 	"net/http"
@@ -17,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/sidecar"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -94,8 +95,8 @@ func (sc *sidecarInstance) wait(t *testing.T) int {
 }
 
 // self returns the status of /self and the leadership it answered.
-func (sc *sidecarInstance) self() (int, leadership, error) {
-	var v leadership
+func (sc *sidecarInstance) self() (int, sidecar.Leadership, error) {
+	var v sidecar.Leadership
 	code, body, err := e2e.Get(sc.base + "/self")
 	if err == nil {
 		err = json.Unmarshal([]byte(body), &v)
@@ -140,7 +141,7 @@ func waitSidecarLeader(t *testing.T, sidecars ...*sidecarInstance) *sidecarInsta
 
 // eventStream is an /events stream, read into decoded events.
 type eventStream struct {
-	events chan leadership
+	events chan sidecar.Leadership
 	body   io.ReadCloser
 }
 
@@ -156,7 +157,7 @@ func openEvents(t *testing.T, sc *sidecarInstance) *eventStream {
 		res.Body.Close()
 		t.Fatalf("/events: %d %s, want 200 text/event-stream", res.StatusCode, ct)
 	}
-	s := &eventStream{events: make(chan leadership, 100), body: res.Body}
+	s := &eventStream{events: make(chan sidecar.Leadership, 100), body: res.Body}
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -167,7 +168,7 @@ func openEvents(t *testing.T, sc *sidecarInstance) *eventStream {
 			if !ok {
 				continue
 			}
-			var v leadership
+			var v sidecar.Leadership
 			if err := json.Unmarshal([]byte(data), &v); err != nil {
 				t.Errorf("/events sent %q: %v", data, err)
 				return
@@ -184,7 +185,7 @@ func openEvents(t *testing.T, sc *sidecarInstance) *eventStream {
 
 // next returns the next event that satisfies match, failing the test if
 // none arrives by deadline.
-func (s *eventStream) next(t *testing.T, what string, deadline time.Time, match func(leadership) bool) leadership {
+func (s *eventStream) next(t *testing.T, what string, deadline time.Time, match func(sidecar.Leadership) bool) sidecar.Leadership {
 	t.Helper()
 	timeout := time.NewTimer(time.Until(deadline))
 	defer timeout.Stop()
@@ -221,8 +222,8 @@ func (s *eventStream) end(t *testing.T) {
 }
 
 // led returns a match for an event naming name as the leader.
-func led(name string) func(leadership) bool {
-	return func(v leadership) bool { return v.Name == name }
+func led(name string) func(sidecar.Leadership) bool {
+	return func(v sidecar.Leadership) bool { return v.Name == name }
 }
 
 // transferTo runs election transfer of key in bucket to name until it
@@ -278,7 +279,7 @@ func TestSidecarsAgreeOnTheLeaderAndHandOver(t *testing.T) {
 		testenv.Poll(t, sc.name+"'s / and /leader to name "+leader.name, pollTimeout, func() (string, bool) {
 			_, name, _ := e2e.Get(sc.base + "/")
 			_, body, _ := e2e.Get(sc.base + "/leader")
-			var v leadership
+			var v sidecar.Leadership
 			json.Unmarshal([]byte(body), &v)
 			return name + " " + body, name == `{"name":"`+leader.name+`"}`+"\n" && v.Name == leader.name && v.IsLeader == (sc == leader) && v.Self == sc.name
 		})
@@ -286,7 +287,7 @@ func TestSidecarsAgreeOnTheLeaderAndHandOver(t *testing.T) {
 
 	streams := map[*sidecarInstance]*eventStream{a: openEvents(t, a), b: openEvents(t, b)}
 	for sc, stream := range streams {
-		if first := stream.next(t, "the current state", time.Now().Add(pollTimeout), func(leadership) bool { return true }); first.Name != leader.name || first.IsLeader != (sc == leader) {
+		if first := stream.next(t, "the current state", time.Now().Add(pollTimeout), func(sidecar.Leadership) bool { return true }); first.Name != leader.name || first.IsLeader != (sc == leader) {
 			t.Errorf("%s's first event %+v: want the current state, %s leading", sc.name, first, leader.name)
 		}
 	}
@@ -353,7 +354,7 @@ func TestSidecarServesHealthApartFromLeadership(t *testing.T) {
 			return code == http.StatusOK
 		})
 		code, body, err := e2e.Get(sc.base + "/healthz")
-		var h sidecarHealth
+		var h sidecar.Health
 		if err == nil {
 			err = json.Unmarshal([]byte(body), &h)
 		}

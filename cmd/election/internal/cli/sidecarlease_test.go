@@ -2,19 +2,16 @@ package cli
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/sidecar"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/sirupsen/logrus"
 )
 
 // TestSidecarLeaseOnSelfAndEvents: the leader's /self carries a lease
@@ -43,13 +40,13 @@ func TestSidecarLeaseOnSelfAndEvents(t *testing.T) {
 	}
 
 	stream := openEvents(t, leader)
-	first := stream.next(t, "the current state", time.Now().Add(pollTimeout), func(leadership) bool { return true })
+	first := stream.next(t, "the current state", time.Now().Add(pollTimeout), func(sidecar.Leadership) bool { return true })
 	end := time.Now().Add(time.Duration(first.LeaseMS) * time.Millisecond)
 	if !first.IsLeader || first.LeaseMS <= 0 {
 		t.Fatalf("the leader's first event %+v: want is_leader and a lease", first)
 	}
 	for renewal := 1; renewal <= 3; renewal++ {
-		v := stream.next(t, "a fresh lease", time.Now().Add(timing.Interval+timing.Validity), func(leadership) bool { return true })
+		v := stream.next(t, "a fresh lease", time.Now().Add(timing.Interval+timing.Validity), func(sidecar.Leadership) bool { return true })
 		received := time.Now()
 		if received.After(end) {
 			t.Errorf("renewal %d: the fresh lease came %v after the last ran out", renewal, received.Sub(end))
@@ -61,46 +58,8 @@ func TestSidecarLeaseOnSelfAndEvents(t *testing.T) {
 	}
 }
 
-// TestEventsFirstMessageChecksLeadership: a sidecar whose last event said
-// it leads, but whose election no longer does (as after a pause past its
-// validity deadline, before it has stood down), tells a new /events client
-// that it does not lead, as /self would.
-func TestEventsFirstMessageChecksLeadership(t *testing.T) {
-	t.Parallel()
-	s := testenv.Server(t)
-	_, js := testenv.Connect(t, s.ClientURL())
-	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SIDE", TTL: 2 * time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), pollTimeout)
-	defer cancel()
-	b, err := election.OpenBucket(ctx, kv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	e, err := b.NewElection("pod-a", "job") // never started: it does not lead
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	sc := newSidecar(sidecarConfig{candidateFlags: candidateFlags{key: "job", name: "pod-a"}}, b, func() bool { return true }, nil, logrus.NewEntry(log))
-	sc.election = e
-	close(sc.watching)
-	sc.mu.Lock()
-	sc.leading, sc.token, sc.wonAt = true, 7, time.Now()
-	sc.last = sc.viewLocked(true, time.Now()) // the last event: leading
-	sc.mu.Unlock()
-
-	srv := httptest.NewServer(sc.handler())
-	defer srv.Close()
-	defer sc.close() // ends the stream, which would hold srv.Close up
-	if v := firstEvent(t, srv.URL); v.IsLeader || v.Name == "pod-a" || v.LeaseMS != 0 {
-		t.Errorf("first event %+v: want pod-a not leading, with no lease", v)
-	}
-}
-
 // firstEvent returns the first event of base's /events stream.
-func firstEvent(t *testing.T, base string) leadership {
+func firstEvent(t *testing.T, base string) sidecar.Leadership {
 	t.Helper()
 	client := http.Client{Timeout: pollTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	res, err := client.Get(base + "/events")
@@ -111,7 +70,7 @@ func firstEvent(t *testing.T, base string) leadership {
 	lines := bufio.NewScanner(res.Body)
 	for lines.Scan() {
 		if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
-			var v leadership
+			var v sidecar.Leadership
 			if err := json.Unmarshal([]byte(data), &v); err != nil {
 				t.Fatalf("/events sent %q: %v", data, err)
 			}
@@ -119,5 +78,5 @@ func firstEvent(t *testing.T, base string) leadership {
 		}
 	}
 	t.Fatalf("/events of %s ended before its first event: %v", base, lines.Err())
-	return leadership{}
+	return sidecar.Leadership{}
 }

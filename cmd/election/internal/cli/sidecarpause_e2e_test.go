@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,8 +13,10 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/sidecar"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -75,15 +76,15 @@ func TestPausedSidecarShowsTheKeysLeader(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	side := e2e.StartProcess(t, bin, "observer", "sidecar", "--server", url, "--bucket", "PAUSE", "--key", "job", "--name", "observer",
 		"--priority", "0", "--listen", strings.TrimPrefix(base, "http://"), "--log-format", "json")
-	leaderOf := func() (leadership, bool) {
+	leaderOf := func() (sidecar.Leadership, bool) {
 		code, body, err := e2e.Get(base + "/leader")
-		var v leadership
+		var v sidecar.Leadership
 		if err != nil || code != 200 || json.Unmarshal([]byte(body), &v) != nil {
 			return v, false
 		}
 		return v, true
 	}
-	testenv.Poll(t, "the sidecar shows a leading", e2e.WaitTimeout, func() (leadership, bool) {
+	testenv.Poll(t, "the sidecar shows a leading", e2e.WaitTimeout, func() (sidecar.Leadership, bool) {
 		v, ok := leaderOf()
 		return v, ok && v.Name == "a"
 	})

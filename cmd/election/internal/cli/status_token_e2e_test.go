@@ -5,11 +5,11 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 )
 

@@ -5,7 +5,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"maps"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sys/unix"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/guard"
+	"github.com/kvelect/election/sidecar"
 	"github.com/sirupsen/logrus"
 )
 
@@ -27,8 +28,8 @@ type supervisor struct {
 	grace       time.Duration
 	log         *logrus.Entry
 	endElection context.CancelFunc
-	once        bool        // run --once: COMMAND runs at most once, and ending it does not end the election
-	leaderFile  *leaderFile // --leader-file, or nil
+	once        bool                // run --once: COMMAND runs at most once, and ending it does not end the election
+	leaderFile  *sidecar.LeaderFile // --leader-file, or nil
 
 	shutdown chan struct{} // closed on the first SIGINT or SIGTERM
 	sig      os.Signal     // that signal; written before shutdown is closed
@@ -85,7 +86,7 @@ func (s *supervisor) lead(leading context.Context) {
 	if s.leaderFile != nil {
 		// Written before COMMAND starts; removed when leadership ends,
 		// or else when lead returns, which is before the key's release.
-		defer s.leaderFile.hold(leading, token)()
+		defer s.leaderFile.Hold(leading, token)()
 	}
 	c, err := guard.Start(leading, s.argv, append(s.env[:len(s.env):len(s.env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
 	if errors.Is(err, guard.ErrLeadershipEnded) {

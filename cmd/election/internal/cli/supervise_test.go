@@ -5,7 +5,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,7 +13,9 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/sidecar"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -43,7 +44,11 @@ func TestRunCampaignsOnWhenLeadershipEndsBeforeTheCommandStarts(t *testing.T) {
 			ended = true
 			endElection()
 		})
-	sup.leaderFile = &leaderFile{path: leaderPath, log: log.WithField("test", t.Name())}
+	leaderFile, err := sidecar.OpenLeaderFile(leaderPath, slogOf(log.WithField("test", t.Name())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup.leaderFile = leaderFile
 
 	firstToken := make(chan uint64, 1)
 	leaderFileLeft := make(chan bool, 1)

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"encoding/json"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"maps"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )

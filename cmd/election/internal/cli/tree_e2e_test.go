@@ -4,7 +4,6 @@ package cli
 
 import (
 	"fmt"
-	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"maps"
 	"os"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )

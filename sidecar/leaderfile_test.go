@@ -1,13 +1,11 @@
-package cli
+package sidecar
 
 import (
 	"context"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/sirupsen/logrus"
 )
 
 // TestLeaderFileFollowsLeadership holds the file for two leaderships: one
@@ -17,7 +15,7 @@ import (
 func TestLeaderFileFollowsLeadership(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	f := &leaderFile{path: filepath.Join(dir, "leader"), log: quietLog()}
+	f := &LeaderFile{path: filepath.Join(dir, "leader"), log: quietLog()}
 	held := func(want string) {
 		t.Helper()
 		got, err := os.ReadFile(f.path)
@@ -36,30 +34,26 @@ func TestLeaderFileFollowsLeadership(t *testing.T) {
 	}
 
 	leading, end := context.WithCancel(context.Background())
-	drop := f.hold(leading, 7)
+	drop := f.Hold(leading, 7)
 	held("7\n")
 	end() // leadership ends: the file goes without waiting for drop
 	drop()
 	gone()
 
-	drop = f.hold(context.Background(), 12)
+	drop = f.Hold(context.Background(), 12)
 	held("12\n")
 	drop()
 	gone()
 }
 
 // quietLog returns a logger that writes nothing.
-func quietLog() *logrus.Entry {
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	return logrus.NewEntry(log)
-}
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // TestLeaderFileClearRemovesALeftFile removes the file a killed leader
 // would leave, and accepts no file at all.
 func TestLeaderFileClearRemovesALeftFile(t *testing.T) {
 	t.Parallel()
-	f := &leaderFile{path: filepath.Join(t.TempDir(), "leader"), log: quietLog()}
+	f := &LeaderFile{path: filepath.Join(t.TempDir(), "leader"), log: quietLog()}
 	if err := f.clear(); err != nil {
 		t.Errorf("clear without a file: %v", err)
 	}
@@ -86,8 +80,8 @@ func TestCheckLeaderFileRefusesAnUnwritableDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Chmod(dir, 0o755) })
-	err := checkLeaderFile(filepath.Join(dir, "leader"))
-	if err == nil || err.Error() != `--leader-file "`+filepath.Join(dir, "leader")+`": cannot create files in "`+dir+`": permission denied` {
-		t.Errorf("checkLeaderFile in a read-only directory: %v", err)
+	err := CheckLeaderFile(filepath.Join(dir, "leader"))
+	if err == nil || err.Error() != `cannot create files in "`+dir+`": permission denied` {
+		t.Errorf("CheckLeaderFile in a read-only directory: %v", err)
 	}
 }

@@ -1,28 +1,28 @@
-package cli
+package sidecar
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/kvelect/election"
-	"github.com/sirupsen/logrus"
 )
 
-// sidecar follows one key's leadership for election sidecar, as its own
-// election and the bucket's watcher report it, and serves it over HTTP.
-type sidecar struct {
+// Server follows one key's leadership, as its own election and the
+// bucket's watcher report it, and serves it over HTTP (Handler).
+type Server struct {
 	key, self  string
 	bucket     *election.Bucket
-	election   *election.Election // set before the sidecar serves
-	connected  func() bool        // whether the NATS connection is up
-	leaderFile *leaderFile        // --leader-file, or nil
-	tolerance  time.Duration      // --health-tolerance
-	log        *logrus.Entry
+	election   *election.Election
+	connected  func() bool   // whether the NATS connection is up
+	leaderFile *LeaderFile   // or nil
+	tolerance  time.Duration // of Election.CheckHealth
+	log        *slog.Logger
 
 	mu sync.Mutex
 	// watching is closed when the watcher has first reported the key's
@@ -41,8 +41,8 @@ type sidecar struct {
 	token       uint64          // while leading, its fencing token
 	wonAt       time.Time       // while leading, when it began
 	leadCtx     context.Context // while leading, its leadership context (for election.WorkDeadline)
-	last        leadership
-	streams     map[chan leadership]struct{} // the /events clients
+	last        Leadership
+	streams     map[chan Leadership]struct{} // the /events clients
 	closed      bool
 
 	// workMargin is the election's Timing.WorkMargin: its work deadline
@@ -54,9 +54,9 @@ type sidecar struct {
 	renewed chan time.Time
 }
 
-// leadership is the key's leadership as the sidecar answers it: the JSON of
+// Leadership is the key's leadership as the server answers it: the JSON of
 // /leader, /self and each event of /events.
-type leadership struct {
+type Leadership struct {
 	Key string `json:"key"`
 	// Name is the leader: this instance while it leads, else the key's
 	// holder as the watcher sees it; "" when nobody leads, and when this
@@ -82,13 +82,18 @@ type leadership struct {
 	// after it receives this answer, without hearing from the sidecar
 	// again: the time left until this instance's validity deadline, when
 	// /self turns 503, counted when the answer is written. 0 when this
-	// instance does not lead. See sidecar.lease for the margin it leaves.
+	// instance does not lead: the validity deadline less the time since, on
+	// this host's monotonic clock. The application counts it from when it
+	// receives the answer; the delivery, its own polling and the unit of
+	// work it is in come out of the work margin that follows the validity
+	// deadline (election.Timing.WorkMargin: 116 ms at a 2 s TTL, 723 ms at
+	// 10 s), before another candidate can lead.
 	LeaseMS int64 `json:"lease_ms"`
 }
 
 // sameLeader reports whether a and b show the same leadership: the same
 // leader, token and role of this instance.
-func sameLeader(a, b leadership) bool {
+func sameLeader(a, b Leadership) bool {
 	return a.Name == b.Name && a.IsLeader == b.IsLeader && (a.Token == nil) == (b.Token == nil) && (a.Token == nil || *a.Token == *b.Token)
 }
 
@@ -101,35 +106,90 @@ const streamBuffer = 64
 // both ends notice a dead connection.
 const keepAlive = 15 * time.Second
 
-// newSidecar returns the sidecar of cfg's key and name, reading the
-// holder from b; its election, which runs at the default campaign
-// interval, is set before it serves.
-func newSidecar(cfg sidecarConfig, b *election.Bucket, connected func() bool, f *leaderFile, log *logrus.Entry) *sidecar {
-	s := &sidecar{
-		key: cfg.key, self: cfg.name, bucket: b, connected: connected, leaderFile: f, tolerance: cfg.tolerance, log: log,
+// Config is how a Server runs; every field may be left zero.
+type Config struct {
+	// Connected reports whether the NATS connection is up, for /healthz
+	// (nats.Conn.IsConnected); nil: always.
+	Connected func() bool
+	// LeaderFile is held while this instance leads; nil: none.
+	LeaderFile *LeaderFile
+	// HealthTolerance is /healthz's tolerance of a late renewal
+	// (election.Election.CheckHealth).
+	HealthTolerance time.Duration
+	// Logger logs the leaderships' starts; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// New returns the server of the key of b for the candidate name, and makes
+// its election: b.NewElection(name, key, opts...) with the server's
+// election.OnWon (it replaces one among opts) and its event hook added.
+// The caller starts the election (Election().Start), runs Follow while it
+// runs, and calls Close once it has returned, before it shuts the HTTP
+// server down.
+func New(b *election.Bucket, name, key string, cfg Config, opts ...election.Option) (*Server, error) {
+	connected := cfg.Connected
+	if connected == nil {
+		connected = func() bool { return true }
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{
+		key: key, self: name, bucket: b, connected: connected, leaderFile: cfg.LeaderFile, tolerance: cfg.HealthTolerance, log: log,
 		watching:   make(chan struct{}),
-		streams:    map[chan leadership]struct{}{},
+		streams:    map[chan Leadership]struct{}{},
 		workMargin: election.TimingFor(b.TTL(), 0).WorkMargin(),
 		renewed:    make(chan time.Time, 1),
 	}
 	s.last = s.viewLocked(false, time.Now())
-	return s
+	e, err := b.NewElection(name, key, append(opts[:len(opts):len(opts)], election.OnWon(s.lead), election.WithEventHook(s.onEvent))...)
+	if err != nil {
+		return nil, err
+	}
+	s.election = e
+	return s, nil
+}
+
+// Election is the server's election.
+func (s *Server) Election() *election.Election { return s.election }
+
+// Follow starts to watch the key, and returns: from then on it sends every
+// event stream each change, and a fresh lease after each renewal, until
+// ctx is done; done is closed once it has stopped.
+func (s *Server) Follow(ctx context.Context) (done <-chan struct{}, err error) {
+	changes, err := s.bucket.Observe(ctx, s.key)
+	if err != nil {
+		return nil, err
+	}
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		refreshed := make(chan struct{})
+		go func() {
+			defer close(refreshed)
+			s.refreshLeases(ctx.Done())
+		}()
+		s.follow(changes)
+		<-refreshed
+	}()
+	return followed, nil
 }
 
 // lead is the election's OnWon: it writes the leader file and shows this
 // instance as leader until leadership ends, then shows it no longer, and
 // removes the file, before returning: the key is released only after.
-func (s *sidecar) lead(leading context.Context) {
+func (s *Server) lead(leading context.Context) {
 	token, _ := election.TokenFromContext(leading)
 	var drop func()
 	if s.leaderFile != nil {
-		drop = s.leaderFile.hold(leading, token) // before /self can answer 200
+		drop = s.leaderFile.Hold(leading, token) // before /self can answer 200
 	}
 	s.mu.Lock()
 	s.leading, s.token, s.wonAt, s.leadCtx = true, token, time.Now(), leading
 	s.publishLocked()
 	s.mu.Unlock()
-	s.log.WithField("token", token).Info("leading: /self answers 200")
+	s.log.Info("leading: /self answers 200", "token", token)
 
 	<-leading.Done()
 	s.mu.Lock()
@@ -143,7 +203,7 @@ func (s *sidecar) lead(leading context.Context) {
 
 // follow records each holder of the key the watcher reports, until changes
 // is closed; the first is the holder when the watcher read the bucket.
-func (s *sidecar) follow(changes <-chan election.Leader) {
+func (s *Server) follow(changes <-chan election.Leader) {
 	first := true
 	for l := range changes {
 		s.observed(l, first)
@@ -152,7 +212,7 @@ func (s *sidecar) follow(changes <-chan election.Leader) {
 }
 
 // observed records l, the key's holder.
-func (s *sidecar) observed(l election.Leader, first bool) {
+func (s *Server) observed(l election.Leader, first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -170,8 +230,8 @@ func (s *sidecar) observed(l election.Leader, first bool) {
 }
 
 // viewLocked is the leadership at now, with this instance leading or not.
-func (s *sidecar) viewLocked(leading bool, now time.Time) leadership {
-	v := leadership{Key: s.key, Self: s.self, At: now.UTC()}
+func (s *Server) viewLocked(leading bool, now time.Time) Leadership {
+	v := Leadership{Key: s.key, Self: s.self, At: now.UTC()}
 	switch {
 	case leading:
 		token, since := s.token, s.wonAt.UTC()
@@ -198,7 +258,7 @@ func (s *sidecar) viewLocked(leading bool, now time.Time) leadership {
 }
 
 // publishLocked sends the leadership to the event streams if it changed.
-func (s *sidecar) publishLocked() {
+func (s *Server) publishLocked() {
 	v := s.viewLocked(s.leading, time.Now())
 	if sameLeader(v, s.last) {
 		return
@@ -208,7 +268,7 @@ func (s *sidecar) publishLocked() {
 
 // sendLocked sends v to the event streams, disconnecting any that is
 // streamBuffer events behind.
-func (s *sidecar) sendLocked(v leadership) {
+func (s *Server) sendLocked(v Leadership) {
 	s.last = v
 	for stream := range s.streams {
 		select {
@@ -225,11 +285,11 @@ func (s *sidecar) sendLocked(v leadership) {
 // IsLeader turns false at its validity deadline, even before OnWon's
 // context is cancelled. Renewed is read from the watcher, fresher than the
 // last change.
-func (s *sidecar) now(ctx context.Context) (leadership, bool) {
+func (s *Server) now(ctx context.Context) (Leadership, bool) {
 	select {
 	case <-s.watching:
 	default:
-		return leadership{}, false
+		return Leadership{}, false
 	}
 	isLeader := s.election.IsLeader()
 	s.mu.Lock()
@@ -257,7 +317,7 @@ func (s *sidecar) now(ctx context.Context) (leadership, bool) {
 // at a 2 s TTL, 723 ms at 10 s), the time election run's guard leaves a
 // command to stop in. Only after that margin can the key age out and
 // another candidate lead.
-func (s *sidecar) lease(now time.Time) time.Duration {
+func (s *Server) lease(now time.Time) time.Duration {
 	s.mu.Lock()
 	leading := s.leadCtx
 	s.mu.Unlock()
@@ -273,7 +333,7 @@ func (s *sidecar) lease(now time.Time) time.Duration {
 
 // withLease sets v's lease as of now: 0 unless v says this instance
 // leads.
-func (s *sidecar) withLease(v *leadership) {
+func (s *Server) withLease(v *Leadership) {
 	v.LeaseMS = 0
 	if v.IsLeader {
 		v.LeaseMS = s.lease(time.Now()).Milliseconds() // rounded down
@@ -283,7 +343,7 @@ func (s *sidecar) withLease(v *leadership) {
 // onEvent is the election's event hook: an acknowledged renewal of the
 // leadership makes the streams get a fresh lease (refreshLeases). It runs
 // on the election's campaign goroutine, and returns at once.
-func (s *sidecar) onEvent(ev election.Event) {
+func (s *Server) onEvent(ev election.Event) {
 	if ev.Kind != election.EventRenewed || ev.Err != nil {
 		return
 	}
@@ -310,7 +370,7 @@ const extensionWait = 100 * time.Millisecond
 // awaitExtension waits until the election's work deadline is later than
 // before, the leadership has ended, or extensionWait has passed, reading
 // the deadline every millisecond; false if stop was closed first.
-func (s *sidecar) awaitExtension(before time.Time, stop <-chan struct{}) bool {
+func (s *Server) awaitExtension(before time.Time, stop <-chan struct{}) bool {
 	timer := time.NewTimer(time.Millisecond)
 	defer timer.Stop()
 	for giveUp := time.Now().Add(extensionWait); time.Now().Before(giveUp); timer.Reset(time.Millisecond) {
@@ -338,7 +398,7 @@ func (s *sidecar) awaitExtension(before time.Time, stop <-chan struct{}) bool {
 // deadline, and reports nothing after, so each refresh waits for the
 // deadline to move, reading it every millisecond, for extensionWait at
 // most: only a deadline the election holds is ever sent as a lease.
-func (s *sidecar) refreshLeases(stop <-chan struct{}) {
+func (s *Server) refreshLeases(stop <-chan struct{}) {
 	for {
 		var before time.Time
 		select {
@@ -357,8 +417,9 @@ func (s *sidecar) refreshLeases(stop <-chan struct{}) {
 	}
 }
 
-// close ends every event stream and refuses new ones.
-func (s *sidecar) close() {
+// Close ends every event stream and refuses new ones: an HTTP server's
+// Shutdown waits for them otherwise.
+func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -368,8 +429,16 @@ func (s *sidecar) close() {
 	}
 }
 
-// handler routes the endpoints; anything else is 404.
-func (s *sidecar) handler() http.Handler {
+// Handler serves the endpoints; anything else is 404:
+//
+//	GET /         {"name": LEADER}, as Kubernetes' leader-elector sidecar answers
+//	GET /leader   the Leadership as JSON
+//	GET /self     the same, with 200 while this instance leads, else 503
+//	GET /events   server-sent events: the Leadership, then each change
+//	GET /healthz  Health as JSON: 200 while healthy, else 503
+//
+// Before Follow has read the key, every endpoint answers 503.
+func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.serveName)
 	mux.HandleFunc("GET /leader", s.serveLeader)
@@ -388,7 +457,7 @@ func notWatching(w http.ResponseWriter) {
 
 // serveName answers {"name": LEADER}, the answer of Kubernetes'
 // leader-elector sidecar, so that its users can swap it in.
-func (s *sidecar) serveName(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveName(w http.ResponseWriter, r *http.Request) {
 	v, ok := s.now(r.Context())
 	if !ok {
 		notWatching(w)
@@ -400,7 +469,7 @@ func (s *sidecar) serveName(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveLeader answers the leadership as JSON.
-func (s *sidecar) serveLeader(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveLeader(w http.ResponseWriter, r *http.Request) {
 	v, ok := s.now(r.Context())
 	if !ok {
 		notWatching(w)
@@ -411,7 +480,7 @@ func (s *sidecar) serveLeader(w http.ResponseWriter, r *http.Request) {
 
 // serveSelf answers as /leader does, with 200 while this instance leads and
 // 503 while it does not: a snapshot, stale as soon as it is sent.
-func (s *sidecar) serveSelf(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveSelf(w http.ResponseWriter, r *http.Request) {
 	v, ok := s.now(r.Context())
 	if !ok {
 		notWatching(w)
@@ -426,7 +495,7 @@ func (s *sidecar) serveSelf(w http.ResponseWriter, r *http.Request) {
 
 // serveEvents streams the leadership as server-sent events: the current
 // state, then each change, until the client goes or the sidecar stops.
-func (s *sidecar) serveEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -438,7 +507,7 @@ func (s *sidecar) serveEvents(w http.ResponseWriter, r *http.Request) {
 		notWatching(w)
 		return
 	}
-	stream := make(chan leadership, streamBuffer)
+	stream := make(chan Leadership, streamBuffer)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -481,19 +550,19 @@ func (s *sidecar) serveEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeEvent writes v as one server-sent event.
-func writeEvent(w http.ResponseWriter, v leadership) {
+func writeEvent(w http.ResponseWriter, v Leadership) {
 	data, _ := json.Marshal(v) // a plain struct: cannot fail
 	fmt.Fprintf(w, "data: %s\n\n", data)
 }
 
-// sidecarHealth is the JSON of /healthz.
-type sidecarHealth struct {
-	OK          bool   `json:"ok"`
-	Connected   bool   `json:"connected"`   // to a NATS server
-	Campaigning bool   `json:"campaigning"` // the election runs
-	Watching    bool   `json:"watching"`    // the watcher has read the key
-	Listed      bool   `json:"listed"`      // this candidate's record is in the bucket: it can write there
-	Problem     string `json:"problem,omitempty"`
+// Health is the JSON of /healthz.
+type Health struct {
+	OK          bool   `json:"ok"`                // connected, campaigning, watching, listed and not stuck
+	Connected   bool   `json:"connected"`         // to a NATS server
+	Campaigning bool   `json:"campaigning"`       // the election runs
+	Watching    bool   `json:"watching"`          // the watcher has read the key
+	Listed      bool   `json:"listed"`            // this candidate's record is in the bucket: it can write there
+	Problem     string `json:"problem,omitempty"` // what is wrong, unless OK
 }
 
 // serveHealth answers 200 while the sidecar is connected, campaigning,
@@ -502,8 +571,8 @@ type sidecarHealth struct {
 // name) and not stuck (Election.CheckHealth), and
 // 503 otherwise, naming the problem. Whether this instance leads does not
 // count.
-func (s *sidecar) serveHealth(w http.ResponseWriter, r *http.Request) {
-	h := sidecarHealth{Connected: s.connected(), Campaigning: s.election.State() != election.UnknownState}
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	h := Health{Connected: s.connected(), Campaigning: s.election.State() != election.UnknownState}
 	select {
 	case <-s.watching:
 		h.Watching = true
@@ -533,4 +602,10 @@ func (s *sidecar) serveHealth(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	json.NewEncoder(w).Encode(h)
+}
+
+// writeJSON answers v as JSON.
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
 }

@@ -1,49 +1,56 @@
-package cli
+package sidecar
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
-
-	"github.com/sirupsen/logrus"
 )
 
-// leaderFile is --leader-file: a file that exists, holding the fencing
-// token, only while this process leads. It is written when leadership
-// begins and removed when it ends, before the key is released, so that
-// another candidate never leads while the file is there (unless this
-// process is killed or paused while leading: see docs/sidecar.md).
-type leaderFile struct {
+// LeaderFile is a file that exists, holding the fencing token, only while
+// this process leads (Hold). It is written when leadership begins and
+// removed when it ends, before the key is released, so that another
+// candidate never leads while the file is there (unless this process is
+// killed or paused while leading: see docs/sidecar.md).
+type LeaderFile struct {
 	path string
-	log  *logrus.Entry
+	log  *slog.Logger
 }
 
-// checkLeaderFile says what is wrong with --leader-file path, as bad input,
-// before anything connects: its directory must exist and take new files,
-// and path must not be a directory.
-func checkLeaderFile(path string) error {
-	if path == "" {
-		return nil
-	}
+// OpenLeaderFile returns the leader file at path, having removed a file an
+// earlier process left there (it was killed while it led: this process
+// does not lead yet), which it logs to log.
+func OpenLeaderFile(path string, log *slog.Logger) (*LeaderFile, error) {
+	f := &LeaderFile{path: path, log: log}
+	return f, f.clear()
+}
+
+// Path is the file's path.
+func (f *LeaderFile) Path() string { return f.path }
+
+// CheckLeaderFile says what is wrong with path as a leader file, before
+// anything connects: its directory must exist and take new files, and
+// path must not be a directory.
+func CheckLeaderFile(path string) error {
 	if info, err := os.Stat(path); err == nil && info.IsDir() {
-		return fmt.Errorf("--leader-file %q: is a directory; want the path of a file", path)
+		return errors.New("is a directory; want the path of a file")
 	}
 	dir := filepath.Dir(path)
 	info, err := os.Stat(dir)
 	switch {
 	case err != nil:
-		return fmt.Errorf("--leader-file %q: directory %q: %v", path, dir, errors.Unwrap(err))
+		return fmt.Errorf("directory %q: %v", dir, errors.Unwrap(err))
 	case !info.IsDir():
-		return fmt.Errorf("--leader-file %q: %q is not a directory", path, dir)
+		return fmt.Errorf("%q is not a directory", dir)
 	}
 	// Only trying tells whether the directory takes new files: permissions,
 	// a read-only file system, ACLs.
 	probe, err := os.CreateTemp(dir, "."+filepath.Base(path)+".check*")
 	if err != nil {
-		return fmt.Errorf("--leader-file %q: cannot create files in %q: %v", path, dir, errors.Unwrap(err))
+		return fmt.Errorf("cannot create files in %q: %v", dir, errors.Unwrap(err))
 	}
 	probe.Close()
 	os.Remove(probe.Name())
@@ -52,28 +59,28 @@ func checkLeaderFile(path string) error {
 
 // clear removes a file left at the path by an earlier process that was
 // killed while it led: this process does not lead yet.
-func (f *leaderFile) clear() error {
+func (f *LeaderFile) clear() error {
 	err := os.Remove(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return fmt.Errorf("--leader-file: removing the file an earlier process left: %w", err)
+		return fmt.Errorf("removing the file an earlier process left: %w", err)
 	}
-	f.log.WithField("leader_file", f.path).Warn("removed a leader file an earlier process left behind")
+	f.log.Warn("removed a leader file an earlier process left behind", "leader_file", f.path)
 	return nil
 }
 
-// hold writes token to the file, and removes the file when leading is done
+// Hold writes token to the file, and removes the file when leading is done
 // or drop is called, whichever comes first; drop returns once the file is
 // gone. A leader calls drop before it returns from OnWon, so the file is
 // gone before the key is released. A file that cannot be written is logged
 // and leadership goes on without it: a missing file only ever says "not
 // leading".
-func (f *leaderFile) hold(leading context.Context, token uint64) (drop func()) {
-	log := f.log.WithFields(logrus.Fields{"leader_file": f.path, "token": token})
+func (f *LeaderFile) Hold(leading context.Context, token uint64) (drop func()) {
+	log := f.log.With("leader_file", f.path, "token", token)
 	if err := writeFileAtomic(f.path, fmt.Appendf(nil, "%d\n", token)); err != nil {
-		log.WithError(err).Error("could not write the leader file")
+		log.Error("could not write the leader file", "error", err)
 	}
 	ctx, cancel := context.WithCancel(leading)
 	removed := make(chan struct{})
@@ -81,7 +88,7 @@ func (f *leaderFile) hold(leading context.Context, token uint64) (drop func()) {
 		defer close(removed)
 		<-ctx.Done()
 		if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			log.WithError(err).Error("could not remove the leader file although this process no longer leads")
+			log.Error("could not remove the leader file although this process no longer leads", "error", err)
 		}
 	}()
 	return func() {
