@@ -377,7 +377,7 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 		if p.metrics != nil {
 			p.metrics.Ran(d.Name, token)
 		}
-		c, err := guard.Start(ctx, []string{"/bin/sh", "-c", d.Command}, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+		c, err := startGuarded(ctx, []string{"/bin/sh", "-c", d.Command}, env, token)
 		if errors.Is(err, guard.ErrLeadershipEnded) {
 			// Paused between the win and here: the hold is over, and its
 			// context ends at its validity deadline, already past. The
@@ -399,25 +399,22 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 		}()
 		log := log.WithFields(logrus.Fields{"token": token, "pid": c.PID()})
 		log.WithField("command", d.Command).Info("started the daemon")
-		select {
-		case <-c.Done():
-			if c.Expired() {
-				return errors.New("the daemon was killed at its work deadline: this node did not renew its hold in time")
+		g := guarded{child: c, grace: grace, what: "daemon", who: "this agent", log: log}
+		_, stopped := g.supervise(ctx, nil, nil, func(bool) {
+			if errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
+				log.Info("stopping the daemon to hand it over")
+			} else {
+				log.WithField("cause", context.Cause(ctx).Error()).Warn("lost the daemon: stopping it")
 			}
-			if c.Killed() {
-				return errors.New("the daemon was killed at its work deadline by this agent: its guard did not (was it stopped?)")
-			}
+		})
+		switch {
+		case stopped || ctx.Err() != nil:
+		case c.Expired():
+			return errors.New("the daemon was killed at its work deadline: this node did not renew its hold in time")
+		case c.Killed():
+			return errors.New("the daemon was killed at its work deadline by this agent: its guard did not (was it stopped?)")
+		default:
 			return fmt.Errorf("the daemon exited by itself: %s", exitReason(c.ExitCode()))
-		case <-ctx.Done():
-		}
-		if errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
-			log.Info("stopping the daemon to hand it over")
-		} else {
-			log.WithField("cause", context.Cause(ctx).Error()).Warn("lost the daemon: stopping it")
-		}
-		c.Stop(syscall.SIGTERM, grace)
-		if c.Forced() {
-			log.WithField("guard_pid", c.GuardPID()).Warn("the daemon's guard did not answer (was it stopped?): this agent killed the daemon and everything it started, then the guard")
 		}
 		log.WithField("status", c.ExitCode()).Info("the daemon stopped")
 		return nil
