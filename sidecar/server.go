@@ -57,7 +57,7 @@ type Server struct {
 // Leadership is the key's leadership as the server answers it: the JSON of
 // /leader, /self and each event of /events.
 type Leadership struct {
-	Key string `json:"key"`
+	Key string `json:"key"` // the election key
 	// Name is the leader: this instance while it leads, else the key's
 	// holder as the watcher sees it; "" when nobody leads, and when this
 	// instance holds the key without leading (it waits to announce, or its

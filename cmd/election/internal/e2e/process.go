@@ -20,7 +20,7 @@ import (
 
 // Process is an election process of a test, its output logged to a file.
 type Process struct {
-	Cmd  *exec.Cmd
+	Cmd  *exec.Cmd     // the process, started
 	Log  string        // the file of its stderr and its command's output
 	done chan struct{} // closed when it has exited
 	code int           // its exit code, once done
@@ -104,7 +104,7 @@ func (p *Process) Logged(t *testing.T) string {
 // Watched is a run of the election binary whose output a test reads line
 // by line, as it comes.
 type Watched struct {
-	Cmd    *exec.Cmd
+	Cmd    *exec.Cmd   // the command, started
 	what   string      // the command, as failures name it
 	lines  chan string // closed at the end of the output
 	stderr strings.Builder
@@ -181,9 +181,9 @@ func Get(url string) (int, string, error) {
 // Started is one start of a recording command, as the command itself
 // recorded it (see RecordingCommand).
 type Started struct {
-	Name, Key, Bucket string
-	Token             uint64
-	PID               int
+	Name, Key, Bucket string // KVELECT_LEADER, KVELECT_KEY and KVELECT_BUCKET
+	Token             uint64 // KVELECT_TOKEN
+	PID               int    // the command's process
 }
 
 // RecordingCommand returns the arguments of a command that appends its

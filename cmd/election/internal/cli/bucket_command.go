@@ -363,17 +363,6 @@ func (r retentionFlag) String() string {
 	return formatRetention(*r.d)
 }
 
-// formatRetention writes a retention as --history takes it: 7d, 36h0m0s, 0.
-func formatRetention(d time.Duration) string {
-	switch {
-	case d == 0:
-		return "0"
-	case d%(24*time.Hour) == 0:
-		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
-	}
-	return d.String()
-}
-
 func (r retentionFlag) Set(value string) error {
 	if value == "0" {
 		*r.d = 0

@@ -22,3 +22,10 @@ type historyJSON struct {
 	history.Event
 	At time.Time `json:"at"`
 }
+
+// writeJSONIndent writes v as indented JSON.
+func writeJSONIndent(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

@@ -140,7 +140,7 @@ type runConfig struct {
 	once  bool          // run COMMAND at most once, if this process wins within wait
 	wait  time.Duration // with once: how long to wait for the key to be free
 	// With once: how long the done mark lasts (0: a TTL, on the key), and
-	// whether a failed run marks it too (once.go).
+	// whether a failed run marks it too (run_once.go).
 	doneFor time.Duration
 	noRetry bool
 	argv    []string

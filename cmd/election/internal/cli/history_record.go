@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/slogrus"
@@ -86,4 +88,15 @@ func (c *connFlags) openHistory(ctx context.Context, js jetstream.JetStream, buc
 		return nil
 	}
 	return h
+}
+
+// formatRetention writes a retention as --history takes it: 7d, 36h0m0s, 0.
+func formatRetention(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d%(24*time.Hour) == 0:
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return d.String()
 }

@@ -341,7 +341,7 @@ type leaderPrinter struct {
 	mirror *mirror.Mirror
 	ctx    context.Context // bounds the reads of the mirror's lag
 	// ttl is the bucket's, and marks the done marks to show instead of
-	// leaders, by key (statusdone.go).
+	// leaders, by key (done_marks.go).
 	ttl   time.Duration
 	marks map[string]doneMark
 }
@@ -686,32 +686,6 @@ func clusterOfCandidate(candidates []election.Candidate, name string) string {
 		}
 	}
 	return ""
-}
-
-// nodeJSON is a fleet's node as --json prints it.
-type nodeJSON struct {
-	Node       string            `json:"node"`
-	Since      time.Time         `json:"since"`
-	AgeSeconds float64           `json:"age_seconds"`
-	Capacity   int               `json:"capacity"`
-	Priority   int               `json:"priority,omitempty"`
-	Prefer     bool              `json:"prefer_higher,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
-	Version    string            `json:"version,omitempty"`
-	CanRun     []string          `json:"can_run"`
-	Running    []string          `json:"running"`
-}
-
-// daemonJSON is a fleet's daemon as --json prints it.
-type daemonJSON struct {
-	Daemon    string     `json:"daemon"`
-	Node      string     `json:"node"`
-	State     string     `json:"state"`
-	Token     uint64     `json:"token,omitempty"`
-	Since     *time.Time `json:"since,omitempty"`
-	Restarts  int        `json:"restarts,omitempty"`
-	Restarted *time.Time `json:"restarted,omitempty"` // when it last exited by itself, by its node's clock
-	LastError string     `json:"last_error,omitempty"`
 }
 
 // fleet prints the nodes and the daemons of the bucket's fleet.

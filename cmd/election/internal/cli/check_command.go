@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -66,16 +65,6 @@ Exit status, as Nagios plugins do: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
 bad flags).
 `
 
-// Nagios statuses, which are also check's exit codes.
-const (
-	checkOK       = 0
-	checkWarning  = 1
-	checkCritical = 2
-	checkUnknown  = 3
-)
-
-var checkStatusNames = [...]string{"OK", "WARNING", "CRITICAL", "UNKNOWN"}
-
 // perfDatum is one measurement of a check, with its thresholds (0: none).
 type perfDatum struct {
 	Name     string  `json:"name"`
@@ -98,57 +87,6 @@ func (r *checkResult) ok(format string, args ...any) {
 	r.OK = append(r.OK, fmt.Sprintf(format, args...))
 }
 func (r *checkResult) perf(p perfDatum) { r.PerfData = append(r.PerfData, p) }
-
-// verdict is what check and verify found, and the status it comes to: the
-// worst finding, as a Nagios plugin's exit status.
-type verdict struct {
-	Status    string   `json:"status"`
-	Code      int      `json:"status_code"`
-	Warnings  []string `json:"warning,omitempty"`
-	Criticals []string `json:"critical,omitempty"`
-	Unknowns  []string `json:"unknown,omitempty"`
-}
-
-func (v *verdict) warn(format string, args ...any) {
-	v.Warnings = append(v.Warnings, fmt.Sprintf(format, args...))
-}
-func (v *verdict) critical(format string, args ...any) {
-	v.Criticals = append(v.Criticals, fmt.Sprintf(format, args...))
-}
-
-// unknown records a check that could not run, with what its error means
-// when that is known (see cause).
-func (v *verdict) unknown(err error) { v.Unknowns = append(v.Unknowns, err.Error()+hint(err)) }
-
-// finish sets the status: the worst finding.
-func (v *verdict) finish() {
-	switch {
-	case len(v.Unknowns) > 0:
-		v.Code = checkUnknown
-	case len(v.Criticals) > 0:
-		v.Code = checkCritical
-	case len(v.Warnings) > 0:
-		v.Code = checkWarning
-	default:
-		v.Code = checkOK
-	}
-	v.Status = checkStatusNames[v.Code]
-}
-
-// parseAsCheck parses args as parse does, for a command whose exit status
-// is check's (a Nagios plugin's): a usage error is UNKNOWN, not ExitUsage.
-// usage reports one more, found after parsing, the same way.
-func (fs *flagSet) parseAsCheck(args []string, stdout, stderr io.Writer) (usage func(format string, args ...any) int, code int, ok bool) {
-	usage = func(format string, args ...any) int {
-		fs.usageError(stderr, format, args...)
-		return checkUnknown
-	}
-	code, ok = fs.parse(args, stdout, stderr)
-	if code == ExitUsage {
-		code = checkUnknown
-	}
-	return usage, code, ok
-}
 
 // checkMain runs "election check".
 func checkMain(args []string, stdout, stderr io.Writer) int {
@@ -228,7 +166,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	ttl := b.TTL()
 	now := serverTime(ctx, kv) // the clock the write times are stamped by
 	late, lapsed := renewalLimits(ttl, 0)
-	if ranWithin > 0 { // the keys are jobs of run --once (ranwithin.go)
+	if ranWithin > 0 { // the keys are jobs of run --once (check_ranwithin.go)
 		checkRanWithin(ctx, js, r, bucket, keys, ranWithin, now)
 		keys = nil
 	}
@@ -293,31 +231,6 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 		r.perf(perfDatum{Name: "fleet_daemons_assigning", Value: float64(assigning), help: "daemons being assigned to a node"})
 		r.perf(perfDatum{Name: "fleet_daemons_stopped", Value: float64(stopped), help: "daemons that run nowhere"})
 	}
-}
-
-// renewalLimits returns the ages of a leader's latest write (claim or
-// renewal) past which its renewal is late and its leadership has lapsed, on
-// a bucket with the given TTL, for a leader renewing every interval (0: the
-// default, three quarters of the TTL). They are election check's WARNING
-// and CRITICAL and the dashboard's late and lapsed; KvelectRenewalsSlow in
-// deploy/prometheus/kvelect-rules.yml fires at the same point (a renewal
-// slower than late − interval), which TestRulesRenewalThresholdIsRenewalLimits
-// checks.
-//
-// With I the interval, E the earliest moment a server can age the write
-// out and G = E − I: a leader sends its renewal I after its previous write
-// was sent, and a renewal not acknowledged is retried until Validity =
-// I + G/2, when the leader stands down. The write's age by the server's
-// clock exceeds I only by how much later the renewal reached the server
-// than the previous write did, plus the leader's clock rate: milliseconds.
-// Late is I + G/4, halfway through the retry window: at least 75 ms past I
-// (G is at least MinIntervalGap), 229 ms at a 5 s TTL, 482 ms at 10 s. A
-// renewal missing then has failed or is stuck. Lapsed is Validity: past it
-// the leader no longer leads by its own clock, though the key names it
-// until it ages out.
-func renewalLimits(ttl, interval time.Duration) (late, lapsed time.Duration) {
-	t := election.TimingFor(ttl, interval)
-	return t.Interval + (t.EarliestExpiry-t.Interval)/4, t.Validity
 }
 
 // promName is a valid Prometheus metric name.
@@ -401,13 +314,6 @@ func printCheckPrometheus(w io.Writer, r *checkResult, ns string) {
 		}
 		fmt.Fprintf(w, "%s{%s} %s\n", metric, labels, formatFloat(p.Value))
 	}
-}
-
-// writeJSONIndent writes v as indented JSON.
-func writeJSONIndent(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
 }
 
 // multiFlag is a repeatable string flag.
