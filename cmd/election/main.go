@@ -32,6 +32,7 @@
 //	election bucket create|check --bucket B [--ttl 10s] [--replicas 1] [--storage file] [--history 7d|0] [--cluster C] [--tags T,...]
 //	election verify [--bucket B] [--samples 20] [--duration 5s] [--write] [--step-down] [--json]
 //	election permissions --role candidate|observer|admin [--bucket B] [--format server|nsc]
+//	election completion bash|zsh
 //
 // run starts COMMAND only while this process leads the election for K, and
 // stops it when leadership ends (--metrics serves /metrics and /healthz);
@@ -44,7 +45,9 @@
 // monitoring; dashboard serves a live web page of the bucket's leaders and
 // history; bucket creates or checks an election bucket; verify measures the
 // round trips, server clocks and stream an election rests on, and the TTL
-// they call for; permissions prints the least NATS permissions of a role.
+// they call for; permissions prints the least NATS permissions of a role;
+// completion prints a script that completes commands and flags in bash or
+// zsh.
 // Every command takes --server (or NATS_URL) and --context (or
 // NATS_CONTEXT) as the nats CLI does; election COMMAND --help says the rest.
 //

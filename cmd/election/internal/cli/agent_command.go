@@ -112,8 +112,9 @@ type agentConfig struct {
 	metrics   string // the address to serve metrics and health on, or ""
 }
 
-// agentMain runs "election agent".
-func agentMain(args []string, stdout, stderr io.Writer) int {
+// agentCommand defines the flags of "election agent" and returns them with
+// the function that runs it.
+func agentCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election agent", agentAbout)
 	cfg := agentConfig{labels: map[string]string{}}
 	cfg.conn.add(fs)
@@ -131,21 +132,23 @@ func agentMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	fs.BoolVar(&cfg.history, "history", true, "record joins, leaves and daemon moves in the bucket's leadership history, when it has one; --history=false does not")
 	fs.StringVar(&cfg.metrics, "metrics", "", "serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		if fs.NArg() > 0 {
+			return fs.usageError(stderr, "unexpected argument %q: give daemons with --daemon NAME=COMMAND", fs.Arg(0))
+		}
+		log, nodeCfg, err := cfg.check()
+		if err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
+		log.SetOutput(stderr)
+		if err := runAgent(cfg, nodeCfg, log); err != nil {
+			return fail(stderr, fs.path, err)
+		}
+		return ExitOK
 	}
-	if fs.NArg() > 0 {
-		return fs.usageError(stderr, "unexpected argument %q: give daemons with --daemon NAME=COMMAND", fs.Arg(0))
-	}
-	log, nodeCfg, err := cfg.check()
-	if err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-	log.SetOutput(stderr)
-	if err := runAgent(cfg, nodeCfg, log); err != nil {
-		return fail(stderr, fs.path, err)
-	}
-	return ExitOK
 }
 
 // check validates the flags and the file before anything connects, and

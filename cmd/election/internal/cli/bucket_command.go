@@ -71,25 +71,25 @@ Exit status: 0 usable (warnings or not), 1 unusable or unreachable, 2 bad
 flags.
 `
 
-// bucketMain runs "election bucket".
-func bucketMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fs := newFlagSet("election bucket", bucketAbout)
-		if code, ok := fs.parse(args, stdout, stderr); !ok {
-			return code
+// bucketCommand defines "election bucket", which has no flags, and returns
+// it with the function that runs it without an action: its actions, create
+// and check, are commands of their own.
+func bucketCommand() (*flagSet, runFunc) {
+	fs := newFlagSet("election bucket", bucketAbout)
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+			if code, ok := fs.parse(args, stdout, stderr); !ok {
+				return code
+			}
+			return fs.usageError(stderr, "want create or check")
 		}
-		return fs.usageError(stderr, "want create or check")
+		return fs.usageError(stderr, "unknown action %q; want create or check", args[0])
 	}
-	switch args[0] {
-	case "create":
-		return bucketCreateMain(args[1:], stdout, stderr)
-	case "check":
-		return bucketCheckMain(args[1:], stdout, stderr)
-	}
-	return newFlagSet("election bucket", bucketAbout).usageError(stderr, "unknown action %q; want create or check", args[0])
 }
 
-func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
+// bucketCreateCommand defines the flags of "election bucket create" and
+// returns them with the function that runs it.
+func bucketCreateCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election bucket create", bucketAbout)
 	var conn connFlags
 	conn.add(fs)
@@ -104,84 +104,86 @@ func bucketCreateMain(args []string, stdout, stderr io.Writer) int {
 	fs.Var(retentionFlag{&retention}, "history", "also keep a leadership history for `DURATION`, such as 7d or 36h (see election history); 0 keeps none")
 	var place placementFlags
 	place.add(fs)
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
-	}
-	if fs.NArg() > 0 {
-		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
-	}
-	switch storage {
-	case "file":
-		cfg.Storage = jetstream.FileStorage
-	case "memory":
-		cfg.Storage = jetstream.MemoryStorage
-	default:
-		return fs.usageError(stderr, "--storage %q: want file or memory", storage)
-	}
-	if cfg.Replicas == 0 {
-		return fs.usageError(stderr, "--replicas 0: want 1, 3 or 5")
-	}
-	if err := cfg.Validate(); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-	placement, err := place.placement(given(fs.FlagSet))
-	if err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-
-	ctx, cancel := bucketContext()
-	defer cancel()
-	ctx, stopWatching := conn.watchDenials(ctx, roleAdmin)
-	defer stopWatching()
-	historyGiven := given(fs.FlagSet)["history"]
-	if !historyGiven {
-		conn.quietHistory() // the default history is not worth failing for
-	}
-	nc, js, err := conn.connect("election bucket")
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
-	}
-	defer nc.Close()
-
-	_, err = js.KeyValue(ctx, cfg.Name)
-	existed := err == nil
-	cfg.Placement = placement
-	kv, err := election.CreateBucket(ctx, js, cfg)
-	err = inDomain(js, err)
-	var be *election.BucketError
-	switch {
-	case errors.As(err, &be):
-		fmt.Fprintf(stdout, "bucket %s exists and is unusable for elections:\n", cfg.Name)
-		printProblems(stdout, be)
-		return ExitError
-	case err != nil && replicasUnsupported(err):
-		return fail(stderr, fs.path, fmt.Errorf("%w; on a single server use --replicas 1", err))
-	case err != nil:
-		return fail(stderr, fs.path, deniedOr(ctx, err))
-	}
-	if existed {
-		if err := sameAsAsked(ctx, kv, cfg, placement, given(fs.FlagSet)); err != nil {
-			return fail(stderr, fs.path, deniedOr(ctx, inDomain(js, err)))
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
 		}
-		fmt.Fprintf(stdout, "bucket %s exists; left as it is\n", cfg.Name)
-	} else {
-		fmt.Fprintf(stdout, "created bucket %s\n", cfg.Name)
-	}
-	if retention > 0 {
-		historyCtx, done := conn.historyContext(ctx)
-		h, err := history.Create(historyCtx, js, cfg.Name, retention)
-		err = deniedOr(historyCtx, err)
-		done()
-		switch {
-		case err != nil && historyGiven:
-			return fail(stderr, fs.path, deniedOr(ctx, err))
-		case err != nil:
-			fmt.Fprintf(stdout, "warning: no leadership history for bucket %s: %v (--history 0 asks for none)\n", cfg.Name, err)
+		if fs.NArg() > 0 {
+			return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+		}
+		switch storage {
+		case "file":
+			cfg.Storage = jetstream.FileStorage
+		case "memory":
+			cfg.Storage = jetstream.MemoryStorage
 		default:
-			fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, formatRetention(h.Retention()))
+			return fs.usageError(stderr, "--storage %q: want file or memory", storage)
 		}
+		if cfg.Replicas == 0 {
+			return fs.usageError(stderr, "--replicas 0: want 1, 3 or 5")
+		}
+		if err := cfg.Validate(); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
+		placement, err := place.placement(given(fs.FlagSet))
+		if err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
+
+		ctx, cancel := bucketContext()
+		defer cancel()
+		ctx, stopWatching := conn.watchDenials(ctx, roleAdmin)
+		defer stopWatching()
+		historyGiven := given(fs.FlagSet)["history"]
+		if !historyGiven {
+			conn.quietHistory() // the default history is not worth failing for
+		}
+		nc, js, err := conn.connect("election bucket")
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		defer nc.Close()
+
+		_, err = js.KeyValue(ctx, cfg.Name)
+		existed := err == nil
+		cfg.Placement = placement
+		kv, err := election.CreateBucket(ctx, js, cfg)
+		err = inDomain(js, err)
+		var be *election.BucketError
+		switch {
+		case errors.As(err, &be):
+			fmt.Fprintf(stdout, "bucket %s exists and is unusable for elections:\n", cfg.Name)
+			printProblems(stdout, be)
+			return ExitError
+		case err != nil && replicasUnsupported(err):
+			return fail(stderr, fs.path, fmt.Errorf("%w; on a single server use --replicas 1", err))
+		case err != nil:
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		if existed {
+			if err := sameAsAsked(ctx, kv, cfg, placement, given(fs.FlagSet)); err != nil {
+				return fail(stderr, fs.path, deniedOr(ctx, inDomain(js, err)))
+			}
+			fmt.Fprintf(stdout, "bucket %s exists; left as it is\n", cfg.Name)
+		} else {
+			fmt.Fprintf(stdout, "created bucket %s\n", cfg.Name)
+		}
+		if retention > 0 {
+			historyCtx, done := conn.historyContext(ctx)
+			h, err := history.Create(historyCtx, js, cfg.Name, retention)
+			err = deniedOr(historyCtx, err)
+			done()
+			switch {
+			case err != nil && historyGiven:
+				return fail(stderr, fs.path, deniedOr(ctx, err))
+			case err != nil:
+				fmt.Fprintf(stdout, "warning: no leadership history for bucket %s: %v (--history 0 asks for none)\n", cfg.Name, err)
+			default:
+				fmt.Fprintf(stdout, "history of bucket %s: kept %v\n", cfg.Name, formatRetention(h.Retention()))
+			}
+		}
+		return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), nil)
 	}
-	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), nil)
 }
 
 // given returns the names of the flags set on the command line.
@@ -220,7 +222,9 @@ func sameAsAsked(ctx context.Context, kv jetstream.KeyValue, cfg election.Bucket
 	return fmt.Errorf("bucket %q exists with %s; it is left as it is, since running elections depend on it: use another bucket, or leave those flags out", kv.Bucket(), strings.Join(differ, ", "))
 }
 
-func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
+// bucketCheckCommand defines the flags of "election bucket check" and
+// returns them with the function that runs it.
+func bucketCheckCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election bucket check", bucketAbout)
 	var conn connFlags
 	conn.add(fs)
@@ -228,34 +232,36 @@ func bucketCheckMain(args []string, stdout, stderr io.Writer) int {
 	fs.bucketVar(&name, "the bucket's `NAME`")
 	var sys systemFlags
 	sys.add(fs)
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
-	}
-	if fs.NArg() > 0 {
-		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
-	}
-	if err := sys.check(); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		if fs.NArg() > 0 {
+			return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+		}
+		if err := sys.check(); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
 
-	ctx, cancel := bucketContext()
-	defer cancel()
-	ctx, stopWatching := conn.watchDenials(ctx, roleAdmin)
-	defer stopWatching()
-	nc, js, err := conn.connect("election bucket")
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
+		ctx, cancel := bucketContext()
+		defer cancel()
+		ctx, stopWatching := conn.watchDenials(ctx, roleAdmin)
+		defer stopWatching()
+		nc, js, err := conn.connect("election bucket")
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		defer nc.Close()
+		kv, err := openBucket(ctx, js, name)
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		clocks := func(info *jetstream.StreamInfo) ([]string, []string) {
+			leader, servers := streamServers(info)
+			return clockLines(readServerClocks(ctx, &conn, sys, servers), leader, servers)
+		}
+		return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), clocks)
 	}
-	defer nc.Close()
-	kv, err := openBucket(ctx, js, name)
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
-	}
-	clocks := func(info *jetstream.StreamInfo) ([]string, []string) {
-		leader, servers := streamServers(info)
-		return clockLines(readServerClocks(ctx, &conn, sys, servers), leader, servers)
-	}
-	return report(ctx, stdout, stderr, fs.path, kv, siteOf(nc, js), clocks)
 }
 
 // report prints the bucket's settings and where it lives as seen from,

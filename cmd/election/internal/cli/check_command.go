@@ -88,8 +88,9 @@ func (r *checkResult) ok(format string, args ...any) {
 }
 func (r *checkResult) perf(p perfDatum) { r.PerfData = append(r.PerfData, p) }
 
-// checkMain runs "election check".
-func checkMain(args []string, stdout, stderr io.Writer) int {
+// checkCommand defines the flags of "election check" and returns them with
+// the function that runs it.
+func checkCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election check", checkAbout)
 	var conn connFlags
 	conn.add(fs)
@@ -104,42 +105,44 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&format, "format", "nagios", "output `FORMAT`: nagios, json, prometheus or text")
 	fs.StringVar(&namespace, "namespace", "kvelect_check", "with --format prometheus, the metrics' name prefix `NS`")
 	fs.DurationVar(&timeout, "timeout", bucketTimeout, "`DURATION` the check may take")
-	usage, code, ok := fs.parseAsCheck(args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	switch {
-	case fs.NArg() > 0:
-		return usage("unexpected argument %q", fs.Arg(0))
-	case len(keys) == 0 && !checkFleet:
-		return usage("nothing to check: give --key K, --fleet, or both")
-	case ranWithin > 0 && len(keys) == 0:
-		return usage("--ran-within %s without --key: give the key of the job, --key K", formatSpan(ranWithin))
-	case format != "nagios" && format != "json" && format != "prometheus" && format != "text":
-		return usage("--format %q: want nagios, json, prometheus or text", format)
-	case !promName.MatchString(namespace):
-		return usage("--namespace %q: want letters, digits and _, not starting with a digit", namespace)
-	case timeout <= 0:
-		return usage("--timeout %v: want a duration above 0", timeout)
-	}
-	for _, k := range keys {
-		if err := election.CheckKey(k); err != nil {
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		usage, code, ok := fs.parseAsCheck(args, stdout, stderr)
+		if !ok {
+			return code
+		}
+		switch {
+		case fs.NArg() > 0:
+			return usage("unexpected argument %q", fs.Arg(0))
+		case len(keys) == 0 && !checkFleet:
+			return usage("nothing to check: give --key K, --fleet, or both")
+		case ranWithin > 0 && len(keys) == 0:
+			return usage("--ran-within %s without --key: give the key of the job, --key K", formatSpan(ranWithin))
+		case format != "nagios" && format != "json" && format != "prometheus" && format != "text":
+			return usage("--format %q: want nagios, json, prometheus or text", format)
+		case !promName.MatchString(namespace):
+			return usage("--namespace %q: want letters, digits and _, not starting with a digit", namespace)
+		case timeout <= 0:
+			return usage("--timeout %v: want a duration above 0", timeout)
+		}
+		for _, k := range keys {
+			if err := election.CheckKey(k); err != nil {
+				return usage("%v", err)
+			}
+		}
+		if err := conn.check(); err != nil {
 			return usage("%v", err)
 		}
-	}
-	if err := conn.check(); err != nil {
-		return usage("%v", err)
-	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	r := &checkResult{Name: bucket}
-	runChecks(ctx, &conn, r, bucket, keys, checkFleet, ranWithin)
-	r.finish()
-	printCheck(stdout, r, format, namespace)
-	return r.Code
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		r := &checkResult{Name: bucket}
+		runChecks(ctx, &conn, r, bucket, keys, checkFleet, ranWithin)
+		r.finish()
+		printCheck(stdout, r, format, namespace)
+		return r.Code
+	}
 }
 
 // runChecks connects and runs the checks into r.

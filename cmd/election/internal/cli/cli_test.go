@@ -143,3 +143,30 @@ func TestFailDoesNotRepeatTheCommandsName(t *testing.T) {
 		t.Errorf("fail wrote %q", got)
 	}
 }
+
+// TestCompletionScriptsCompleteCommandsAndFlags: election completion bash
+// names every command, bucket's actions and the flags of each; zsh's script
+// asks election for completions, which name a command's flags.
+func TestCompletionScriptsCompleteCommandsAndFlags(t *testing.T) {
+	t.Parallel()
+	code, bash, stderr := runCLI(t, "completion", "bash")
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("completion bash: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{`commands+=("run")`, `commands+=("sidecar")`, `commands+=("permissions")`, `commands+=("create")`,
+		`flags+=("--key=")`, `flags+=("--leader-file=")`, `flags+=("--ttl=")`, `two_word_flags+=("-s")`, `flags+=("--json")`} {
+		if !strings.Contains(bash, want) {
+			t.Errorf("the bash completion script lacks %s", want)
+		}
+	}
+	code, zsh, stderr := runCLI(t, "completion", "zsh")
+	if code != ExitOK || stderr != "" || !strings.HasPrefix(zsh, "#compdef election") {
+		t.Errorf("completion zsh: exit %d, stderr %q, script starting %.40q", code, stderr, zsh)
+	}
+	code, completions, _ := runCLI(t, "__complete", "sidecar", "--lis")
+	if code != ExitOK || !strings.HasPrefix(completions, "--listen\tserve the leadership over HTTP on ADDR") {
+		t.Errorf("completing sidecar --lis: exit %d, %q; want --listen and what it does", code, completions)
+	}
+	code, stdout, stderr := runCLI(t, "completion", "fish")
+	e2e.WantOneLineError(t, code, ExitUsage, stdout, stderr, `election completion: shell "fish": want bash or zsh`)
+}

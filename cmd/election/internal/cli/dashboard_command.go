@@ -77,8 +77,9 @@ address failed; 2 for bad flags.
 //go:embed dashboard
 var dashboardAssets embed.FS
 
-// dashboardMain runs "election dashboard".
-func dashboardMain(args []string, stdout, stderr io.Writer) int {
+// dashboardCommand defines the flags of "election dashboard" and returns
+// them with the function that runs it.
+func dashboardCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election dashboard", dashboardAbout)
 	var conn connFlags
 	conn.add(fs)
@@ -91,85 +92,87 @@ func dashboardMain(args []string, stdout, stderr io.Writer) int {
 	var logFormat, logLevel string
 	fs.StringVar(&logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
-	}
-	switch {
-	case fs.NArg() > 0:
-		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
-	case listen == "":
-		return fs.usageError(stderr, "--listen is required: the HOST:PORT to serve the page on")
-	}
-	// The same log lines as run's, sidecar's and agent's: times to the millisecond.
-	log := logrus.New()
-	log.SetOutput(stderr)
-	if err := setupLog(log, logFormat, logLevel, "--log-format ", "--log-level "); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-	if _, _, err := net.SplitHostPort(listen); err != nil {
-		return fs.usageError(stderr, "--listen %q: want HOST:PORT, such as 127.0.0.1:8080 or :8080", listen)
-	}
-	if err := checkMetricsAddr(metricsAddr); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		switch {
+		case fs.NArg() > 0:
+			return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+		case listen == "":
+			return fs.usageError(stderr, "--listen is required: the HOST:PORT to serve the page on")
+		}
+		// The same log lines as run's, sidecar's and agent's: times to the millisecond.
+		log := logrus.New()
+		log.SetOutput(stderr)
+		if err := setupLog(log, logFormat, logLevel, "--log-format ", "--log-level "); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
+		if _, _, err := net.SplitHostPort(listen); err != nil {
+			return fs.usageError(stderr, "--listen %q: want HOST:PORT, such as 127.0.0.1:8080 or :8080", listen)
+		}
+		if err := checkMetricsAddr(metricsAddr); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	setupCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
-	defer cancel()
-	setupCtx, stopWatching := conn.watchDenials(setupCtx, roleObserver)
-	defer stopWatching()
-	nc, js, err := conn.connect("election dashboard")
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(setupCtx, err))
-	}
-	defer nc.Close()
-	src, err := openObserved(setupCtx, js, bucket, mirror)
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(setupCtx, err))
-	}
-	b, err := election.OpenBucket(setupCtx, src.kv)
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(setupCtx, err))
-	}
-	defer b.Close()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fail(stderr, fs.path, fmt.Errorf("--listen: %w", err))
-	}
-	defer ln.Close() // after Shutdown, a no-op
-	metrics, om, err := listenObserverMetrics(metricsAddr)
-	if err != nil {
-		return fail(stderr, fs.path, err)
-	}
-	if metrics != nil {
-		defer metrics.close()
-	}
-	d := newDashboard(b, js, bucket)
-	d.metrics = om
-	d.mirror = src.mirror
-	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	go d.follow(ctx)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		setupCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
+		defer cancel()
+		setupCtx, stopWatching := conn.watchDenials(setupCtx, roleObserver)
+		defer stopWatching()
+		nc, js, err := conn.connect("election dashboard")
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(setupCtx, err))
+		}
+		defer nc.Close()
+		src, err := openObserved(setupCtx, js, bucket, mirror)
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(setupCtx, err))
+		}
+		b, err := election.OpenBucket(setupCtx, src.kv)
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(setupCtx, err))
+		}
+		defer b.Close()
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return fail(stderr, fs.path, fmt.Errorf("--listen: %w", err))
+		}
+		defer ln.Close() // after Shutdown, a no-op
+		metrics, om, err := listenObserverMetrics(metricsAddr)
+		if err != nil {
+			return fail(stderr, fs.path, err)
+		}
+		if metrics != nil {
+			defer metrics.close()
+		}
+		d := newDashboard(b, js, bucket)
+		d.metrics = om
+		d.mirror = src.mirror
+		srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		go d.follow(ctx)
 
-	if src.mirror != nil {
-		log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s %s", bucket, notAuthoritative(src.mirror))
-	} else {
-		log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s", bucket)
+		if src.mirror != nil {
+			log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s %s", bucket, notAuthoritative(src.mirror))
+		} else {
+			log.WithField("url", "http://"+ln.Addr().String()+"/").Infof("serving the dashboard of bucket %s", bucket)
+		}
+		select {
+		case <-ctx.Done():
+		case err := <-served:
+			return fail(stderr, fs.path, err)
+		}
+		shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancelShutdown()
+		d.close()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			return fail(stderr, fs.path, err)
+		}
+		return ExitOK
 	}
-	select {
-	case <-ctx.Done():
-	case err := <-served:
-		return fail(stderr, fs.path, err)
-	}
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancelShutdown()
-	d.close()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fail(stderr, fs.path, err)
-	}
-	return ExitOK
 }
 
 // dashboard serves the page and its data for one bucket.

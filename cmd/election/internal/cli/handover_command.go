@@ -51,17 +51,21 @@ type handoverConfig struct {
 	timeout time.Duration
 }
 
-// resignMain runs "election resign".
-func resignMain(args []string, stdout, stderr io.Writer) int {
-	return handoverMain("election resign", resignAbout, false, args, stdout, stderr)
+// resignCommand defines the flags of "election resign" and returns them
+// with the function that runs it.
+func resignCommand() (*flagSet, runFunc) {
+	return handoverCommand("election resign", resignAbout, false)
 }
 
-// transferMain runs "election transfer".
-func transferMain(args []string, stdout, stderr io.Writer) int {
-	return handoverMain("election transfer", transferAbout, true, args, stdout, stderr)
+// transferCommand defines the flags of "election transfer" and returns them
+// with the function that runs it.
+func transferCommand() (*flagSet, runFunc) {
+	return handoverCommand("election transfer", transferAbout, true)
 }
 
-func handoverMain(path, about string, transfer bool, args []string, stdout, stderr io.Writer) int {
+// handoverCommand defines the flags of resign (transfer false) or transfer
+// and returns them with the function that runs it.
+func handoverCommand(path, about string, transfer bool) (*flagSet, runFunc) {
 	fs := newFlagSet(path, about)
 	var cfg handoverConfig
 	cfg.conn.add(fs)
@@ -71,57 +75,59 @@ func handoverMain(path, about string, transfer bool, args []string, stdout, stde
 		fs.StringVar(&cfg.to, "to", "", "the `NAME` of the candidate to hand the key to (required)")
 	}
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "`DURATION` to wait for a candidate to claim the key")
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
-	}
-	if fs.NArg() > 0 {
-		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
-	}
-	if err := cfg.check(transfer); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		if fs.NArg() > 0 {
+			return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+		}
+		if err := cfg.check(transfer); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, stopWatching := cfg.conn.watchDenials(ctx, roleAdmin)
-	defer stopWatching()
-	nc, js, err := cfg.conn.connect(path)
-	if err != nil {
-		return fail(stderr, path, deniedOr(ctx, err))
-	}
-	defer nc.Close()
-	openCtx, cancelOpen := context.WithTimeout(ctx, bucketTimeout)
-	defer cancelOpen()
-	kv, err := openBucket(openCtx, js, cfg.bucket)
-	if err != nil {
-		return fail(stderr, path, deniedOr(ctx, err))
-	}
-	b, err := election.OpenBucket(openCtx, kv)
-	if err != nil {
-		return fail(stderr, path, deniedOr(ctx, err))
-	}
-	defer b.Close()
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		ctx, stopWatching := cfg.conn.watchDenials(ctx, roleAdmin)
+		defer stopWatching()
+		nc, js, err := cfg.conn.connect(path)
+		if err != nil {
+			return fail(stderr, path, deniedOr(ctx, err))
+		}
+		defer nc.Close()
+		openCtx, cancelOpen := context.WithTimeout(ctx, bucketTimeout)
+		defer cancelOpen()
+		kv, err := openBucket(openCtx, js, cfg.bucket)
+		if err != nil {
+			return fail(stderr, path, deniedOr(ctx, err))
+		}
+		b, err := election.OpenBucket(openCtx, kv)
+		if err != nil {
+			return fail(stderr, path, deniedOr(ctx, err))
+		}
+		defer b.Close()
 
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
+		ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		defer cancel()
 
-	var leader election.Leader
-	if transfer {
-		leader, err = b.Transfer(ctx, cfg.key, cfg.to)
-	} else {
-		leader, err = b.Resign(ctx, cfg.key)
+		var leader election.Leader
+		if transfer {
+			leader, err = b.Transfer(ctx, cfg.key, cfg.to)
+		} else {
+			leader, err = b.Resign(ctx, cfg.key)
+		}
+		err = deniedOr(ctx, err)
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			return fail(stderr, path, fmt.Errorf("no candidate claimed key %q of bucket %q within --timeout %v", cfg.key, cfg.bucket, cfg.timeout))
+		case errors.Is(err, context.Canceled):
+			return fail(stderr, path, fmt.Errorf("interrupted before a candidate claimed key %q of bucket %q", cfg.key, cfg.bucket))
+		case err != nil:
+			return fail(stderr, path, deniedOr(ctx, err))
+		}
+		fmt.Fprintf(stdout, "%s leads %s (revision %d)\n", leader.Name, leader.Key, leader.Revision)
+		return ExitOK
 	}
-	err = deniedOr(ctx, err)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return fail(stderr, path, fmt.Errorf("no candidate claimed key %q of bucket %q within --timeout %v", cfg.key, cfg.bucket, cfg.timeout))
-	case errors.Is(err, context.Canceled):
-		return fail(stderr, path, fmt.Errorf("interrupted before a candidate claimed key %q of bucket %q", cfg.key, cfg.bucket))
-	case err != nil:
-		return fail(stderr, path, deniedOr(ctx, err))
-	}
-	fmt.Fprintf(stdout, "%s leads %s (revision %d)\n", leader.Name, leader.Key, leader.Revision)
-	return ExitOK
 }
 
 // check validates the flags before anything connects.

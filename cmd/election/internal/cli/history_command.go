@@ -46,8 +46,9 @@ Exit status: 0; 1 if the server, the bucket or its history failed; 2 for bad
 flags.
 `
 
-// historyMain runs "election history".
-func historyMain(args []string, stdout, stderr io.Writer) int {
+// historyCommand defines the flags of "election history" and returns them
+// with the function that runs it.
+func historyCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election history", historyAbout)
 	var conn connFlags
 	conn.add(fs)
@@ -58,47 +59,49 @@ func historyMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&key, "key", "", "only this election `KEY`; default every key")
 	fs.DurationVar(&since, "since", 0, "only the last `DURATION`; default all the history keeps")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object per line")
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
-	}
-	switch {
-	case fs.NArg() > 0:
-		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
-	case since < 0:
-		return fs.usageError(stderr, "--since %v: want a duration of 0 (all) or more", since)
-	}
-	if err := checkKeyFlag(key); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		switch {
+		case fs.NArg() > 0:
+			return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+		case since < 0:
+			return fs.usageError(stderr, "--since %v: want a duration of 0 (all) or more", since)
+		}
+		if err := checkKeyFlag(key); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, bucketTimeout)
-	defer cancel()
-	ctx, stopWatching := conn.watchDenials(ctx, roleObserver)
-	defer stopWatching()
-	nc, js, err := conn.connect("election history")
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		ctx, cancel := context.WithTimeout(ctx, bucketTimeout)
+		defer cancel()
+		ctx, stopWatching := conn.watchDenials(ctx, roleObserver)
+		defer stopWatching()
+		nc, js, err := conn.connect("election history")
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		defer nc.Close()
+		h, err := history.Open(ctx, js, bucket)
+		switch {
+		case errors.Is(err, history.ErrNoHistory):
+			return fail(stderr, fs.path, fmt.Errorf("bucket %q keeps no leadership history; start one with: election bucket create --bucket %s --history 7d (an existing bucket is left as it is)", bucket, bucket))
+		case err != nil:
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		var from time.Time
+		if since > 0 {
+			from = time.Now().Add(-since)
+		}
+		events, err := h.Events(ctx, key, from)
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		printHistory(stdout, events, asJSON)
+		return ExitOK
 	}
-	defer nc.Close()
-	h, err := history.Open(ctx, js, bucket)
-	switch {
-	case errors.Is(err, history.ErrNoHistory):
-		return fail(stderr, fs.path, fmt.Errorf("bucket %q keeps no leadership history; start one with: election bucket create --bucket %s --history 7d (an existing bucket is left as it is)", bucket, bucket))
-	case err != nil:
-		return fail(stderr, fs.path, deniedOr(ctx, err))
-	}
-	var from time.Time
-	if since > 0 {
-		from = time.Now().Add(-since)
-	}
-	events, err := h.Events(ctx, key, from)
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
-	}
-	printHistory(stdout, events, asJSON)
-	return ExitOK
 }
 
 func printHistory(w io.Writer, events []history.Event, asJSON bool) {

@@ -152,8 +152,9 @@ func (p permissionSet) nscFlags() string {
 	return b.String()
 }
 
-// permissionsMain runs "election permissions".
-func permissionsMain(args []string, stdout, stderr io.Writer) int {
+// permissionsCommand defines the flags of "election permissions" and
+// returns them with the function that runs it.
+func permissionsCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election permissions", permissionsAbout)
 	var role, bucket, format, domain, inbox string
 	var history bool
@@ -163,30 +164,32 @@ func permissionsMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&domain, "js-domain", "", "the JetStream `DOMAIN` the commands will use")
 	fs.StringVar(&inbox, "inbox-prefix", "", "the inbox `PREFIX` the commands will use (default _INBOX)")
 	fs.BoolVar(&history, "history", true, "include the leadership history's subjects (recorded by run, sidecar and agent, read by election history, made by bucket create); --history=false leaves them out")
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		if fs.NArg() > 0 {
+			return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+		}
+		if role == "" {
+			return fs.usageError(stderr, "--role is required: candidate, observer or admin")
+		}
+		check := connFlags{jsDomain: domain, inboxPrefix: inbox}
+		if err := check.checkSubjects(); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
+		p, err := rolePermissions(role, bucket, domain, inbox, history)
+		if err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
+		switch format {
+		case "server":
+			fmt.Fprintf(stdout, "# election %s on bucket %s: the user's block in the server's authorization users\n%s", role, bucket, p.serverBlock())
+		case "nsc":
+			fmt.Fprint(stdout, p.nscFlags())
+		default:
+			return fs.usageError(stderr, "--format %q: want server or nsc", format)
+		}
+		return ExitOK
 	}
-	if fs.NArg() > 0 {
-		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
-	}
-	if role == "" {
-		return fs.usageError(stderr, "--role is required: candidate, observer or admin")
-	}
-	check := connFlags{jsDomain: domain, inboxPrefix: inbox}
-	if err := check.checkSubjects(); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-	p, err := rolePermissions(role, bucket, domain, inbox, history)
-	if err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-	switch format {
-	case "server":
-		fmt.Fprintf(stdout, "# election %s on bucket %s: the user's block in the server's authorization users\n%s", role, bucket, p.serverBlock())
-	case "nsc":
-		fmt.Fprint(stdout, p.nscFlags())
-	default:
-		return fs.usageError(stderr, "--format %q: want server or nsc", format)
-	}
-	return ExitOK
 }

@@ -146,8 +146,9 @@ type runConfig struct {
 	argv    []string
 }
 
-// runMain runs "election run".
-func runMain(args []string, stdout, stderr io.Writer) int {
+// runCommand defines the flags of "election run" and returns them with the
+// function that runs it.
+func runCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election run", runAbout)
 	var cfg runConfig
 	host, _ := os.Hostname()
@@ -157,30 +158,32 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.wait, "wait", 0, "with --once, how long to wait for the key to be free (`DURATION`; 0: only if free now)")
 	fs.Var(spanFlag{&cfg.doneFor}, "done-for", "with --once, how long a successful run's done mark lasts (`DURATION`, such as 90m, 25h or 1d; default one TTL), kept in the bucket's history")
 	fs.BoolVar(&cfg.noRetry, "no-retry", false, "with --once, mark the job done even if it failed, for a job that must not run twice")
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		cfg.argv = fs.Args()
+		log, err := cfg.check()
+		if err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
+		log.SetOutput(stderr)
+		path, err := exec.LookPath(cfg.argv[0])
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", fs.path, err)
+			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, iofs.ErrNotExist) {
+				return exitNotFound
+			}
+			return exitCannotRun // there, but not an executable file, as the shell says
+		}
+		cfg.argv[0] = path
+
+		code, err := runElection(cfg, log)
+		if err != nil {
+			return fail(stderr, fs.path, err)
+		}
 		return code
 	}
-	cfg.argv = fs.Args()
-	log, err := cfg.check()
-	if err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-	log.SetOutput(stderr)
-	path, err := exec.LookPath(cfg.argv[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.path, err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, iofs.ErrNotExist) {
-			return exitNotFound
-		}
-		return exitCannotRun // there, but not an executable file, as the shell says
-	}
-	cfg.argv[0] = path
-
-	code, err := runElection(cfg, log)
-	if err != nil {
-		return fail(stderr, fs.path, err)
-	}
-	return code
 }
 
 // check validates the flags before anything connects, and returns the

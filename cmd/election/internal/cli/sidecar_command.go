@@ -91,39 +91,45 @@ type sidecarConfig struct {
 	listen string
 }
 
-// sidecarMain runs "election sidecar" until SIGINT or SIGTERM.
-func sidecarMain(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// After the first signal, a second one ends the process as it would
-	// without the sidecar's handler.
-	context.AfterFunc(ctx, stop)
-	return sidecarCommand(ctx, args, stdout, stderr)
+// sidecarCommand defines the flags of "election sidecar" and returns them
+// with the function that runs it until SIGINT or SIGTERM.
+func sidecarCommand() (*flagSet, runFunc) {
+	fs, run := sidecarCommandContext()
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		// After the first signal, a second one ends the process as it
+		// would without the sidecar's handler.
+		context.AfterFunc(ctx, stop)
+		return run(ctx, args, stdout, stderr)
+	}
 }
 
-// sidecarCommand is "election sidecar" until ctx is done: it parses args,
-// runs the sidecar and returns the exit code.
-func sidecarCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// sidecarCommandContext defines the flags of "election sidecar" and returns
+// them with the function that runs it until ctx is done.
+func sidecarCommandContext() (*flagSet, func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
 	fs := newFlagSet("election sidecar", sidecarAbout)
 	var cfg sidecarConfig
 	host, _ := os.Hostname()
 	cfg.add(fs, host)
 	fs.StringVar(&cfg.listen, "listen", defaultSidecarListen, "serve the leadership over HTTP on `ADDR`, HOST:PORT")
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
+	return fs, func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		if fs.NArg() > 0 {
+			return fs.usageError(stderr, "unexpected argument %q: the sidecar runs no command (election run does)", fs.Arg(0))
+		}
+		log, err := cfg.check()
+		if err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
+		log.SetOutput(stderr)
+		if err := runSidecar(ctx, cfg, log); err != nil {
+			return fail(stderr, fs.path, err)
+		}
+		return ExitOK
 	}
-	if fs.NArg() > 0 {
-		return fs.usageError(stderr, "unexpected argument %q: the sidecar runs no command (election run does)", fs.Arg(0))
-	}
-	log, err := cfg.check()
-	if err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-	log.SetOutput(stderr)
-	if err := runSidecar(ctx, cfg, log); err != nil {
-		return fail(stderr, fs.path, err)
-	}
-	return ExitOK
 }
 
 // check validates the flags before anything connects, and returns the

@@ -73,7 +73,8 @@ func startSidecar(t *testing.T, url, bucket, key, name string) *sidecarInstance 
 	}
 	args := []string{"-s", url, "--bucket", bucket, "--key", key, "--name", name, "--log-format", "json",
 		"--listen", strings.TrimPrefix(sc.base, "http://"), "--leader-file", sc.leaderFile}
-	go func() { sc.done <- sidecarCommand(ctx, args, io.Discard, sc.log) }()
+	_, run := sidecarCommandContext()
+	go func() { sc.done <- run(ctx, args, io.Discard, sc.log) }()
 	t.Cleanup(func() {
 		cancel()
 		<-sc.done

@@ -136,8 +136,9 @@ type statusConfig struct {
 	mirror  string // the mirror of bucket to read instead of it, or ""
 }
 
-// statusMain runs "election status".
-func statusMain(args []string, stdout, stderr io.Writer) int {
+// statusCommand defines the flags of "election status" and returns them
+// with the function that runs it.
+func statusCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election status", statusAbout)
 	var cfg statusConfig
 	cfg.conn.add(fs)
@@ -147,132 +148,134 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per line")
 	fs.StringVar(&cfg.metrics, "metrics", "", "with --watch, serve /metrics and /healthz over HTTP on `ADDR`, HOST:PORT")
 	fs.Var(bucketFlag{&cfg.mirror}, "mirror", "read the KV mirror `NAME` of the bucket instead of the bucket: for observers elsewhere; not authoritative, maybe stale")
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
-	}
-	if fs.NArg() > 0 {
-		return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
-	}
-	if cfg.watch && cfg.key == "" {
-		return fs.usageError(stderr, "--watch needs --key: the key to watch")
-	}
-	if err := checkKeyFlag(cfg.key); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
-	if cfg.metrics != "" && !cfg.watch {
-		return fs.usageError(stderr, "--metrics is for --watch")
-	}
-	if err := checkMetricsAddr(cfg.metrics); err != nil {
-		return fs.usageError(stderr, "%v", err)
-	}
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		if code, ok := fs.parse(args, stdout, stderr); !ok {
+			return code
+		}
+		if fs.NArg() > 0 {
+			return fs.usageError(stderr, "unexpected argument %q", fs.Arg(0))
+		}
+		if cfg.watch && cfg.key == "" {
+			return fs.usageError(stderr, "--watch needs --key: the key to watch")
+		}
+		if err := checkKeyFlag(cfg.key); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
+		if cfg.metrics != "" && !cfg.watch {
+			return fs.usageError(stderr, "--metrics is for --watch")
+		}
+		if err := checkMetricsAddr(cfg.metrics); err != nil {
+			return fs.usageError(stderr, "%v", err)
+		}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, stopWatching := cfg.conn.watchDenials(ctx, roleObserver)
-	defer stopWatching()
-	cfg.conn.quietHistory() // without a history, status shows what the bucket tells
-	nc, js, err := cfg.conn.connect("election status")
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
-	}
-	defer nc.Close()
-	openCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
-	defer cancel()
-	src, err := openObserved(openCtx, js, cfg.bucket, cfg.mirror)
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
-	}
-	// Count the watchers before this process adds its own; a mirror's
-	// observer reads nothing of the bucket.
-	watchers := 0
-	if src.mirror == nil {
-		if watchers, err = countWatchers(openCtx, js, cfg.bucket); err != nil {
-			return fail(stderr, fs.path, deniedOr(ctx, err))
-		}
-	}
-	b, err := election.OpenBucket(openCtx, src.kv)
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
-	}
-	defer b.Close()
-
-	out := leaderPrinter{w: stdout, json: cfg.json, mirror: src.mirror, ctx: ctx, ttl: b.TTL()}
-	if cfg.watch {
-		metrics, om, err := listenObserverMetrics(cfg.metrics)
-		if err != nil {
-			return fail(stderr, fs.path, err)
-		}
-		if metrics != nil {
-			defer metrics.close()
-		}
-		if err := deniedOr(ctx, watchLeader(ctx, b, cfg.key, &out, om)); err != nil {
-			return fail(stderr, fs.path, deniedOr(ctx, err))
-		}
-		return ExitOK
-	}
-	candidates, err := b.AllCandidates(openCtx)
-	if err != nil {
-		return fail(stderr, fs.path, deniedOr(ctx, err))
-	}
-	var leaders []election.Leader
-	if cfg.key != "" {
-		l, err := b.Leader(openCtx, cfg.key)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		ctx, stopWatching := cfg.conn.watchDenials(ctx, roleObserver)
+		defer stopWatching()
+		cfg.conn.quietHistory() // without a history, status shows what the bucket tells
+		nc, js, err := cfg.conn.connect("election status")
 		if err != nil {
 			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
-		leaders = []election.Leader{l}
-	} else {
-		leaders, err = b.Leaders(openCtx)
+		defer nc.Close()
+		openCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
+		defer cancel()
+		src, err := openObserved(openCtx, js, cfg.bucket, cfg.mirror)
 		if err != nil {
 			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
-		led := map[string]bool{}
-		for _, l := range leaders {
-			led[l.Key] = true
-		}
-		for key := range candidates { // keys campaigned for that nobody leads
-			if !led[key] {
-				leaders = append(leaders, election.Leader{Key: key})
+		// Count the watchers before this process adds its own; a mirror's
+		// observer reads nothing of the bucket.
+		watchers := 0
+		if src.mirror == nil {
+			if watchers, err = countWatchers(openCtx, js, cfg.bucket); err != nil {
+				return fail(stderr, fs.path, deniedOr(ctx, err))
 			}
 		}
-		slices.SortFunc(leaders, func(a, b election.Leader) int { return cmp.Compare(a.Key, b.Key) })
-	}
-	now := time.Now()
-	var st fleet.Status
-	if cfg.key == "" { // the fleet's keys show as its nodes and daemons
-		if st, err = fleet.ReadStatus(openCtx, b); err != nil {
+		b, err := election.OpenBucket(openCtx, src.kv)
+		if err != nil {
 			return fail(stderr, fs.path, deniedOr(ctx, err))
 		}
-		leaders = slices.DeleteFunc(leaders, func(l election.Leader) bool { return fleet.IsFleetKey(l.Key) })
-	}
-	var tenures map[string]history.Event
-	if src.mirror == nil { // the history lives with the bucket
-		tenures = readTenures(openCtx, &cfg.conn, js, cfg.bucket, leaders)
-	}
-	out.marks = doneMarks(openCtx, &cfg.conn, js, cfg.bucket, b.TTL(), leaders, cfg.key, src.mirror == nil, now)
-	hasFleet := len(st.Members) > 0 || len(st.Daemons) > 0
-	printTable := len(leaders) > 0 || !hasFleet
-	if src.mirror != nil && !cfg.json {
-		out.mirrorLine()
-	}
-	topo := topologyOf(cfg.bucket, src.cluster, candidates)
-	if printTable {
-		out.table(leaders, tenures, candidates, now, topo)
-	}
-	if hasFleet {
-		out.fleet(st, now, printTable)
-		if !cfg.json {
-			out.fleetWarnings(st, topo)
+		defer b.Close()
+
+		out := leaderPrinter{w: stdout, json: cfg.json, mirror: src.mirror, ctx: ctx, ttl: b.TTL()}
+		if cfg.watch {
+			metrics, om, err := listenObserverMetrics(cfg.metrics)
+			if err != nil {
+				return fail(stderr, fs.path, err)
+			}
+			if metrics != nil {
+				defer metrics.close()
+			}
+			if err := deniedOr(ctx, watchLeader(ctx, b, cfg.key, &out, om)); err != nil {
+				return fail(stderr, fs.path, deniedOr(ctx, err))
+			}
+			return ExitOK
 		}
-	}
-	if src.mirror != nil {
-		if cfg.json {
+		candidates, err := b.AllCandidates(openCtx)
+		if err != nil {
+			return fail(stderr, fs.path, deniedOr(ctx, err))
+		}
+		var leaders []election.Leader
+		if cfg.key != "" {
+			l, err := b.Leader(openCtx, cfg.key)
+			if err != nil {
+				return fail(stderr, fs.path, deniedOr(ctx, err))
+			}
+			leaders = []election.Leader{l}
+		} else {
+			leaders, err = b.Leaders(openCtx)
+			if err != nil {
+				return fail(stderr, fs.path, deniedOr(ctx, err))
+			}
+			led := map[string]bool{}
+			for _, l := range leaders {
+				led[l.Key] = true
+			}
+			for key := range candidates { // keys campaigned for that nobody leads
+				if !led[key] {
+					leaders = append(leaders, election.Leader{Key: key})
+				}
+			}
+			slices.SortFunc(leaders, func(a, b election.Leader) int { return cmp.Compare(a.Key, b.Key) })
+		}
+		now := time.Now()
+		var st fleet.Status
+		if cfg.key == "" { // the fleet's keys show as its nodes and daemons
+			if st, err = fleet.ReadStatus(openCtx, b); err != nil {
+				return fail(stderr, fs.path, deniedOr(ctx, err))
+			}
+			leaders = slices.DeleteFunc(leaders, func(l election.Leader) bool { return fleet.IsFleetKey(l.Key) })
+		}
+		var tenures map[string]history.Event
+		if src.mirror == nil { // the history lives with the bucket
+			tenures = readTenures(openCtx, &cfg.conn, js, cfg.bucket, leaders)
+		}
+		out.marks = doneMarks(openCtx, &cfg.conn, js, cfg.bucket, b.TTL(), leaders, cfg.key, src.mirror == nil, now)
+		hasFleet := len(st.Members) > 0 || len(st.Daemons) > 0
+		printTable := len(leaders) > 0 || !hasFleet
+		if src.mirror != nil && !cfg.json {
 			out.mirrorLine()
 		}
+		topo := topologyOf(cfg.bucket, src.cluster, candidates)
+		if printTable {
+			out.table(leaders, tenures, candidates, now, topo)
+		}
+		if hasFleet {
+			out.fleet(st, now, printTable)
+			if !cfg.json {
+				out.fleetWarnings(st, topo)
+			}
+		}
+		if src.mirror != nil {
+			if cfg.json {
+				out.mirrorLine()
+			}
+			return ExitOK
+		}
+		out.watchers(cfg.bucket, src.cluster, watchers)
 		return ExitOK
 	}
-	out.watchers(cfg.bucket, src.cluster, watchers)
-	return ExitOK
 }
 
 // readTenures returns, by key, the recorded win of each leader's current

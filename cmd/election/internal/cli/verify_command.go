@@ -232,8 +232,9 @@ func (r *verifyReport) notMeasured(format string, args ...any) {
 	r.NotMeasured = append(r.NotMeasured, fmt.Sprintf(format, args...))
 }
 
-// verifyMain runs "election verify".
-func verifyMain(args []string, stdout, stderr io.Writer) int {
+// verifyCommand defines the flags of "election verify" and returns them
+// with the function that runs it.
+func verifyCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election verify", verifyAbout)
 	var conn connFlags
 	conn.add(fs)
@@ -245,40 +246,42 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.stepDown, "step-down", false, "also ask the stream leader to step down, and time the new one (disrupts renewals briefly)")
 	fs.BoolVar(&cfg.asJSON, "json", false, "print one JSON object")
 	cfg.sys.add(fs)
-	usage, code, ok := fs.parseAsCheck(args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	switch {
-	case fs.NArg() > 0:
-		return usage("unexpected argument %q", fs.Arg(0))
-	case cfg.samples < minVerifySamples || cfg.samples > maxVerifySamples:
-		return usage("--samples %d: want %d to %d", cfg.samples, minVerifySamples, maxVerifySamples)
-	case cfg.duration <= 0 || cfg.duration > maxVerifyTime:
-		return usage("--duration %v: want above 0, at most %v", cfg.duration, maxVerifyTime)
-	}
-	if err := cfg.sys.check(); err != nil {
-		return usage("%v", err)
-	}
-	if err := conn.check(); err != nil {
-		return usage("%v", err)
-	}
+	return fs, func(args []string, stdout, stderr io.Writer) int {
+		usage, code, ok := fs.parseAsCheck(args, stdout, stderr)
+		if !ok {
+			return code
+		}
+		switch {
+		case fs.NArg() > 0:
+			return usage("unexpected argument %q", fs.Arg(0))
+		case cfg.samples < minVerifySamples || cfg.samples > maxVerifySamples:
+			return usage("--samples %d: want %d to %d", cfg.samples, minVerifySamples, maxVerifySamples)
+		case cfg.duration <= 0 || cfg.duration > maxVerifyTime:
+			return usage("--duration %v: want above 0, at most %v", cfg.duration, maxVerifyTime)
+		}
+		if err := cfg.sys.check(); err != nil {
+			return usage("%v", err)
+		}
+		if err := conn.check(); err != nil {
+			return usage("%v", err)
+		}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// The sampling, a TTL for the probe key with --write, and room for
-	// the requests around them.
-	ctx, cancel := context.WithTimeout(ctx, cfg.duration+election.MaxTTL+time.Minute)
-	defer cancel()
-	r := &verifyReport{Bucket: cfg.bucket}
-	verify(ctx, &conn, cfg, r)
-	r.finish()
-	if cfg.asJSON {
-		writeJSONIndent(stdout, r)
-	} else {
-		printVerify(stdout, r)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		// The sampling, a TTL for the probe key with --write, and room for
+		// the requests around them.
+		ctx, cancel := context.WithTimeout(ctx, cfg.duration+election.MaxTTL+time.Minute)
+		defer cancel()
+		r := &verifyReport{Bucket: cfg.bucket}
+		verify(ctx, &conn, cfg, r)
+		r.finish()
+		if cfg.asJSON {
+			writeJSONIndent(stdout, r)
+		} else {
+			printVerify(stdout, r)
+		}
+		return r.Code
 	}
-	return r.Code
 }
 
 // verify connects, measures and concludes into r.
