@@ -39,7 +39,9 @@ func isolateNATSEnv(t *testing.T) string {
 func TestHelpListsCommandsAndFlags(t *testing.T) {
 	t.Parallel()
 	for args, says := range map[string][]string{
-		"--help":               {"run ", "sidecar ", "status ", "resign ", "transfer ", "bucket ", "verify ", "election COMMAND --help"},
+		"--help":               {"run ", "sidecar ", "status ", "resign ", "transfer ", "bucket ", "verify ", "completion ", "election COMMAND --help"},
+		"help help":            {"run ", "election COMMAND --help"},
+		"--help -h":            {"run ", "election COMMAND --help"},
 		"run -h":               {"--metrics ADDR", "/metrics", "/healthz", "--health-tolerance DURATION", "(default 1s)", "--leader-file FILE"},
 		"status --help":        {"--key KEY", "--watch", "--json", "watchers", "-s, --server URLs", "Exit status"},
 		"help resign":          {"--key KEY", "--timeout DURATION", "(default 30s)", "--context NAME", "Exit status"},

@@ -71,7 +71,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, version())
 		return ExitOK
 	case "-h", "-help", "--help", "help":
-		if len(args) > 1 {
+		// help COMMAND is COMMAND --help; help help, --help help and the
+		// like come down to --help --help, which is this usage.
+		if len(args) > 1 && args[1] != args[0] {
 			return Main([]string{args[1], "--help"}, stdout, stderr)
 		}
 		printUsage(stdout)
