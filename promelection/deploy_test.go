@@ -61,10 +61,10 @@ func exported(t *testing.T) map[string][]string {
 // every label a by or on clause names that no series has.
 func checkNames(t *testing.T, file, text string, families map[string][]string) {
 	t.Helper()
-	// daemon and node are the labels of election agent's kvelect_fleet_*
-	// series, which cmd/election's TestDeployedRulesAndDashboardUseFleetSeries
+	// daemon and node are the labels of the FleetCollector's
+	// kvelect_fleet_* series, which TestDeployedRulesAndDashboardUseFleetSeries
 	// checks; bucket is one of election check's kvelect_check_* series,
-	// which its TestDeployedRulesUseCheckSeries checks.
+	// which cmd/election's TestDeployedRulesUseCheckSeries checks.
 	labels := map[string]bool{"le": true, "daemon": true, "node": true, "bucket": true}
 	for _, names := range families {
 		for _, n := range names {

@@ -1,5 +1,8 @@
 // Package promelection exports an election's measurements as Prometheus
-// metrics.
+// metrics, and those of a fleet node (FleetCollector, the series of
+// election agent --metrics) and of an observer of a bucket
+// (ObserverCollector, those of election status --watch and election
+// dashboard).
 //
 // A Collector is both an election event hook, its Record passed to
 // elections with election.WithEventHook, and a prometheus.Collector, registered by the caller

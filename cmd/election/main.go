@@ -26,9 +26,13 @@
 //	election status [--bucket B] [--key K] [--watch] [--json] [--mirror M]
 //	election resign --key K [--bucket B] [--timeout 30s]
 //	election transfer --key K --to NAME [--bucket B] [--timeout 30s]
-//	election bucket create|check --bucket B [--ttl 10s] [--replicas 1] [--storage file] [--history 7d|0] [--cluster C] [--tags T,...]
+//	election history [--bucket B] [--key K] [--since DURATION] [--json]
 //	election check --key K [--fleet] [--bucket B] [--format nagios|json|prometheus|text]
+//	election dashboard --listen ADDR [--bucket B] [--mirror M] [--metrics ADDR]
+//	election bucket create|check --bucket B [--ttl 10s] [--replicas 1] [--storage file] [--history 7d|0] [--cluster C] [--tags T,...]
 //	election verify [--bucket B] [--samples 20] [--duration 5s] [--write] [--step-down] [--json]
+//	election permissions --role candidate|observer|admin [--bucket B] [--format server|nsc]
+//	election completion bash|zsh
 //
 // run starts COMMAND only while this process leads the election for K, and
 // stops it when leadership ends (--metrics serves /metrics and /healthz);
@@ -36,24 +40,37 @@
 // a program beside it (/self answers 200 while this process leads);
 // agent joins a fleet and runs its share of the daemons, each on one node;
 // status prints who leads, or watches one key; resign and transfer ask a
-// leader to hand over; bucket creates or checks an election bucket; verify
-// measures the round trips, server clocks and stream an election rests on,
-// and the TTL they call for. Every command takes --server (or NATS_URL) and --context (or
+// leader to hand over; history prints who led each key, when, and why it
+// changed; check reports a key's leader or a fleet's daemons for
+// monitoring; dashboard serves a live web page of the bucket's leaders and
+// history; bucket creates or checks an election bucket; verify measures the
+// round trips, server clocks and stream an election rests on, and the TTL
+// they call for; permissions prints the least NATS permissions of a role;
+// completion prints a script that completes commands and flags in bash or
+// zsh.
+// Every command takes --server (or NATS_URL) and --context (or
 // NATS_CONTEXT) as the nats CLI does; election COMMAND --help says the rest.
+//
+// The commands live in the package cmd/election/internal/cli; this file
+// only hands the process to the guard, the demo or the command line.
 package main
 
 import (
 	"os"
 
+	"github.com/kvelect/election/cmd/election/internal/cli"
 	"github.com/kvelect/election/internal/guard"
 )
 
+// main is the guard when election runs itself as the guard of a COMMAND
+// (see internal/guard), the demo without arguments, and a command
+// otherwise.
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == guard.Command {
 		os.Exit(guard.Main(os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) == 1 {
-		os.Exit(demoMain())
+		os.Exit(cli.Demo())
 	}
-	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -1,0 +1,100 @@
+//go:build linux
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/election/internal/e2e"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/sidecar"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// TestRunCampaignsOnWhenLeadershipEndsBeforeTheCommandStarts runs election
+// run's supervisor on an election whose first leadership ends before the
+// supervisor gets to start COMMAND, as when the process is paused right
+// after winning: it writes no leader file and starts no COMMAND for that
+// leadership, does not end the election, and runs COMMAND when it leads
+// again.
+func TestRunCampaignsOnWhenLeadershipEndsBeforeTheCommandStarts(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LATE", TTL: election.MinTTL})
+	starts, cmd := recordedStarts(t)
+	leaderPath := filepath.Join(t.TempDir(), "leader")
+	var logged bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&logged)
+	electionCtx, endElection := context.WithCancel(context.Background())
+	defer endElection()
+	ended := false
+	sup := newSupervisor(runConfig{candidateFlags: candidateFlags{name: "late", key: "job", bucket: "LATE"}, argv: cmd, grace: time.Second},
+		log.WithField("test", t.Name()), func() {
+			ended = true
+			endElection()
+		})
+	leaderFile, err := sidecar.OpenLeaderFile(leaderPath, slogOf(log.WithField("test", t.Name())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup.leaderFile = leaderFile
+
+	firstToken := make(chan uint64, 1)
+	leaderFileLeft := make(chan bool, 1)
+	wins := 0
+	e, err := election.NewElection(context.Background(), "late", "job", kv, election.WithoutSplay(),
+		election.OnWon(func(leading context.Context) {
+			wins++
+			if wins == 1 {
+				// The pause: the leadership ends before lead runs.
+				token, _ := election.TokenFromContext(leading)
+				firstToken <- token
+				if err := kv.Delete(context.Background(), "job"); err != nil {
+					t.Error(err)
+				}
+				<-leading.Done()
+				sup.lead(leading)
+				_, err := os.Stat(leaderPath)
+				leaderFileLeft <- err == nil
+				return
+			}
+			sup.lead(leading)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(electionCtx) }()
+
+	first := <-firstToken
+	if <-leaderFileLeft {
+		t.Error("the leader file was written for a leadership that had ended")
+	}
+	second := e2e.WaitStarts(t, starts, 1)[0]
+	if second.Token <= first {
+		t.Errorf("COMMAND started with token %d, want one above the ended leadership's %d", second.Token, first)
+	}
+	if data, err := os.ReadFile(leaderPath); err != nil || strings.TrimSpace(string(data)) != strconv.FormatUint(second.Token, 10) {
+		t.Errorf("leader file: %q, %v; want the second leadership's token %d", data, err, second.Token)
+	}
+	endElection()
+	if err := <-done; err != nil {
+		t.Errorf("the election ended with %v", err)
+	}
+	e2e.WaitDead(t, second.PID)
+	if ended || sup.exitCode() != 0 {
+		t.Errorf("the supervisor ended the election (%v) or set exit code %d; want neither", ended, sup.exitCode())
+	}
+	wantLogged(t, logged.String(), "leadership ended before COMMAND could start; campaigning again", "leading: started the command")
+}

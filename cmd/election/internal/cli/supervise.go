@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/kvelect/election/internal/guard"
+	"github.com/sirupsen/logrus"
+)
+
+// The supervision of a command run under the guard for one leadership:
+// election run's COMMAND for the key's leadership, election agent's daemon
+// for the node's hold on it. The guard kills the command's whole tree at
+// the leadership's work deadline, if this process does not stop it first.
+
+// startGuarded starts argv under the guard for the leadership leading, with
+// env and KVELECT_TOKEN, token, in its environment. It fails with
+// guard.ErrLeadershipEnded when the leadership is over already: this
+// process was paused between the win and here.
+func startGuarded(leading context.Context, argv, env []string, token uint64) (*guard.Child, error) {
+	return guard.Start(leading, argv, append(env[:len(env):len(env)], fmt.Sprintf("KVELECT_TOKEN=%d", token)))
+}
+
+// guarded is a command run under the guard, as superviseCommand stops it.
+type guarded struct {
+	child *guard.Child
+	grace time.Duration // between the signal that stops it and SIGKILL
+	what  string        // "command" or "daemon", for the log
+	who   string        // "this process" or "this agent", for the log
+	log   *logrus.Entry
+}
+
+// supervise waits until the command exits, leading is done, or shutdown
+// is closed (nil: never). Unless the command has exited by itself (not
+// expired at the work deadline nor killed) by then, it stops it: with
+// SIGTERM when leading is done, with the signal sig returns on shutdown;
+// SIGKILL follows after the grace. stopping is called just before, with
+// whether a shutdown asks it, for the caller's log. It returns whether the
+// command exited by itself, and whether supervise stopped it.
+func (g guarded) supervise(leading context.Context, shutdown <-chan struct{}, sig func() syscall.Signal, stopping func(shutdown bool)) (byItself, stopped bool) {
+	c := g.child
+	exitedByItself := func() bool { return c.Exited() && !c.Expired() && !c.Killed() }
+	select {
+	case <-c.Done():
+		byItself = !c.Expired() && !c.Killed()
+	case <-leading.Done():
+		if byItself = exitedByItself(); !byItself {
+			stopping(false)
+			c.Stop(syscall.SIGTERM, g.grace)
+			stopped = true
+		}
+	case <-shutdown:
+		if byItself = exitedByItself(); !byItself {
+			stopping(true)
+			c.Stop(sig(), g.grace)
+			stopped = true
+		}
+	}
+	if c.Forced() {
+		g.log.WithField("guard_pid", c.GuardPID()).Warnf("the %s's guard did not answer (was it stopped?): %s killed the %s and everything it started, then the guard", g.what, g.who, g.what)
+	}
+	return byItself, stopped
+}

@@ -1,0 +1,56 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestEventsFirstMessageChecksLeadership: a server whose last event said
+// it leads, but whose election no longer does (as after a pause past its
+// validity deadline, before it has stood down), tells a new /events client
+// that it does not lead, as /self would.
+func TestEventsFirstMessageChecksLeadership(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SIDE", TTL: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := election.OpenBucket(ctx, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sc, err := New(b, "pod-a", "job", Config{Logger: testenv.Logger(t)}) // never started: it does not lead
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(sc.watching)
+	sc.mu.Lock()
+	sc.leading, sc.token, sc.wonAt = true, 7, time.Now()
+	sc.last = sc.viewLocked(true, time.Now()) // the last event: leading
+	sc.mu.Unlock()
+
+	// A client gone at once: the handler writes the first event, and ends.
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	rec := httptest.NewRecorder()
+	sc.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/events", nil).WithContext(gone))
+	data, ok := strings.CutPrefix(strings.SplitN(rec.Body.String(), "\n", 2)[0], "data: ")
+	var v Leadership
+	if err := json.Unmarshal([]byte(data), &v); !ok || err != nil {
+		t.Fatalf("/events sent %q: %v", rec.Body.String(), err)
+	}
+	if v.IsLeader || v.Name == "pod-a" || v.LeaseMS != 0 {
+		t.Errorf("first event %+v: want pod-a not leading, with no lease", v)
+	}
+}
