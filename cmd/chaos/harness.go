@@ -23,8 +23,8 @@ import (
 
 	"github.com/kvelect/election"
 	lhistory "github.com/kvelect/election/history"
-	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/faultproxy"
+	"github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -48,8 +48,8 @@ type harness struct {
 	rngMu sync.Mutex
 	rng   *rand.Rand // the combinations' draws, from the run's seed
 
-	servers []*serverProc
-	routes  map[[2]int]*faultproxy.Proxy // on a cluster, the route from server i to server j
+	servers []*topology.Process
+	topo    *topology.Topology // the servers and the proxies on the links between them
 	admin   *nats.Conn
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
@@ -80,17 +80,6 @@ type harness struct {
 	nextActor   int
 	actors      map[*actorProc]bool
 	holderActor map[string]*actorProc
-}
-
-// serverProc is a nats-server process of the run.
-type serverProc struct {
-	name    string
-	region  string // -supercluster: C1, C2 or C3; -leaf: hub or leaf; else ""
-	args    []string
-	port    int
-	monitor int // HTTP monitoring port
-	cmd     *exec.Cmd
-	done    chan struct{}
 }
 
 // workerProc is a worker, a fleet's node or an agent, and its proxies.
@@ -126,56 +115,35 @@ func newHarness(cfg config, dir string) (*harness, error) {
 	}, nil
 }
 
-// deadAddress is the route address the servers gossip: nothing listens
-// there, so a server can reach its peers only through the route proxies.
-const deadAddress = "127.0.0.1:1"
-
-// startServers starts one server process, three clustered, or the
-// servers of -supercluster or -leaf (startTopology).
-func (h *harness) startServers() error {
-	if h.cfg.supercluster || h.cfg.leaf {
-		return h.startTopology()
+// startServers starts the run's servers, each a process of its own, and
+// the proxies on the links between them, and waits until they work
+// together: one server; with -cluster three, each reaching each peer
+// through a proxy of its own (route i → j), so that the harness can cut any
+// pair; with -supercluster or -leaf the topology's (topologies.go).
+func (h *harness) startServers(ctx context.Context) error {
+	o := topology.Options{Dir: h.dir, SyncAlways: h.cfg.syncAlways}
+	var topo *topology.Topology
+	var err error
+	switch {
+	case h.cfg.cluster:
+		o.ProxyRoutes = true
+		topo, err = topology.Cluster("chaos", 3, o)
+	case h.cfg.supercluster || h.cfg.leaf:
+		topo, err = h.topology(o)
+	default:
+		topo, err = topology.Single(o)
 	}
-	n := 1
-	if h.cfg.cluster {
-		n = 3
-	}
-	ports, err := embedded.FreePorts(3 * n) // client, route and monitoring ports
 	if err != nil {
 		return err
 	}
-	// Each server reaches each peer through a proxy of its own (route i→j),
-	// so that the harness can cut any pair; and gossips a dead route
-	// address, so that no server finds its way around a cut.
-	h.routes = map[[2]int]*faultproxy.Proxy{}
-	routes := make([][]string, n)
-	for i := range n {
-		for j := range n {
-			if i == j {
-				continue
-			}
-			p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", ports[n+j]))
-			if err != nil {
-				return err
-			}
-			h.routes[[2]int{i, j}] = p
-			routes[i] = append(routes[i], strings.Replace(p.URL(), "nats://", "nats-route://", 1))
-		}
+	h.topo = topo
+	for _, s := range topo.Servers {
+		h.servers = append(h.servers, topology.NewProcess(s, topology.Self(), os.Stderr))
 	}
-	for i := range n {
-		sp := &serverProc{name: fmt.Sprintf("n%d", i+1), port: ports[i], monitor: ports[2*n+i]}
-		sp.args = []string{"server", "-name", sp.name, "-port", strconv.Itoa(sp.port),
-			"-store", filepath.Join(h.dir, "store-"+sp.name), "-monitor-port", strconv.Itoa(sp.monitor)}
-		if h.cfg.syncAlways {
-			sp.args = append(sp.args, "-sync-always")
-		}
-		if h.cfg.cluster {
-			sp.args = append(sp.args, "-cluster", "chaos", "-cluster-port", strconv.Itoa(ports[n+i]),
-				"-routes", strings.Join(routes[i], ","), "-cluster-advertise", deadAddress)
-		}
-		h.servers = append(h.servers, sp)
+	if err := h.startAll(); err != nil {
+		return err
 	}
-	return h.startAll()
+	return topo.AwaitFormed(ctx, startTimeout)
 }
 
 // startAll starts every server of h.servers at once and waits until each
@@ -195,55 +163,28 @@ func (h *harness) startAll() error {
 
 // startServer starts (or restarts) a server process and waits until it
 // accepts clients.
-func (h *harness) startServer(sp *serverProc) error {
-	cmd := exec.Command(h.self, sp.args...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+func (h *harness) startServer(sp *topology.Process) error {
+	if err := sp.Start(); err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	sp.cmd, sp.done = cmd, make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(sp.done)
-	}()
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		ready <- sc.Scan() && sc.Text() == "ready"
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			return fmt.Errorf("server %s exited before it was ready", sp.name)
-		}
-		h.rec.record(Event{Kind: "server-up", Target: sp.name, PID: cmd.Process.Pid})
-		return nil
-	case <-time.After(startTimeout):
-		cmd.Process.Kill()
-		return fmt.Errorf("server %s not ready after %v", sp.name, startTimeout)
-	}
+	h.rec.record(Event{Kind: "server-up", Target: sp.Server.Name, PID: sp.Pid()})
+	return nil
 }
 
 // killServer SIGKILLs a server process and waits for it to die.
-func (h *harness) killServer(sp *serverProc) {
-	h.rec.record(Event{Kind: "server-kill", Target: sp.name, PID: sp.cmd.Process.Pid})
-	sp.cmd.Process.Signal(syscall.SIGKILL)
-	<-sp.done
+func (h *harness) killServer(sp *topology.Process) {
+	h.rec.record(Event{Kind: "server-kill", Target: sp.Server.Name, PID: sp.Pid()})
+	sp.Kill()
 }
 
 // serverURLs returns the servers' own URLs, comma separated.
 func (h *harness) serverURLs() string { return urlsOf(h.servers) }
 
 // urlsOf returns the servers' own URLs, comma separated.
-func urlsOf(servers []*serverProc) string {
+func urlsOf(servers []*topology.Process) string {
 	var urls []string
 	for _, sp := range servers {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", sp.port))
+		urls = append(urls, sp.Server.ClientURL())
 	}
 	return strings.Join(urls, ",")
 }
@@ -255,7 +196,7 @@ func urlsOf(servers []*serverProc) string {
 func (h *harness) setup(ctx context.Context) error {
 	admin := h.serverURLs()
 	if h.home() != nil {
-		admin = urlsOf([]*serverProc{h.home()})
+		admin = urlsOf([]*topology.Process{h.home()})
 	}
 	nc, err := nats.Connect(admin, nats.Name("chaos-harness"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
@@ -271,7 +212,7 @@ func (h *harness) setup(ctx context.Context) error {
 	if home := h.home(); home != nil {
 		replicas = 1
 		if h.cfg.supercluster {
-			placement = &jetstream.Placement{Cluster: home.region}
+			placement = &jetstream.Placement{Cluster: home.Server.Region}
 		}
 	}
 	err = retry(ctx, 5*time.Second, func(ctx context.Context) error {
@@ -419,11 +360,11 @@ func (h *harness) spawnWorker() error {
 	servers := h.servers
 	if h.home() != nil {
 		sp := h.regionForWorker()
-		servers, w.region = []*serverProc{sp}, sp.region
+		servers, w.region = []*topology.Process{sp}, sp.Server.Region
 	}
 	var urls []string
 	for _, sp := range servers {
-		p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", sp.port))
+		p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", sp.Server.ClientPort))
 		if err != nil {
 			return err
 		}
@@ -442,8 +383,8 @@ func (h *harness) spawnWorker() error {
 	if h.cfg.ttl < election.MinTTL {
 		args = append(args, "-unsafe-short-ttl")
 	}
-	if h.cfg.leaf && w.region != h.home().region { // the bucket is in the hub's domain
-		args = append(args, "-domain", h.home().region)
+	if h.cfg.leaf && w.region != h.home().Server.Region { // the bucket is in the hub's domain
+		args = append(args, "-domain", h.home().Server.Region)
 	}
 	if !h.cfg.fleet && h.cfg.stopDelay > 0 {
 		args = append(args, "-stop-delay", h.cfg.stopDelay.String())
@@ -746,15 +687,10 @@ func (h *harness) shutdown() {
 		h.admin.Close()
 	}
 	for _, sp := range h.servers {
-		select {
-		case <-sp.done:
-		default:
-			sp.cmd.Process.Signal(syscall.SIGTERM)
-			<-sp.done
-		}
+		sp.Stop()
 	}
-	for _, p := range h.routes {
-		p.Close()
+	if h.topo != nil {
+		h.topo.Close()
 	}
 	h.rec.record(Event{Kind: "end"})
 }

@@ -39,8 +39,9 @@
 //	go run ./cmd/chaos -short -leaf
 //
 // It exits 1 when an invariant is broken and keeps the histories of that run.
-// It re-executes itself as "chaos worker …", "chaos node …", "chaos actor"
-// and "chaos server …".
+// It re-executes itself as "chaos worker …", "chaos node …", "chaos actor",
+// and for each nats-server of the run as a server of the topology kit
+// (internal/topology).
 package main
 
 import (
@@ -55,6 +56,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/sim"
+	"github.com/kvelect/election/internal/topology"
 )
 
 // config is what the harness's flags say.
@@ -123,10 +125,11 @@ func (cfg config) daemonNames() []string {
 
 // main runs the harness, or one of the roles it re-executes itself as.
 func main() {
+	topology.ServeIfAsked() // a server of the run (harness.startServers)
 	if slices.Contains(os.Args[1:], "-simulate") || slices.Contains(os.Args[1:], "--simulate") {
 		sim.Command(os.Args[1:]) // the simulator (internal/sim), in place of real processes
 	}
-	roles := map[string]func([]string) error{"worker": runWorker, "node": runNode, "actor": runActor, "server": runServer}
+	roles := map[string]func([]string) error{"worker": runWorker, "node": runNode, "actor": runActor}
 	if run, ok := roles[firstArg(os.Args)]; ok {
 		if err := run(os.Args[2:]); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos %s: %v\n", os.Args[1], err)

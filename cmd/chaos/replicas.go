@@ -5,10 +5,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
+	"github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -47,17 +47,10 @@ func (h *harness) checkReplicas() {
 }
 
 // readReplica reads sp's copy of stream from its /jsz endpoint.
-func readReplica(sp *serverProc, stream string) replicaState {
-	st := replicaState{Server: sp.name}
-	client := http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz?accounts=true&streams=true", sp.monitor))
-	if err != nil {
-		st.Err = err.Error()
-		return st
-	}
-	defer resp.Body.Close()
+func readReplica(sp *topology.Process, stream string) replicaState {
+	st := replicaState{Server: sp.Server.Name}
 	var info server.JSInfo
-	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+	if err := sp.Server.Monitor("/jsz?accounts=true&streams=true", &info); err != nil {
 		st.Err = err.Error()
 		return st
 	}

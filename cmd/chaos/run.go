@@ -61,11 +61,11 @@ func runChaos(cfg config) int {
 // run starts the servers and workers, then injects the chosen scenarios
 // round after round.
 func (h *harness) run(ctx context.Context) error {
-	if err := h.startServers(); err != nil {
+	if err := h.startServers(ctx); err != nil {
 		return err
 	}
 	if home := h.home(); home != nil {
-		h.rec.record(Event{Kind: "topology", Target: home.region})
+		h.rec.record(Event{Kind: "topology", Target: home.Server.Region})
 	}
 	if err := h.setup(ctx); err != nil {
 		return fmt.Errorf("creating the bucket: %w", err)

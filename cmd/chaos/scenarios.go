@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/internal/faultproxy"
+	"github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -172,7 +172,7 @@ func scenarios(ttl time.Duration) []scenario {
 }
 
 // serverPause pauses the server pick returns for d.
-func serverPause(d time.Duration, pick func(*harness, context.Context) (*serverProc, error)) func(context.Context, *harness, *workerProc) error {
+func serverPause(d time.Duration, pick func(*harness, context.Context) (*topology.Process, error)) func(context.Context, *harness, *workerProc) error {
 	return func(ctx context.Context, h *harness, _ *workerProc) error {
 		sp, err := pick(h, ctx)
 		if err != nil {
@@ -184,12 +184,12 @@ func serverPause(d time.Duration, pick func(*harness, context.Context) (*serverP
 }
 
 // serverOf returns the server w's connection is on, as w last said.
-func (h *harness) serverOf(w *workerProc) (*serverProc, error) {
+func (h *harness) serverOf(w *workerProc) (*topology.Process, error) {
 	h.mu.Lock()
 	name := w.server
 	h.mu.Unlock()
 	for _, sp := range h.servers {
-		if sp.name == name {
+		if sp.Server.Name == name {
 			return sp, nil
 		}
 	}
@@ -198,48 +198,41 @@ func (h *harness) serverOf(w *workerProc) (*serverProc, error) {
 
 // routeCut applies fault to every route to and from the server pick
 // returns, for d, then heals them.
-func routeCut(d time.Duration, pick func(*harness, context.Context) (*serverProc, error), fault func(*faultproxy.Proxy)) func(context.Context, *harness, *workerProc) error {
+func routeCut(d time.Duration, pick func(*harness, context.Context) (*topology.Process, error), fault func(*faultproxy.Proxy)) func(context.Context, *harness, *workerProc) error {
 	return func(ctx context.Context, h *harness, _ *workerProc) error {
 		sp, err := pick(h, ctx)
 		if err != nil {
 			return err
 		}
-		i := slices.Index(h.servers, sp)
-		h.rec.record(Event{Kind: "route-cut", Target: sp.name})
-		for pair, p := range h.routes {
-			if pair[0] == i || pair[1] == i {
-				fault(p)
-			}
-		}
+		h.rec.record(Event{Kind: "route-cut", Target: sp.Server.Name})
+		h.topo.IsolateServer(sp.Server.Name, fault)
 		time.Sleep(d)
-		for _, p := range h.routes {
-			p.Heal()
-		}
-		h.rec.record(Event{Kind: "route-heal", Target: sp.name})
+		h.topo.Heal()
+		h.rec.record(Event{Kind: "route-heal", Target: sp.Server.Name})
 		return nil
 	}
 }
 
 // pauseServers stops servers with SIGSTOP for d, then continues them.
-func (h *harness) pauseServers(d time.Duration, sps ...*serverProc) {
+func (h *harness) pauseServers(d time.Duration, sps ...*topology.Process) {
 	h.stopServers(sps...)
 	time.Sleep(d)
 	h.continueServers(sps...)
 }
 
 // stopServers stops servers with SIGSTOP, recording it.
-func (h *harness) stopServers(sps ...*serverProc) {
+func (h *harness) stopServers(sps ...*topology.Process) {
 	for _, sp := range sps {
-		h.rec.record(Event{Kind: "server-pause", Target: sp.name, PID: sp.cmd.Process.Pid})
-		sp.cmd.Process.Signal(syscall.SIGSTOP)
+		h.rec.record(Event{Kind: "server-pause", Target: sp.Server.Name, PID: sp.Pid()})
+		sp.Signal(syscall.SIGSTOP)
 	}
 }
 
 // continueServers continues stopped servers, recording it.
-func (h *harness) continueServers(sps ...*serverProc) {
+func (h *harness) continueServers(sps ...*topology.Process) {
 	for _, sp := range sps {
-		sp.cmd.Process.Signal(syscall.SIGCONT)
-		h.rec.record(Event{Kind: "server-resume", Target: sp.name, PID: sp.cmd.Process.Pid})
+		sp.Signal(syscall.SIGCONT)
+		h.rec.record(Event{Kind: "server-resume", Target: sp.Server.Name, PID: sp.Pid()})
 	}
 }
 
@@ -398,7 +391,7 @@ func (h *harness) cutOff(ctx context.Context, l *workerProc, least, most time.Du
 // outage SIGKILLs servers, keeps them down for d, and restarts them. The
 // harness records the outage so the checker can tell whether anyone was
 // announced while it lasted.
-func (h *harness) outage(d time.Duration, down ...*serverProc) error {
+func (h *harness) outage(d time.Duration, down ...*topology.Process) error {
 	for _, sp := range down {
 		h.killServer(sp)
 	}
@@ -414,13 +407,13 @@ func (h *harness) outage(d time.Duration, down ...*serverProc) error {
 }
 
 // streamLeader returns the server that leads the election bucket's stream.
-func (h *harness) streamLeader(ctx context.Context) (*serverProc, error) {
+func (h *harness) streamLeader(ctx context.Context) (*topology.Process, error) {
 	info, err := h.streamInfo(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, sp := range h.servers {
-		if sp.name == info.Cluster.Leader {
+		if sp.Server.Name == info.Cluster.Leader {
 			return sp, nil
 		}
 	}
@@ -428,13 +421,13 @@ func (h *harness) streamLeader(ctx context.Context) (*serverProc, error) {
 }
 
 // streamFollower returns a server that holds a replica but does not lead.
-func (h *harness) streamFollower(ctx context.Context) (*serverProc, error) {
+func (h *harness) streamFollower(ctx context.Context) (*topology.Process, error) {
 	info, err := h.streamInfo(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, sp := range h.servers {
-		if sp.name != info.Cluster.Leader {
+		if sp.Server.Name != info.Cluster.Leader {
 			return sp, nil
 		}
 	}

@@ -5,15 +5,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/faultproxy"
+	"github.com/kvelect/election/internal/topology"
 )
 
 // gatewayDelay is the one-way delay the gateway-delay scenario puts on
@@ -25,124 +21,38 @@ const (
 	gatewayDelayFor = 5 * time.Second
 )
 
-// startTopology starts the servers of -supercluster or -leaf, and the
-// proxies in front of the links between them (h.routes, by the pair of
-// server indexes dialler → listener).
+// topology returns the servers of -supercluster or -leaf, and the proxies
+// in front of the links between them.
 //
 // -supercluster: regions C1, C2, C3 of one server each (three servers a
 // region would make nine server processes, too many for a machine of two
 // cores to keep to the timings the checker holds the workers to), each a
-// cluster of its own (a cluster of one server routes
-// to itself, which JetStream clustering requires), joined by gateways.
-// Server i reaches region j's gateway through a proxy of its own (i → j), so
-// that the harness can cut any region off; each server advertises a dead
-// gateway address, so that the gossip never gives a server a way around a
-// proxy (an attempt at it fails at once, and the next goes through the
-// proxy).
+// cluster of its own, joined by gateways. Server i reaches region j's
+// gateway through a proxy of its own (i → j), so that the harness can cut
+// any region off.
 //
 // -leaf: a hub with JetStream domain hub and a leaf node server with domain
 // leaf, the leaf dialling the hub through a proxy (leaf → hub).
-func (h *harness) startTopology() error {
-	h.routes = map[[2]int]*faultproxy.Proxy{}
-	if h.cfg.leaf {
-		return h.startLeaf()
+func (h *harness) topology(o topology.Options) (*topology.Topology, error) {
+	if !h.cfg.leaf {
+		return topology.Supercluster([]int{1, 1, 1}, o)
 	}
-	const n = 3
-	ports, err := embedded.FreePorts(4 * n) // client, route, gateway and monitoring ports
+	topo, err := topology.Leaf(o)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	client, route, gateway, monitor := ports[:n], ports[n:2*n], ports[2*n:3*n], ports[3*n:]
-	gateways := make([][]string, n)
-	for i := range n {
-		for j := range n {
-			if i == j {
-				continue
-			}
-			p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", gateway[j]))
-			if err != nil {
-				return err
-			}
-			h.routes[[2]int{i, j}] = p
-			gateways[i] = append(gateways[i], fmt.Sprintf("C%d=%s", j+1, p.URL()))
-		}
-	}
-	for i := range n {
-		region := fmt.Sprintf("C%d", i+1)
-		sp := h.newServer(region+"-S1", region, client[i], monitor[i])
-		sp.args = append(sp.args, "-cluster", region, "-cluster-port", strconv.Itoa(route[i]),
-			"-routes", fmt.Sprintf("nats-route://127.0.0.1:%d", route[i]), "-cluster-advertise", deadAddress,
-			"-gateway", region, "-gateway-port", strconv.Itoa(gateway[i]), "-gateway-advertise", deadAddress,
-			"-gateways", strings.Join(gateways[i], ","))
-	}
-	if err := h.startAll(); err != nil {
-		return err
-	}
-	return h.awaitFormed()
-}
-
-// awaitFormed waits until the supercluster is ready for JetStream, as
-// embedded.SuperclusterFormed reads it from the servers' monitoring
-// endpoints (nothing announces it): until then, creating the bucket would
-// only time out.
-func (h *harness) awaitFormed() error {
-	var monitors []string
-	for _, sp := range h.servers {
-		monitors = append(monitors, fmt.Sprintf("http://127.0.0.1:%d", sp.monitor))
-	}
-	deadline := time.Now().Add(startTimeout)
-	for {
-		formed, missing := embedded.SuperclusterFormed(monitors)
-		if formed {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the supercluster did not form within %v: %s", startTimeout, missing)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// startLeaf starts the hub and the leaf of -leaf (see startTopology).
-func (h *harness) startLeaf() error {
-	ports, err := embedded.FreePorts(5) // two client ports, the hub's leaf port, two monitoring ports
-	if err != nil {
-		return err
-	}
-	p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", ports[2]))
-	if err != nil {
-		return err
-	}
-	h.routes[[2]int{1, 0}] = p
-	hub := h.newServer("hub", "hub", ports[0], ports[3])
-	hub.args = append(hub.args, "-domain", "hub", "-leaf-port", strconv.Itoa(ports[2]))
-	leaf := h.newServer("leaf", "leaf", ports[1], ports[4])
 	// A leaf link notices a silent cut only by missed pings, at the leaf
 	// server's ping interval (2 minutes by default): until then every
 	// request to the hub times out rather than failing at once, and the
 	// link comes back only after the leaf has dropped it. A ping a TTL
 	// keeps that within a few TTLs, as docs/topologies.md advises.
-	leaf.args = append(leaf.args, "-domain", "leaf", "-ping-interval", h.cfg.ttl.String(),
-		"-leaf-remote", strings.Replace(p.URL(), "nats://", "nats-leaf://", 1))
-	return h.startAll()
-}
-
-// newServer adds a server process of the run to h.servers, with the
-// arguments every server takes.
-func (h *harness) newServer(name, region string, port, monitor int) *serverProc {
-	sp := &serverProc{name: name, region: region, port: port, monitor: monitor}
-	sp.args = []string{"server", "-name", sp.name, "-port", strconv.Itoa(sp.port),
-		"-store", filepath.Join(h.dir, "store-"+sp.name), "-monitor-port", strconv.Itoa(sp.monitor)}
-	if h.cfg.syncAlways {
-		sp.args = append(sp.args, "-sync-always")
-	}
-	h.servers = append(h.servers, sp)
-	return sp
+	topo.Server("leaf").PingInterval = h.cfg.ttl
+	return topo, nil
 }
 
 // home returns the server that holds the bucket in -supercluster (C1's)
 // and -leaf (the hub), nil in other modes.
-func (h *harness) home() *serverProc {
+func (h *harness) home() *topology.Process {
 	if !h.cfg.supercluster && !h.cfg.leaf {
 		return nil
 	}
@@ -153,7 +63,7 @@ func (h *harness) home() *serverProc {
 // the region with the fewest workers, the first of them on a tie. The
 // first workers go to regions 1, 2, 3, 1, …, and a replacement to the
 // region of the worker it replaces.
-func (h *harness) regionForWorker() *serverProc {
+func (h *harness) regionForWorker() *topology.Process {
 	h.mu.Lock()
 	load := map[string]int{}
 	for _, w := range h.workers {
@@ -162,7 +72,7 @@ func (h *harness) regionForWorker() *serverProc {
 	h.mu.Unlock()
 	var regions []string
 	for _, sp := range h.servers {
-		regions = append(regions, sp.region)
+		regions = append(regions, sp.Server.Region)
 	}
 	return h.servers[leastLoaded(regions, load)]
 }
@@ -186,8 +96,10 @@ func leastLoaded(regions []string, load map[string]int) int {
 // daemons run in every region anyway.
 func topologyScenarios(ttl time.Duration) []scenario {
 	least, most := 2*ttl, 4*ttl
-	region := func(i int) func(*harness) *serverProc { return func(h *harness) *serverProc { return h.servers[i] } }
-	cut := func(name, mode string, leader, cut func(*harness) *serverProc, how string, fault func(*faultproxy.Proxy)) scenario {
+	region := func(i int) func(*harness) *topology.Process {
+		return func(h *harness) *topology.Process { return h.servers[i] }
+	}
+	cut := func(name, mode string, leader, cut func(*harness) *topology.Process, how string, fault func(*faultproxy.Proxy)) scenario {
 		return scenario{name: name, mode: mode,
 			prepare: func(ctx context.Context, h *harness, l *workerProc) error { return h.leadFrom(ctx, l, leader(h), ttl) },
 			inject: func(ctx context.Context, h *harness, _ *workerProc) error {
@@ -201,13 +113,9 @@ func topologyScenarios(ttl time.Duration) []scenario {
 		cut("home-cut-loud", "supercluster", region(2), region(0), "loud", (*faultproxy.Proxy).Refuse),
 		{name: "gateway-delay", mode: "supercluster", inject: func(_ context.Context, h *harness, _ *workerProc) error {
 			h.rec.record(Event{Kind: "link-delay", Cause: gatewayDelay.String()})
-			for _, p := range h.routes {
-				p.Delay(gatewayDelay)
-			}
+			h.topo.Each(func(p *faultproxy.Proxy) { p.Delay(gatewayDelay) })
 			time.Sleep(gatewayDelayFor)
-			for _, p := range h.routes {
-				p.Heal()
-			}
+			h.topo.Heal()
 			h.rec.record(Event{Kind: "link-heal"})
 			return nil
 		}},
@@ -230,21 +138,21 @@ func topologyScenarios(ttl time.Duration) []scenario {
 // (SIGSTOP) every worker of the other regions until one of sp's wins, or 4
 // TTLs pass, then resumes them. A fleet run, and a region without workers
 // (-workers below the regions), are left as they are.
-func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *serverProc, ttl time.Duration) error {
-	if h.cfg.fleet || l.region == sp.region {
+func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *topology.Process, ttl time.Duration) error {
+	if h.cfg.fleet || l.region == sp.Server.Region {
 		return nil
 	}
 	h.mu.Lock()
 	var others []*workerProc
 	for _, w := range h.workers {
-		if w.region != sp.region {
+		if w.region != sp.Server.Region {
 			others = append(others, w)
 		}
 	}
 	none := len(others) == len(h.workers)
 	h.mu.Unlock()
 	if none { // fewer workers than regions: the fault goes ahead as it is
-		h.rec.record(Event{Kind: "skipped", Target: sp.region, Cause: "no worker in the region to lead from"})
+		h.rec.record(Event{Kind: "skipped", Target: sp.Server.Region, Cause: "no worker in the region to lead from"})
 		return nil
 	}
 	h.drainWins()
@@ -262,7 +170,7 @@ func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *serverProc, t
 		}
 		h.mu.Lock()
 		w := h.workers[ev.Worker]
-		won = w != nil && w.region == sp.region
+		won = w != nil && w.region == sp.Server.Region
 		h.mu.Unlock()
 	}
 	for _, w := range others {
@@ -270,7 +178,7 @@ func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *serverProc, t
 		h.rec.record(Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
 	}
 	if !won {
-		return fmt.Errorf("no worker of %s won within %v while the others were paused", sp.region, 4*ttl)
+		return fmt.Errorf("no worker of %s won within %v while the others were paused", sp.Server.Region, 4*ttl)
 	}
 	return nil
 }
@@ -281,34 +189,27 @@ func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *serverProc, t
 // cut is recorded once the fault is in place and its end before the heal,
 // so that every write sent within the record crossed a cut link (the
 // checker's "leaders across a cut", checkCuts).
-func (h *harness) isolate(ctx context.Context, sp *serverProc, how string, fault func(*faultproxy.Proxy), least, most time.Duration) error {
+func (h *harness) isolate(ctx context.Context, sp *topology.Process, how string, fault func(*faultproxy.Proxy), least, most time.Duration) error {
 	start := time.Now()
-	i := slices.Index(h.servers, sp)
-	for pair, p := range h.routes {
-		if pair[0] == i || pair[1] == i {
-			fault(p)
-		}
-	}
-	h.rec.record(Event{Kind: "region-cut", Target: sp.region, Cause: how})
+	h.topo.IsolateRegion(sp.Server.Region, fault)
+	h.rec.record(Event{Kind: "region-cut", Target: sp.Server.Region, Cause: how})
 	wait, cancel := context.WithTimeout(ctx, most)
 	defer cancel()
 	if _, won := h.nextWin(wait); won {
 		time.Sleep(time.Until(start.Add(least)))
 	}
-	h.rec.record(Event{Kind: "region-heal", Target: sp.region})
-	for _, p := range h.routes {
-		p.Heal()
-	}
+	h.rec.record(Event{Kind: "region-heal", Target: sp.Server.Region})
+	h.topo.Heal()
 	return nil
 }
 
 // down SIGKILLs sp, keeps it down for d, and restarts it; the checker
 // counts its region as cut off ("down") until the restart, and nobody as
 // able to lead if sp is the bucket's home.
-func (h *harness) down(sp *serverProc, d time.Duration) error {
+func (h *harness) down(sp *topology.Process, d time.Duration) error {
 	h.killServer(sp)
-	h.rec.record(Event{Kind: "region-cut", Target: sp.region, Cause: "down"})
+	h.rec.record(Event{Kind: "region-cut", Target: sp.Server.Region, Cause: "down"})
 	time.Sleep(d)
-	h.rec.record(Event{Kind: "region-heal", Target: sp.region})
+	h.rec.record(Event{Kind: "region-heal", Target: sp.Server.Region})
 	return h.startServer(sp)
 }

@@ -22,6 +22,7 @@ type Proxy struct {
 	hold    [2]bool // by direction: toServer, toClient
 	refuse  bool    // every connection is reset, open or new (Refuse)
 	delay   time.Duration
+	latency time.Duration
 	healed  chan struct{} // closed, and replaced, by every Heal and by Close
 	closed  bool
 	conns   map[net.Conn]struct{}
@@ -63,8 +64,14 @@ func (p *Proxy) Blackhole() { p.set(func() { p.hold = [2]bool{true, true} }) }
 // the client's writes arrive, but it hears nothing back.
 func (p *Proxy) HalfOpen() { p.set(func() { p.hold = [2]bool{false, true} }) }
 
-// Delay holds every chunk for d before forwarding it, until Heal.
+// Delay holds every chunk for d before forwarding it, until Heal: each
+// chunk in turn, so a burst waits longer.
 func (p *Proxy) Delay(d time.Duration) { p.set(func() { p.delay = d }) }
+
+// Latency forwards every chunk d after the proxy read it, until Heal: each
+// chunk on its own, without waiting behind the one before, as a network
+// link's latency does.
+func (p *Proxy) Latency(d time.Duration) { p.set(func() { p.latency = d }) }
 
 // Sent returns a channel closed once a chunk from a client holding text
 // has passed the faults toward the server: it reaches the server (after
@@ -106,7 +113,7 @@ func (p *Proxy) Heal() {
 	p.set(func() {
 		p.hold = [2]bool{}
 		p.refuse = false
-		p.delay = 0
+		p.delay, p.latency = 0, 0
 		p.releaseHeldLocked()
 	})
 }
@@ -211,42 +218,65 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 }
 
 // pipe copies from src to dst in one direction, applying the faults to each
-// chunk. When either side ends, both are closed.
+// chunk. A reader runs apart from the writer, so that a latency delays each
+// chunk from when it was read. When either side ends, both are closed.
 func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	defer p.wg.Done()
+	type chunk struct {
+		b    []byte
+		read time.Time
+	}
+	chunks := make(chan chunk, 64)
+	stop := make(chan struct{})
+	var reader sync.WaitGroup
+	reader.Go(func() {
+		defer close(chunks)
+		buf := make([]byte, 32*1024)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				select {
+				case chunks <- chunk{b: append([]byte(nil), buf[:n]...), read: time.Now()}:
+				case <-stop:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
 	defer func() {
+		close(stop)
 		dst.Close()
 		src.Close()
+		reader.Wait()
 		p.mu.Lock()
 		delete(p.conns, dst)
 		delete(p.conns, src)
 		p.mu.Unlock()
 	}()
-	buf := make([]byte, 32*1024)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			delay, healed, open := p.wait(direction, buf[:n])
-			if !open {
-				return
-			}
-			if delay > 0 {
-				holdFor(delay, healed)
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+	for c := range chunks {
+		delay, latency, healed, open := p.wait(direction, c.b)
+		if !open {
+			return
 		}
-		if err != nil {
+		if latency > 0 {
+			holdFor(time.Until(c.read.Add(latency)), healed)
+		}
+		if delay > 0 {
+			holdFor(delay, healed)
+		}
+		if _, err := dst.Write(c.b); err != nil {
 			return
 		}
 	}
 }
 
-// wait blocks while the direction is held, then returns the delay to apply
-// to chunk, a channel closed by the next Heal, and whether the proxy is
-// still open.
-func (p *Proxy) wait(direction int, chunk []byte) (time.Duration, <-chan struct{}, bool) {
+// wait blocks while the direction is held, then returns the delay and the
+// latency to apply to chunk, a channel closed by the next Heal, and whether
+// the proxy is still open.
+func (p *Proxy) wait(direction int, chunk []byte) (time.Duration, time.Duration, <-chan struct{}, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.hold[direction] && !p.closed {
@@ -255,11 +285,15 @@ func (p *Proxy) wait(direction int, chunk []byte) (time.Duration, <-chan struct{
 	if direction == toServer && !p.closed {
 		p.passedLocked(chunk)
 	}
-	return p.delay, p.healed, !p.closed
+	return p.delay, p.latency, p.healed, !p.closed
 }
 
-// holdFor waits for d, or until healed is closed.
+// holdFor waits for d (none if it is not positive), or until healed is
+// closed.
 func holdFor(d time.Duration, healed <-chan struct{}) {
+	if d <= 0 {
+		return
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
