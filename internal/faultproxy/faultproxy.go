@@ -70,7 +70,8 @@ func (p *Proxy) Delay(d time.Duration) { p.set(func() { p.delay = d }) }
 
 // Latency forwards every chunk d after the proxy read it, until Heal: each
 // chunk on its own, without waiting behind the one before, as a network
-// link's latency does.
+// link's latency does. A connection that has carried a chunk under a
+// latency goes on forwarding through a writer of its own, in order.
 func (p *Proxy) Latency(d time.Duration) { p.set(func() { p.latency = d }) }
 
 // Sent returns a channel closed once a chunk from a client holding text
@@ -218,59 +219,107 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 }
 
 // pipe copies from src to dst in one direction, applying the faults to each
-// chunk. A reader runs apart from the writer, so that a latency delays each
-// chunk from when it was read. When either side ends, both are closed.
+// chunk. When either side ends, both are closed.
 func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	defer p.wg.Done()
-	type chunk struct {
-		b    []byte
-		read time.Time
-	}
-	chunks := make(chan chunk, 64)
-	stop := make(chan struct{})
-	var reader sync.WaitGroup
-	reader.Go(func() {
-		defer close(chunks)
-		buf := make([]byte, 32*1024)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				select {
-				case chunks <- chunk{b: append([]byte(nil), buf[:n]...), read: time.Now()}:
-				case <-stop:
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	})
+	var late *lateWriter
 	defer func() {
-		close(stop)
 		dst.Close()
 		src.Close()
-		reader.Wait()
+		if late != nil {
+			late.stop()
+		}
 		p.mu.Lock()
 		delete(p.conns, dst)
 		delete(p.conns, src)
 		p.mu.Unlock()
 	}()
-	for c := range chunks {
-		delay, latency, healed, open := p.wait(direction, c.b)
-		if !open {
-			return
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			read := time.Now()
+			delay, latency, healed, open := p.wait(direction, buf[:n])
+			if !open {
+				return
+			}
+			if latency > 0 && late == nil {
+				late = newLateWriter(dst)
+			}
+			switch {
+			case late != nil: // once a chunk went late, every later one follows it, in order
+				if !late.send(lateChunk{b: append([]byte(nil), buf[:n]...), due: read.Add(latency), delay: delay, healed: healed}) {
+					return
+				}
+			default:
+				if delay > 0 {
+					holdFor(delay, healed)
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
 		}
-		if latency > 0 {
-			holdFor(time.Until(c.read.Add(latency)), healed)
-		}
-		if delay > 0 {
-			holdFor(delay, healed)
-		}
-		if _, err := dst.Write(c.b); err != nil {
+		if err != nil {
 			return
 		}
 	}
+}
+
+// lateChunk is a chunk a lateWriter writes at due, after holding it for
+// delay, or at once when healed is closed.
+type lateChunk struct {
+	b      []byte
+	due    time.Time
+	delay  time.Duration
+	healed <-chan struct{}
+}
+
+// lateWriter writes the chunks of a connection under a Latency, each when
+// it is due, while the pipe reads on: a chunk does not wait out the latency
+// of the one before it.
+type lateWriter struct {
+	chunks chan lateChunk
+	done   chan struct{} // closed by stop
+	exited chan struct{} // closed when the writer has returned
+}
+
+func newLateWriter(dst net.Conn) *lateWriter {
+	w := &lateWriter{chunks: make(chan lateChunk, 64), done: make(chan struct{}), exited: make(chan struct{})}
+	go func() {
+		defer close(w.exited)
+		for {
+			select {
+			case c := <-w.chunks:
+				holdFor(time.Until(c.due), c.healed)
+				holdFor(c.delay, c.healed)
+				if _, err := dst.Write(c.b); err != nil {
+					return
+				}
+			case <-w.done:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// send queues c, and reports false if the writer has returned (its write
+// failed).
+func (w *lateWriter) send(c lateChunk) bool {
+	select {
+	case w.chunks <- c:
+		return true
+	case <-w.exited:
+		return false
+	}
+}
+
+// stop ends the writer and waits for it; chunks not yet written are
+// dropped, as the connection is closing.
+func (w *lateWriter) stop() {
+	close(w.done)
+	<-w.exited
 }
 
 // wait blocks while the direction is held, then returns the delay and the
