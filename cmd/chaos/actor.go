@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/kvelect/election/cmd/chaos/record"
 )
 
 // The environment of an -agents run's daemons: the harness sets it on each
@@ -48,15 +50,15 @@ func runActor(args []string) error {
 	if err != nil {
 		return err
 	}
-	rec := newRecorder(harnessLink{conn}, node)
-	rec.record(Event{Kind: "start", Daemon: daemon, Token: token, PID: os.Getpid()})
+	rec := record.New(harnessLink{conn}, node)
+	rec.Record(record.Event{Kind: "start", Daemon: daemon, Token: token, PID: os.Getpid()})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	for ctx.Err() == nil {
 		c, err := connectWorker(ctx, node, urls, bucketName, "")
 		if err != nil {
-			rec.record(Event{Kind: "connect-error", Daemon: daemon, Token: token, Err: err.Error()})
+			rec.Record(record.Event{Kind: "connect-error", Daemon: daemon, Token: token, Err: err.Error()})
 			retry := time.NewTimer(actInterval) // binding fails at once while no server answers
 			select {
 			case <-ctx.Done():
@@ -69,7 +71,7 @@ func runActor(args []string) error {
 		actUntilDone(ctx, c.js, c.fence, rec, fenceSubject+"."+daemon, daemon, r)
 		c.nc.Close()
 	}
-	rec.record(Event{Kind: "stop", Daemon: daemon, Token: token, Cause: context.Cause(ctx).Error()})
+	rec.Record(record.Event{Kind: "stop", Daemon: daemon, Token: token, Cause: context.Cause(ctx).Error()})
 	return nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/kvelect/election/cmd/chaos/record"
 )
 
 // daemonShapes are the commands of an -agents run's daemons, one per
@@ -111,7 +113,7 @@ func (h *harness) spawnAgent(w *workerProc, urls string) error {
 	h.mu.Lock()
 	h.workers[w.name] = w
 	h.mu.Unlock()
-	h.rec.record(Event{Kind: "spawn", Target: w.name, PID: cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: "spawn", Target: w.name, PID: cmd.Process.Pid})
 	go h.followAgentLog(w, logR, log)
 	go func() {
 		cmd.Wait()
@@ -138,7 +140,7 @@ func (h *harness) followAgentLog(w *workerProc, r io.ReadCloser, log io.WriteClo
 			h.mu.Lock()
 			w.joined = true
 			h.mu.Unlock()
-			h.rec.record(Event{Kind: "joined", Target: w.name})
+			h.rec.Record(record.Event{Kind: "joined", Target: w.name})
 			h.signal()
 		}
 		if err != nil {
@@ -182,7 +184,7 @@ func (h *harness) followActor(conn net.Conn, seq int) {
 		}
 		h.mu.Unlock()
 		if a != nil {
-			h.rec.record(Event{Kind: "actor-gone", Target: a.node, Daemon: a.daemon, PID: a.pid, Token: a.token})
+			h.rec.Record(record.Event{Kind: "actor-gone", Target: a.node, Daemon: a.daemon, PID: a.pid, Token: a.token})
 		}
 		h.signal()
 	}()
@@ -196,7 +198,7 @@ func (h *harness) followActor(conn net.Conn, seq int) {
 	for lines.Scan() {
 		line := lines.Bytes()
 		out.Write(append(line, '\n'))
-		var ev Event
+		var ev record.Event
 		if json.Unmarshal(line, &ev) != nil {
 			continue
 		}
@@ -242,12 +244,12 @@ func (h *harness) endActors() {
 	}
 	h.mu.Lock()
 	for a := range h.actors {
-		h.rec.record(Event{Kind: "leftover", Target: a.node, Daemon: a.daemon, PID: a.pid, Token: a.token})
+		h.rec.Record(record.Event{Kind: "leftover", Target: a.node, Daemon: a.daemon, PID: a.pid, Token: a.token})
 		syscall.Kill(a.pid, syscall.SIGKILL)
 	}
 	h.mu.Unlock()
 	if !h.awaitActors(startTimeout) {
-		h.rec.record(Event{Kind: "leftover-error", Err: "actors still connected after they were killed"})
+		h.rec.Record(record.Event{Kind: "leftover-error", Err: "actors still connected after they were killed"})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -30,7 +31,7 @@ const recordPrefix = "chaos.record."
 // while it still holds it. The resolution of the KV check counts the
 // revisions neither saw.
 type audit struct {
-	rec     *recorder
+	rec     *record.Recorder
 	conns   []*nats.Conn
 	consume jetstream.ConsumeContext
 
@@ -45,7 +46,7 @@ func startAudit(ctx context.Context, js jetstream.JetStream, urls, path string) 
 	if err != nil {
 		return nil, err
 	}
-	a := &audit{rec: newRecorder(f, "audit"), seen: map[uint64]bool{}}
+	a := &audit{rec: record.New(f, "audit"), seen: map[uint64]bool{}}
 	for _, url := range strings.Split(urls, ",") {
 		nc, err := nats.Connect(url, nats.Name("chaos-audit"), nats.MaxReconnects(-1),
 			nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
@@ -95,13 +96,13 @@ func (a *audit) note(rev uint64, subject string, hdr nats.Header, data []byte) {
 	if op == "" {
 		op = "PUT"
 	}
-	ev := Event{Kind: "audit", Rev: rev, Op: op, Key: strings.TrimPrefix(subject, fmt.Sprintf("$KV.%s.", bucketName)),
+	ev := record.Event{Kind: "audit", Rev: rev, Op: op, Key: strings.TrimPrefix(subject, fmt.Sprintf("$KV.%s.", bucketName)),
 		Worker: string(data), Value: string(data)}
 	if expected := hdr.Get(jetstream.ExpectedLastSubjSeqHeader); expected != "" {
 		ev.Conditional = true
 		ev.Expected, _ = strconv.ParseUint(expected, 10, 64)
 	}
-	a.rec.record(ev)
+	a.rec.Record(ev)
 }
 
 // stop waits for what each server has sent so far, and stops recording.
@@ -124,7 +125,7 @@ func (h *harness) recordLastRevision() {
 		if err != nil {
 			return err
 		}
-		h.rec.record(Event{Kind: "last-revision", Rev: s.CachedInfo().State.LastSeq})
+		h.rec.Record(record.Event{Kind: "last-revision", Rev: s.CachedInfo().State.LastSeq})
 		return nil
 	})
 	if err != nil {

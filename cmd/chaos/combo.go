@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/kvelect/election/internal/faultproxy"
 )
 
@@ -87,7 +88,7 @@ func (h *harness) combo(ctx context.Context, l *workerProc, ttl time.Duration) e
 	for _, f := range drawn {
 		names = append(names, f.name)
 	}
-	h.rec.record(Event{Kind: "combo", Cause: strings.Join(names, "+")})
+	h.rec.Record(record.Event{Kind: "combo", Cause: strings.Join(names, "+")})
 	var wg sync.WaitGroup
 	errs := make(chan error, len(drawn))
 	for i, f := range drawn {

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/chaos/check"
+	"github.com/kvelect/election/cmd/chaos/record"
 	lhistory "github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/topology"
@@ -42,7 +43,7 @@ type harness struct {
 	cfg  config
 	dir  string
 	self string
-	rec  *recorder
+	rec  *record.Recorder
 	t0   int64
 
 	rngMu sync.Mutex
@@ -67,8 +68,8 @@ type harness struct {
 	// after it settles a holder (one in flight across a fault does not).
 	settledFrom int64
 	nextID      int
-	wins        chan Event    // won events, one at least since drainWins if any came
-	changed     chan struct{} // signalled when holders or settled may have changed
+	wins        chan record.Event // won events, one at least since drainWins if any came
+	changed     chan struct{}     // signalled when holders or settled may have changed
 
 	// An -agents run's: the election binary its agents run, the socket
 	// their daemons' actors write their records to, the actors connected
@@ -108,9 +109,9 @@ func newHarness(cfg config, dir string) (*harness, error) {
 		return nil, err
 	}
 	return &harness{
-		cfg: cfg, dir: dir, self: self, rec: newRecorder(f, "harness"), t0: monotonicNow(), rng: newRand(cfg.seed),
+		cfg: cfg, dir: dir, self: self, rec: record.New(f, "harness"), t0: record.Now(), rng: newRand(cfg.seed),
 		workers: map[string]*workerProc{}, holders: map[string]string{}, settled: map[string]bool{},
-		wins: make(chan Event, 4096), changed: make(chan struct{}, 1),
+		wins: make(chan record.Event, 4096), changed: make(chan struct{}, 1),
 		actors: map[*actorProc]bool{}, holderActor: map[string]*actorProc{},
 	}, nil
 }
@@ -167,13 +168,13 @@ func (h *harness) startServer(sp *topology.Process) error {
 	if err := sp.Start(); err != nil {
 		return err
 	}
-	h.rec.record(Event{Kind: "server-up", Target: sp.Server.Name, PID: sp.Pid()})
+	h.rec.Record(record.Event{Kind: "server-up", Target: sp.Server.Name, PID: sp.Pid()})
 	return nil
 }
 
 // killServer SIGKILLs a server process and waits for it to die.
 func (h *harness) killServer(sp *topology.Process) {
-	h.rec.record(Event{Kind: "server-kill", Target: sp.Server.Name, PID: sp.Pid()})
+	h.rec.Record(record.Event{Kind: "server-kill", Target: sp.Server.Name, PID: sp.Pid()})
 	sp.Kill()
 }
 
@@ -227,7 +228,7 @@ func (h *harness) setup(ctx context.Context) error {
 		}
 		// The key faults' writes are recorded with the workers' for the
 		// linearizability check.
-		h.kv = &recordingKV{KeyValue: kv, rec: h.rec}
+		h.kv = &record.KV{KeyValue: kv, Rec: h.rec}
 		// Created from the home server, without a placement of its own,
 		// the history stream goes where its request came from.
 		if _, err := lhistory.Create(ctx, h.js, bucketName, time.Hour); err != nil {
@@ -254,8 +255,8 @@ func (h *harness) dumpFence() {
 		return
 	}
 	defer f.Close()
-	out := newRecorder(f, "fence")
-	var records []Event
+	out := record.New(f, "fence")
+	var records []record.Event
 	err = retry(context.Background(), 30*time.Second, func(ctx context.Context) error {
 		records = records[:0]
 		s, err := h.js.Stream(ctx, fenceStream)
@@ -283,7 +284,7 @@ func (h *harness) dumpFence() {
 					return err
 				}
 				daemon := strings.TrimPrefix(strings.TrimPrefix(m.Subject(), fenceSubject), ".")
-				records = append(records, Event{Kind: "fence", Daemon: daemon, Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq, PID: r.PID, Sent: r.Sent})
+				records = append(records, record.Event{Kind: "fence", Daemon: daemon, Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq, PID: r.PID, Sent: r.Sent})
 			}
 			if err := batch.Error(); err != nil {
 				return err
@@ -292,11 +293,11 @@ func (h *harness) dumpFence() {
 		return nil
 	})
 	if err != nil {
-		out.record(Event{Kind: "fence-error", Err: err.Error()})
+		out.Record(record.Event{Kind: "fence-error", Err: err.Error()})
 		return
 	}
 	for _, r := range records {
-		out.record(r)
+		out.Record(r)
 	}
 }
 
@@ -309,7 +310,7 @@ func (h *harness) dumpLeadership() {
 		return
 	}
 	defer f.Close()
-	out := newRecorder(f, "leadership")
+	out := record.New(f, "leadership")
 	var events []lhistory.Event
 	err = retry(context.Background(), 30*time.Second, func(ctx context.Context) error {
 		history, err := lhistory.Open(ctx, h.js, bucketName)
@@ -320,11 +321,11 @@ func (h *harness) dumpLeadership() {
 		return err
 	})
 	if err != nil {
-		out.record(Event{Kind: "leadership-error", Err: err.Error()})
+		out.Record(record.Event{Kind: "leadership-error", Err: err.Error()})
 		return
 	}
 	for _, ev := range events {
-		out.record(Event{Kind: "recorded-" + ev.Kind, Target: ev.Name, Token: ev.Token, Cause: ev.After + ev.Cause})
+		out.Record(record.Event{Kind: "recorded-" + ev.Kind, Target: ev.Name, Token: ev.Token, Cause: ev.After + ev.Cause})
 	}
 }
 
@@ -412,7 +413,7 @@ func (h *harness) spawnWorker() error {
 	h.mu.Lock()
 	h.workers[name] = w
 	h.mu.Unlock()
-	h.rec.record(Event{Kind: "spawn", Target: name, PID: cmd.Process.Pid, Region: w.region})
+	h.rec.Record(record.Event{Kind: "spawn", Target: name, PID: cmd.Process.Pid, Region: w.region})
 
 	go func() {
 		h.follow(out, history)
@@ -440,9 +441,9 @@ func (h *harness) exited(w *workerProc) {
 	h.mu.Unlock()
 	h.signal()
 	if crashed {
-		h.rec.record(Event{Kind: "crash", Target: w.name, Cause: w.cmd.ProcessState.String()})
+		h.rec.Record(record.Event{Kind: "crash", Target: w.name, Cause: w.cmd.ProcessState.String()})
 	}
-	h.rec.record(Event{Kind: "exit", Target: w.name, PID: w.cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: "exit", Target: w.name, PID: w.cmd.Process.Pid})
 	close(w.done)
 }
 
@@ -453,7 +454,7 @@ func (h *harness) follow(out io.Reader, history io.Writer) {
 	for sc.Scan() {
 		line := sc.Bytes()
 		history.Write(append(line, '\n'))
-		var ev Event
+		var ev record.Event
 		if json.Unmarshal(line, &ev) != nil {
 			continue
 		}
@@ -467,7 +468,7 @@ func (h *harness) follow(out io.Reader, history io.Writer) {
 			}
 		case ev.Kind == "lost" && h.holders[ev.Daemon] == ev.Worker:
 			delete(h.holders, ev.Daemon)
-		case ev.leaseWrite() && ev.Op == "update" && h.holders[ev.Daemon] == ev.Worker && ev.Sent > h.settledFrom:
+		case ev.LeaseWrite() && ev.Op == "update" && h.holders[ev.Daemon] == ev.Worker && ev.Sent > h.settledFrom:
 			h.settled[ev.Daemon] = true
 		case ev.Kind == "joined":
 			if w := h.workers[ev.Worker]; w != nil {
@@ -497,7 +498,7 @@ func (h *harness) signal() {
 func (h *harness) unsettle() {
 	h.mu.Lock()
 	clear(h.settled)
-	h.settledFrom = monotonicNow()
+	h.settledFrom = record.Now()
 	h.mu.Unlock()
 }
 
@@ -545,19 +546,7 @@ func (h *harness) target() (*workerProc, bool) {
 			busiest = w
 		}
 	}
-	return busiest, busiest != nil && spread(load) <= 1
-}
-
-// spread returns max − min of the loads (0 for none).
-func spread(load map[string]int) int {
-	if len(load) == 0 {
-		return 0
-	}
-	lo, hi := math.MaxInt, 0
-	for _, n := range load {
-		lo, hi = min(lo, n), max(hi, n)
-	}
-	return hi - lo
+	return busiest, busiest != nil && check.Spread(load) <= 1
 }
 
 // drainWins forgets the wins seen so far.
@@ -572,12 +561,12 @@ func (h *harness) drainWins() {
 }
 
 // nextWin waits for a win after the fault, until ctx is done.
-func (h *harness) nextWin(ctx context.Context) (Event, bool) {
+func (h *harness) nextWin(ctx context.Context) (record.Event, bool) {
 	select {
 	case ev := <-h.wins:
 		return ev, true
 	case <-ctx.Done():
-		return Event{}, false
+		return record.Event{}, false
 	}
 }
 
@@ -621,7 +610,7 @@ func (h *harness) retire(w *workerProc, kind string, sig syscall.Signal) {
 	w.expected = true
 	delete(h.workers, w.name)
 	h.mu.Unlock()
-	h.rec.record(Event{Kind: kind, Target: w.name, PID: w.cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: kind, Target: w.name, PID: w.cmd.Process.Pid})
 	w.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot act on SIGTERM
 	w.cmd.Process.Signal(sig)
 }
@@ -635,7 +624,7 @@ func (h *harness) awaitExit(w *workerProc) {
 	select {
 	case <-w.done:
 	case <-time.After(startTimeout):
-		h.rec.record(Event{Kind: "crash", Target: w.name, Cause: "hung on SIGTERM"})
+		h.rec.Record(record.Event{Kind: "crash", Target: w.name, Cause: "hung on SIGTERM"})
 		w.cmd.Process.Kill()
 		<-w.done
 	}
@@ -643,11 +632,11 @@ func (h *harness) awaitExit(w *workerProc) {
 
 // pause stops a worker with SIGSTOP for d, then continues it.
 func (h *harness) pause(w *workerProc, d time.Duration) {
-	h.rec.record(Event{Kind: "pause", Target: w.name, PID: w.cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: "pause", Target: w.name, PID: w.cmd.Process.Pid})
 	w.cmd.Process.Signal(syscall.SIGSTOP)
 	time.Sleep(d)
 	w.cmd.Process.Signal(syscall.SIGCONT)
-	h.rec.record(Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
 }
 
 // stopAll stops the workers gracefully, all at once, and waits for them.
@@ -663,7 +652,7 @@ func (h *harness) stopAll(ws []*workerProc) {
 // shutdown stops every worker gracefully, then in an -agents run waits for
 // the actors to go (and kills those left over), then stops the servers.
 func (h *harness) shutdown() {
-	h.rec.record(Event{Kind: "shutdown"})
+	h.rec.Record(record.Event{Kind: "shutdown"})
 	h.mu.Lock()
 	var ws []*workerProc
 	for _, w := range h.workers {
@@ -692,5 +681,5 @@ func (h *harness) shutdown() {
 	if h.topo != nil {
 		h.topo.Close()
 	}
-	h.rec.record(Event{Kind: "end"})
+	h.rec.Record(record.Event{Kind: "end"})
 }

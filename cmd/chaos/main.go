@@ -50,11 +50,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/chaos/check"
 	"github.com/kvelect/election/internal/sim"
 	"github.com/kvelect/election/internal/topology"
 )
@@ -304,6 +306,16 @@ func (cfg config) mode() string {
 		return "leaf"
 	}
 	return "single"
+}
+
+// checkParams is what the checker is told of the run besides its files.
+func (cfg config) checkParams() check.Params {
+	p := check.Params{TTL: cfg.ttl, Workers: cfg.workers, Rounds: cfg.rounds, Cluster: cfg.cluster, Topology: cfg.topology(),
+		SyncAlways: cfg.syncAlways, Seed: cfg.seed, Fleet: cfg.fleet, Agents: cfg.agents, Daemons: cfg.daemons, StopDelay: cfg.stopDelay}
+	if cfg.html != "" { // the drawn history goes beside the timeline page
+		p.PageDir = filepath.Dir(cfg.html)
+	}
+	return p
 }
 
 // topology returns "supercluster" or "leaf" for those modes, else "".

@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/kvelect/election/cmd/chaos/check"
+	"github.com/kvelect/election/cmd/chaos/record"
+	"github.com/kvelect/election/cmd/chaos/report"
 )
 
 // runChaos runs the harness, checks the histories and prints the report. It
@@ -31,26 +35,26 @@ func runChaos(cfg config) int {
 		}
 	}
 	harnessErr := err
-	rep, err := check(cfg, dir)
+	rep, err := check.Dir(dir, cfg.checkParams())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: checking: %v (histories kept in %s)\n", err, dir)
 		return 2
 	}
-	rep.print(os.Stdout, cfg)
+	report.Print(os.Stdout, rep, cfg.json)
 	if cfg.html != "" {
-		if err := writeHTML(cfg.html, rep); err != nil {
+		if err := report.WriteHTML(cfg.html, rep); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos: html:", err)
 		}
 	}
 	switch {
 	case harnessErr != nil:
-	case !rep.ok() || cfg.keep:
+	case !rep.OK() || cfg.keep:
 		fmt.Fprintf(os.Stderr, "chaos: histories kept in %s\n", dir)
 	default:
 		os.RemoveAll(dir)
 	}
 	switch {
-	case !rep.ok():
+	case !rep.OK():
 		return 1
 	case harnessErr != nil:
 		return 2
@@ -65,7 +69,7 @@ func (h *harness) run(ctx context.Context) error {
 		return err
 	}
 	if home := h.home(); home != nil {
-		h.rec.record(Event{Kind: "topology", Target: home.Server.Region})
+		h.rec.Record(record.Event{Kind: "topology", Target: home.Server.Region})
 	}
 	if err := h.setup(ctx); err != nil {
 		return fmt.Errorf("creating the bucket: %w", err)
@@ -76,7 +80,7 @@ func (h *harness) run(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	h.rec.record(Event{Kind: "cold-start"})
+	h.rec.Record(record.Event{Kind: "cold-start"})
 	for range h.cfg.workers {
 		if err := h.spawnWorker(); err != nil {
 			return err
@@ -85,7 +89,7 @@ func (h *harness) run(ctx context.Context) error {
 	for round := range h.cfg.rounds {
 		for _, sc := range h.cfg.chosen() {
 			if h.cfg.budget > 0 && time.Since(start) > h.cfg.budget {
-				h.rec.record(Event{Kind: "budget-spent"})
+				h.rec.Record(record.Event{Kind: "budget-spent"})
 				return h.settle(ctx)
 			}
 			if err := h.inject(ctx, round, sc); err != nil {
@@ -106,7 +110,7 @@ func (h *harness) inject(ctx context.Context, round int, sc scenario) error {
 		return err
 	}
 	if sc.prepare != nil {
-		h.rec.record(Event{Kind: "prepare", Scenario: sc.name, Target: leader.name})
+		h.rec.Record(record.Event{Kind: "prepare", Scenario: sc.name, Target: leader.name})
 		if err := sc.prepare(ctx, h, leader); err != nil {
 			return fmt.Errorf("preparing: %w", err)
 		}
@@ -117,11 +121,11 @@ func (h *harness) inject(ctx context.Context, round int, sc scenario) error {
 	}
 	h.drainWins()
 	h.unsettle()
-	h.rec.record(Event{Kind: "fault", Scenario: sc.name, Target: leader.name, Seq: round + 1})
+	h.rec.Record(record.Event{Kind: "fault", Scenario: sc.name, Target: leader.name, Seq: round + 1})
 	if err := sc.inject(ctx, h, leader); err != nil {
 		return err
 	}
-	h.rec.record(Event{Kind: "heal", Scenario: sc.name})
+	h.rec.Record(record.Event{Kind: "heal", Scenario: sc.name})
 	// A renewal that raced the fault (sent before a purge landed, say) does
 	// not count: wait for one sent after the heal.
 	h.unsettle()

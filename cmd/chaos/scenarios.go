@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/topology"
@@ -141,7 +142,7 @@ func scenarios(ttl time.Duration) []scenario {
 		{name: "leaders-server-pause-3", mode: "cluster", inject: func(_ context.Context, h *harness, l *workerProc) error {
 			sp, err := h.serverOf(l)
 			if err != nil { // an agent does not say: nothing to aim at
-				h.rec.record(Event{Kind: "skipped", Target: l.name, Cause: err.Error()})
+				h.rec.Record(record.Event{Kind: "skipped", Target: l.name, Cause: err.Error()})
 				return nil
 			}
 			h.pauseServers(times(3), sp)
@@ -204,11 +205,11 @@ func routeCut(d time.Duration, pick func(*harness, context.Context) (*topology.P
 		if err != nil {
 			return err
 		}
-		h.rec.record(Event{Kind: "route-cut", Target: sp.Server.Name})
+		h.rec.Record(record.Event{Kind: "route-cut", Target: sp.Server.Name})
 		h.topo.IsolateServer(sp.Server.Name, fault)
 		time.Sleep(d)
 		h.topo.Heal()
-		h.rec.record(Event{Kind: "route-heal", Target: sp.Server.Name})
+		h.rec.Record(record.Event{Kind: "route-heal", Target: sp.Server.Name})
 		return nil
 	}
 }
@@ -223,7 +224,7 @@ func (h *harness) pauseServers(d time.Duration, sps ...*topology.Process) {
 // stopServers stops servers with SIGSTOP, recording it.
 func (h *harness) stopServers(sps ...*topology.Process) {
 	for _, sp := range sps {
-		h.rec.record(Event{Kind: "server-pause", Target: sp.Server.Name, PID: sp.Pid()})
+		h.rec.Record(record.Event{Kind: "server-pause", Target: sp.Server.Name, PID: sp.Pid()})
 		sp.Signal(syscall.SIGSTOP)
 	}
 }
@@ -232,7 +233,7 @@ func (h *harness) stopServers(sps ...*topology.Process) {
 func (h *harness) continueServers(sps ...*topology.Process) {
 	for _, sp := range sps {
 		sp.Signal(syscall.SIGCONT)
-		h.rec.record(Event{Kind: "server-resume", Target: sp.Server.Name, PID: sp.Pid()})
+		h.rec.Record(record.Event{Kind: "server-resume", Target: sp.Server.Name, PID: sp.Pid()})
 	}
 }
 
@@ -288,14 +289,14 @@ func (h *harness) stopGuard(l *workerProc, hold time.Duration, also func(daemon 
 	if err != nil {
 		return fmt.Errorf("daemon %s on %s: %w", a.daemon, l.name, err)
 	}
-	h.rec.record(Event{Kind: "guard-pause", Target: l.name, Daemon: a.daemon, PID: a.pid})
+	h.rec.Record(record.Event{Kind: "guard-pause", Target: l.name, Daemon: a.daemon, PID: a.pid})
 	syscall.Kill(guard, syscall.SIGSTOP)
 	err = also(a.daemon)
 	time.Sleep(hold)
 	if isGuard(guard) { // its agent kills it once the daemon is gone
 		syscall.Kill(guard, syscall.SIGCONT)
 	}
-	h.rec.record(Event{Kind: "guard-resume", Target: l.name, Daemon: a.daemon, PID: a.pid})
+	h.rec.Record(record.Event{Kind: "guard-resume", Target: l.name, Daemon: a.daemon, PID: a.pid})
 	return err
 }
 
@@ -335,11 +336,11 @@ func pause(d time.Duration) func(context.Context, *harness, *workerProc) error {
 // successor's write over its key and must stand down without vouching for
 // it, since the cut-off successor still believes it leads.
 func (h *harness) staleResume(ctx context.Context, l *workerProc, ttl time.Duration) error {
-	h.rec.record(Event{Kind: "pause", Target: l.name, PID: l.cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: "pause", Target: l.name, PID: l.cmd.Process.Pid})
 	l.cmd.Process.Signal(syscall.SIGSTOP)
 	resume := func() error {
 		l.cmd.Process.Signal(syscall.SIGCONT)
-		h.rec.record(Event{Kind: "resume", Target: l.name, PID: l.cmd.Process.Pid})
+		h.rec.Record(record.Event{Kind: "resume", Target: l.name, PID: l.cmd.Process.Pid})
 		return nil
 	}
 	wait, cancel := context.WithTimeout(ctx, 4*ttl)
@@ -395,9 +396,9 @@ func (h *harness) outage(d time.Duration, down ...*topology.Process) error {
 	for _, sp := range down {
 		h.killServer(sp)
 	}
-	h.rec.record(Event{Kind: "outage-start", Target: fmt.Sprint(len(down))})
+	h.rec.Record(record.Event{Kind: "outage-start", Target: fmt.Sprint(len(down))})
 	time.Sleep(d)
-	h.rec.record(Event{Kind: "outage-end"})
+	h.rec.Record(record.Event{Kind: "outage-end"})
 	for _, sp := range down {
 		if err := h.startServer(sp); err != nil {
 			return err

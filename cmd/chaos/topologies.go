@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/topology"
 )
@@ -112,11 +113,11 @@ func topologyScenarios(ttl time.Duration) []scenario {
 		cut("home-cut", "supercluster", region(1), region(0), "blackhole", (*faultproxy.Proxy).Blackhole),
 		cut("home-cut-loud", "supercluster", region(2), region(0), "loud", (*faultproxy.Proxy).Refuse),
 		{name: "gateway-delay", mode: "supercluster", inject: func(_ context.Context, h *harness, _ *workerProc) error {
-			h.rec.record(Event{Kind: "link-delay", Cause: gatewayDelay.String()})
+			h.rec.Record(record.Event{Kind: "link-delay", Cause: gatewayDelay.String()})
 			h.topo.Each(func(p *faultproxy.Proxy) { p.Delay(gatewayDelay) })
 			time.Sleep(gatewayDelayFor)
 			h.topo.Heal()
-			h.rec.record(Event{Kind: "link-heal"})
+			h.rec.Record(record.Event{Kind: "link-heal"})
 			return nil
 		}},
 		{name: "home-server-restart", mode: "supercluster", inject: func(_ context.Context, h *harness, _ *workerProc) error {
@@ -152,12 +153,12 @@ func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *topology.Proc
 	none := len(others) == len(h.workers)
 	h.mu.Unlock()
 	if none { // fewer workers than regions: the fault goes ahead as it is
-		h.rec.record(Event{Kind: "skipped", Target: sp.Server.Region, Cause: "no worker in the region to lead from"})
+		h.rec.Record(record.Event{Kind: "skipped", Target: sp.Server.Region, Cause: "no worker in the region to lead from"})
 		return nil
 	}
 	h.drainWins()
 	for _, w := range others {
-		h.rec.record(Event{Kind: "pause", Target: w.name, PID: w.cmd.Process.Pid})
+		h.rec.Record(record.Event{Kind: "pause", Target: w.name, PID: w.cmd.Process.Pid})
 		w.cmd.Process.Signal(syscall.SIGSTOP)
 	}
 	wait, cancel := context.WithTimeout(ctx, 4*ttl)
@@ -175,7 +176,7 @@ func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *topology.Proc
 	}
 	for _, w := range others {
 		w.cmd.Process.Signal(syscall.SIGCONT)
-		h.rec.record(Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
+		h.rec.Record(record.Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
 	}
 	if !won {
 		return fmt.Errorf("no worker of %s won within %v while the others were paused", sp.Server.Region, 4*ttl)
@@ -192,13 +193,13 @@ func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *topology.Proc
 func (h *harness) isolate(ctx context.Context, sp *topology.Process, how string, fault func(*faultproxy.Proxy), least, most time.Duration) error {
 	start := time.Now()
 	h.topo.IsolateRegion(sp.Server.Region, fault)
-	h.rec.record(Event{Kind: "region-cut", Target: sp.Server.Region, Cause: how})
+	h.rec.Record(record.Event{Kind: "region-cut", Target: sp.Server.Region, Cause: how})
 	wait, cancel := context.WithTimeout(ctx, most)
 	defer cancel()
 	if _, won := h.nextWin(wait); won {
 		time.Sleep(time.Until(start.Add(least)))
 	}
-	h.rec.record(Event{Kind: "region-heal", Target: sp.Server.Region})
+	h.rec.Record(record.Event{Kind: "region-heal", Target: sp.Server.Region})
 	h.topo.Heal()
 	return nil
 }
@@ -208,8 +209,8 @@ func (h *harness) isolate(ctx context.Context, sp *topology.Process, how string,
 // able to lead if sp is the bucket's home.
 func (h *harness) down(sp *topology.Process, d time.Duration) error {
 	h.killServer(sp)
-	h.rec.record(Event{Kind: "region-cut", Target: sp.Server.Region, Cause: "down"})
+	h.rec.Record(record.Event{Kind: "region-cut", Target: sp.Server.Region, Cause: "down"})
 	time.Sleep(d)
-	h.rec.record(Event{Kind: "region-heal", Target: sp.Server.Region})
+	h.rec.Record(record.Event{Kind: "region-heal", Target: sp.Server.Region})
 	return h.startServer(sp)
 }

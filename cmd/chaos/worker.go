@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/chaos/record"
 	lhistory "github.com/kvelect/election/history"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,12 +51,12 @@ func runWorker(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rec := newRecorder(os.Stdout, *name)
+	rec := record.New(os.Stdout, *name)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
 	c, err := connectWorker(ctx, *name, *urls, *bucket, *domain, func(server string) {
-		rec.record(Event{Kind: "connected", Target: server}) // which server client faults of a cluster aim at
+		rec.Record(record.Event{Kind: "connected", Target: server}) // which server client faults of a cluster aim at
 	})
 	if err != nil {
 		return err
@@ -76,8 +77,8 @@ func runWorker(args []string) error {
 		election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
 			token, _ := election.TokenFromContext(leading)
-			rec.record(Event{Kind: "won", Token: token})
-			context.AfterFunc(leading, func() { rec.record(Event{Kind: "lost", Token: token}) })
+			rec.Record(record.Event{Kind: "won", Token: token})
+			context.AfterFunc(leading, func() { rec.Record(record.Event{Kind: "lost", Token: token}) })
 			// Work that takes time to stop (a command on SIGTERM, a daemon
 			// draining) goes on acting with its token for the stop delay
 			// after its context is cancelled; no successor may lead before
@@ -90,9 +91,9 @@ func runWorker(args []string) error {
 				actUntilDone(stopping, js, fence, rec, fenceSubject, "", r)
 				cancel()
 			}
-			rec.record(Event{Kind: "returned", Token: token})
+			rec.Record(record.Event{Kind: "returned", Token: token})
 		}),
-		election.OnLost(func(cause error) { rec.record(Event{Kind: "cause", Cause: cause.Error()}) }),
+		election.OnLost(func(cause error) { rec.Record(record.Event{Kind: "cause", Cause: cause.Error()}) }),
 	}
 	if *unsafeTTL {
 		opts = append(opts, election.WithUnsafeShortTTL())
@@ -101,13 +102,13 @@ func runWorker(args []string) error {
 	if *preferHigher > 0 {
 		opts = append(opts, election.WithPreferHigher(*preferHigher))
 	}
-	e, err := election.NewElection(ctx, *name, *key, &recordingKV{KeyValue: kv, rec: rec, acked: acked}, opts...)
+	e, err := election.NewElection(ctx, *name, *key, &record.KV{KeyValue: kv, Rec: rec, Acked: acked}, opts...)
 	if err != nil {
 		return err
 	}
-	rec.record(Event{Kind: "start", PID: os.Getpid()})
+	rec.Record(record.Event{Kind: "start", PID: os.Getpid()})
 	err = e.Start(ctx)
-	rec.record(Event{Kind: "exit"})
+	rec.Record(record.Event{Kind: "exit"})
 	io.Copy(io.Discard, os.Stdin)
 	return err
 }
@@ -237,7 +238,7 @@ type fenceRecord struct {
 // actInterval until leadership ends: read the last record, refuse to write
 // if it carries a higher token, else append with a compare-and-set on its
 // sequence. Its acts are recorded for daemon ("" in a single-key run).
-func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *recorder, subject, daemon string, r fenceRecord) {
+func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *record.Recorder, subject, daemon string, r fenceRecord) {
 	tick := time.NewTicker(actInterval)
 	defer tick.Stop()
 	for seq := 1; ; seq++ {
@@ -246,17 +247,17 @@ func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstre
 			return
 		case <-tick.C:
 		}
-		sent := monotonicNow()
+		sent := record.Now()
 		ctx, cancel := context.WithTimeout(leading, time.Second)
 		r.Seq = seq
 		r.Sent = sent
 		accepted, stale, err := fencedAppend(ctx, js, fence, subject, r)
 		cancel()
-		ev := Event{Kind: "act", Daemon: daemon, Sent: sent, Token: r.Token, Seq: seq, Accepted: accepted, Stale: stale}
+		ev := record.Event{Kind: "act", Daemon: daemon, Sent: sent, Token: r.Token, Seq: seq, Accepted: accepted, Stale: stale}
 		if err != nil {
 			ev.Err = err.Error()
 		}
-		rec.record(ev)
+		rec.Record(ev)
 	}
 }
 
@@ -285,107 +286,4 @@ func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.S
 		return false, false, err
 	}
 	return true, false, nil
-}
-
-// recordingKV records the writes made through it (Create, Update, Delete,
-// Purge, Put): the key, when each was sent, when it returned, and how; an
-// Update's expected revision. Each is recorded twice: as it is sent and as
-// it returns, so that a write in flight when the process is killed is known
-// (the server may have applied it) although it never returns. With daemonOf (a fleet run's many keys), the
-// daemon a call is about, if any.
-type recordingKV struct {
-	jetstream.KeyValue
-	rec      *recorder
-	daemonOf func(key string) (daemon string, ok bool)
-	// acked, if set, is signalled (without blocking) when a Create or
-	// Update returns without error.
-	acked chan<- struct{}
-}
-
-// Create records a Create call.
-func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	sent := r.call(key, "create", value)
-	rev, err := r.KeyValue.Create(ctx, key, value, opts...)
-	r.op(key, "create", value, sent, rev, err)
-	r.ack(err)
-	return rev, err
-}
-
-// Update records an Update call.
-func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
-	sent := r.call(key, "update", value, revision)
-	rev, err := r.KeyValue.Update(ctx, key, value, revision)
-	r.op(key, "update", value, sent, rev, err, revision)
-	r.ack(err)
-	return rev, err
-}
-
-// Put records a Put call.
-func (r *recordingKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	sent := r.call(key, "put", value)
-	rev, err := r.KeyValue.Put(ctx, key, value)
-	r.op(key, "put", value, sent, rev, err)
-	return rev, err
-}
-
-// Purge records a Purge call.
-func (r *recordingKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	sent := r.call(key, "purge", nil)
-	err := r.KeyValue.Purge(ctx, key, opts...)
-	r.op(key, "purge", nil, sent, 0, err)
-	return err
-}
-
-// Delete records a Delete call.
-func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	sent := r.call(key, "delete", nil)
-	err := r.KeyValue.Delete(ctx, key, opts...)
-	r.op(key, "delete", nil, sent, 0, err)
-	return err
-}
-
-// ack signals acked, if set, after a write that returned without error.
-func (r *recordingKV) ack(err error) {
-	if r.acked == nil || err != nil {
-		return
-	}
-	select {
-	case r.acked <- struct{}{}:
-	default:
-	}
-}
-
-// call records a call on key about to be sent, with what it writes and for
-// an update the revision it expects, and returns when it was sent.
-func (r *recordingKV) call(key, op string, value []byte, expected ...uint64) int64 {
-	ev := Event{Kind: "call", Op: op, Key: key, Value: string(value), Sent: monotonicNow()}
-	ev.T = ev.Sent
-	if len(expected) > 0 {
-		ev.Expected = expected[0]
-	}
-	if r.daemonOf != nil {
-		ev.Daemon, _ = r.daemonOf(key)
-	}
-	r.rec.record(ev)
-	return ev.Sent
-}
-
-// op records one call on key: what it wrote, when it was sent, its
-// revision, how it ended, and for an update the revision it expected.
-func (r *recordingKV) op(key, op string, value []byte, sent int64, rev uint64, err error, expected ...uint64) {
-	ev := Event{Kind: "op", Op: op, Key: key, Value: string(value), Sent: sent, Rev: rev, Outcome: "ok"}
-	if len(expected) > 0 {
-		ev.Expected = expected[0]
-	}
-	if r.daemonOf != nil {
-		ev.Daemon, _ = r.daemonOf(key)
-	}
-	if err != nil {
-		ev.Outcome = "error"
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			ev.Outcome = "conflict"
-		}
-		ev.Err = err.Error()
-	}
-	r.rec.record(ev)
 }

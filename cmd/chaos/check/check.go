@@ -1,9 +1,17 @@
 //go:build unix
 
-package main
+// Package check is the chaos harness's checker: a pure function of the
+// files a run recorded (record.Event lines: the harness's, each worker's,
+// the audit of the bucket's stream, the fence's log, the leadership
+// history, an -agents run's actors) and of what the run was (Params). It
+// finds split brain, late self-demotion, overlapping work, token and
+// fencing violations, leaders across a cut, missing history, and KV writes
+// that no linearizable order explains; it starts and signals nothing.
+package check
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
 	lhistory "github.com/kvelect/election/history"
 )
 
@@ -35,32 +44,32 @@ type span struct{ from, to int64 }
 
 // history is everything one run recorded.
 type history struct {
-	harness []Event
-	workers map[string][]Event
-	audit   []Event
-	fence   []Event
+	harness []record.Event
+	workers map[string][]record.Event
+	audit   []record.Event
+	fence   []record.Event
 	// leadership is what the bucket's leadership history recorded; nil for
 	// a run without one.
-	leadership []Event
+	leadership []record.Event
 	// actors are the records of an -agents run's actors, one slice per
 	// actor; each node's are in workers too.
-	actors [][]Event
+	actors [][]record.Event
 }
 
 // loadHistory reads every history file of the run in dir.
 func loadHistory(dir string) (*history, error) {
-	h := &history{workers: map[string][]Event{}}
+	h := &history{workers: map[string][]record.Event{}}
 	var err error
-	if h.harness, err = readHistory(filepath.Join(dir, "harness.jsonl")); err != nil {
+	if h.harness, err = record.Read(filepath.Join(dir, "harness.jsonl")); err != nil {
 		return nil, err
 	}
-	if h.audit, err = readHistory(filepath.Join(dir, "audit.jsonl")); err != nil {
+	if h.audit, err = record.Read(filepath.Join(dir, "audit.jsonl")); err != nil {
 		return nil, err
 	}
-	if h.fence, err = readHistory(filepath.Join(dir, "fence.jsonl")); err != nil && !os.IsNotExist(err) {
+	if h.fence, err = record.Read(filepath.Join(dir, "fence.jsonl")); err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
-	if h.leadership, err = readHistory(filepath.Join(dir, "leadership.jsonl")); err != nil && !os.IsNotExist(err) {
+	if h.leadership, err = record.Read(filepath.Join(dir, "leadership.jsonl")); err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "worker-*.jsonl"))
@@ -68,7 +77,7 @@ func loadHistory(dir string) (*history, error) {
 		return nil, err
 	}
 	for _, f := range files {
-		events, err := readHistory(f)
+		events, err := record.Read(f)
 		if err != nil {
 			return nil, err
 		}
@@ -81,27 +90,61 @@ func loadHistory(dir string) (*history, error) {
 	return h, nil
 }
 
-// check reads a run's histories and computes the report.
-func check(cfg config, dir string) (*report, error) {
+// Params are what the checker knows of a run besides its files: its shape,
+// which the report states, and its TTL, from which the rules follow.
+type Params struct {
+	TTL             time.Duration
+	Workers, Rounds int
+	Cluster         bool
+	// Topology is "supercluster" or "leaf" in those modes, else "".
+	Topology   string
+	SyncAlways bool
+	Seed       uint64
+	// Fleet: the workers are a fleet's nodes running Daemons daemons;
+	// Agents: election agents whose daemons' actors keep the records.
+	Fleet   bool
+	Agents  bool
+	Daemons int
+	// StopDelay is how long a worker's work went on after its leadership
+	// context ended (a single-key run's).
+	StopDelay time.Duration
+	// PageDir is where a failed linearizability check draws its history
+	// (kv-linearizability.html); "" for the run's directory.
+	PageDir string
+}
+
+// Dir reads the histories a run recorded in dir and checks them: a pure
+// function of those files and p.
+func Dir(dir string, p Params) (*Report, error) {
 	hist, err := loadHistory(dir)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.agents {
-		return checkAgentsRun(cfg, hist), nil
+	var rep *Report
+	if p.Agents {
+		rep = checkAgentsRun(p, hist)
+	} else {
+		rep = checkRun(p, hist, dir)
 	}
+	rep.timeline()
+	return rep, nil
+}
+
+// checkRun checks the histories of a run of campaigners or of a fleet's
+// nodes.
+func checkRun(p Params, hist *history, dir string) *Report {
 	// The checker states the rules it checks on its own, not through the
 	// library's timing (leaderDeadlines), so that a library with the rules
 	// broken fails it. A stand-down may come late by scheduling delay, up
 	// to the work deadline, by when everything of the leadership must have
 	// stopped.
-	v, w := leaderDeadlines(cfg.ttl)
+	v, w := leaderDeadlines(p.TTL)
 	validity, bound := int64(v), int64(w)
-	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, Topology: cfg.topology(), SyncAlways: cfg.syncAlways, Seed: cfg.seed, Workers: cfg.workers, Rounds: cfg.rounds}
-	if cfg.fleet {
-		rep.Fleet, rep.Daemons = true, cfg.daemons
+	rep := &Report{TTL: p.TTL, Cluster: p.Cluster, Topology: p.Topology, SyncAlways: p.SyncAlways, Seed: p.Seed, Workers: p.Workers, Rounds: p.Rounds}
+	if p.Fleet {
+		rep.Fleet, rep.Daemons = true, p.Daemons
 	} else {
-		rep.StopDelayMS = ms(int64(cfg.stopDelay))
+		rep.StopDelayMS = ms(int64(p.StopDelay))
 	}
 
 	runStart, runEnd, deaths, pauses := readTimeline(rep, hist.harness)
@@ -148,19 +191,19 @@ func check(cfg config, dir string) (*report, error) {
 	rep.SelfDemotion = summarize(demotions)
 	rep.DemotionBoundMS = ms(bound)
 
-	all := works(hist, validity, int64(cfg.ttl), deaths, runEnd, pauses)
+	all := works(hist, validity, int64(p.TTL), deaths, runEnd, pauses)
 	checkWork(rep, all)
 
 	for _, terms := range perDaemon {
 		checkTokens(rep, terms, hist.audit)
 	}
 	checkFence(rep, hist)
-	checkLeadership(rep, hist, deaths, cfg.ttl)
+	checkLeadership(rep, hist, deaths, p.TTL)
 	checkScenarios(rep, hist.harness, terms)
 	checkHandovers(rep, terms, all)
 	checkCuts(rep, hist.harness, terms, runEnd)
 	checkRoundTrips(rep, hist, pauses)
-	checkKV(rep, hist, cfg.ttl, cfg.html, dir)
+	checkKV(rep, hist, p.TTL, p.PageDir, dir)
 	checkReplicaEvents(rep, hist.harness)
 
 	// Cold start: until every daemon ran (the leader led, in a single-key
@@ -170,16 +213,16 @@ func check(cfg config, dir string) (*report, error) {
 		rep.ColdStartMS = max(rep.ColdStartMS, ms(terms[0].start-runStart))
 		rep.LeaderlessMS += ms(runEnd-terms[0].start) - ms(union(terms))
 	}
-	if cfg.fleet {
+	if p.Fleet {
 		checkFleet(rep, hist.harness, perDaemon, runEnd)
 	}
-	return rep, nil
+	return rep
 }
 
 // readTimeline reads the harness's history: when the run started and
 // ended (now, if it did not record its end), when each worker was killed,
 // and each worker's pauses; crashes go into rep.
-func readTimeline(rep *report, harness []Event) (start, end int64, deaths map[string]int64, pauses map[string][]span) {
+func readTimeline(rep *Report, harness []record.Event) (start, end int64, deaths map[string]int64, pauses map[string][]span) {
 	deaths, pauses = map[string]int64{}, map[string][]span{}
 	paused := map[string]int64{}
 	for _, ev := range harness {
@@ -199,26 +242,15 @@ func readTimeline(rep *report, harness []Event) (start, end int64, deaths map[st
 		}
 	}
 	if end == 0 {
-		end = monotonicNow()
+		end = record.Now()
 	}
 	return start, end, deaths, pauses
 }
 
-// reservedPrefix begins the keys the library keeps beside the election
-// keys (candidate records, transfer requests): their writes are no lease's.
-const reservedPrefix = "_kvelect."
-
-// leaseWrite reports whether ev is an acknowledged write of an election
-// key, a claim or renewal from which a leader counts its validity; a
-// candidate record's write, though acknowledged, renews no lease.
-func (ev Event) leaseWrite() bool {
-	return ev.Kind == "op" && ev.Outcome == "ok" && (ev.Op == "create" || ev.Op == "update") && !strings.HasPrefix(ev.Key, reservedPrefix)
-}
-
 // byDaemon splits a worker's events by the daemon they are about: a
 // single-key run's all go to "".
-func byDaemon(events []Event) map[string][]Event {
-	out := map[string][]Event{}
+func byDaemon(events []record.Event) map[string][]record.Event {
+	out := map[string][]record.Event{}
 	for _, ev := range events {
 		out[ev.Daemon] = append(out[ev.Daemon], ev)
 	}
@@ -242,7 +274,7 @@ func byDaemonTerms(terms []*term) map[string][]*term {
 // than the library's: overlap may be over-counted, never missed. A win with
 // no acknowledged write in its validity is a problem, and its term runs to
 // the recorded stand-down.
-func workerTerms(name, daemon string, events []Event, validity int64, deaths map[string]int64, runEnd int64, paused []span) ([]*term, []string) {
+func workerTerms(name, daemon string, events []record.Event, validity int64, deaths map[string]int64, runEnd int64, paused []span) ([]*term, []string) {
 	var terms []*term
 	var problems []string
 	var cur *term
@@ -263,7 +295,7 @@ func workerTerms(name, daemon string, events []Event, validity int64, deaths map
 	}
 	for _, ev := range events {
 		switch {
-		case ev.leaseWrite():
+		case ev.LeaseWrite():
 			lastSent, deadline = ev.Sent, ev.Sent+validity
 		case ev.Kind == "won":
 			cur = &term{worker: name, daemon: daemon, token: ev.Token, start: ev.T, backed: lastSent}
@@ -394,8 +426,8 @@ func coveredWithin(spans []span, from, to int64) int64 {
 // checkTokens checks that every token was announced once, that tokens grow
 // from term to term, and that the audit log holds the winner's value at each
 // token's revision.
-func checkTokens(rep *report, terms []*term, audit []Event) {
-	byRev := map[uint64]Event{}
+func checkTokens(rep *Report, terms []*term, audit []record.Event) {
+	byRev := map[uint64]record.Event{}
 	for _, a := range audit {
 		byRev[a.Rev] = a
 	}
@@ -425,7 +457,7 @@ func checkTokens(rep *report, terms []*term, audit []Event) {
 // checkFence counts stale tokens the fenced resource accepted, and acts made
 // with a token older than one another worker had already acted with, each
 // daemon on its own subject.
-func checkFence(rep *report, hist *history) {
+func checkFence(rep *Report, hist *history) {
 	highest := map[string]uint64{} // by daemon
 	for _, f := range hist.fence {
 		switch f.Kind {
@@ -440,7 +472,7 @@ func checkFence(rep *report, hist *history) {
 			rep.FenceUnread = true
 		}
 	}
-	acts := map[string][]Event{} // by daemon
+	acts := map[string][]record.Event{} // by daemon
 	for _, events := range hist.workers {
 		for _, ev := range events {
 			if ev.Kind == "act" {
@@ -476,7 +508,7 @@ const recordGrace = int64(time.Second)
 // record, a best-effort write sent at the win and given up a KV call's
 // timeout after a stop, met the same. No win or stand-down recorded twice;
 // nothing recorded that no worker did.
-func checkLeadership(rep *report, hist *history, deaths map[string]int64, ttl time.Duration) {
+func checkLeadership(rep *Report, hist *history, deaths map[string]int64, ttl time.Duration) {
 	if hist.leadership == nil {
 		return
 	}
@@ -566,9 +598,9 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64, ttl ti
 // leadership moved on purpose, leadFrom, is no failover of the fault
 // before), and counts announcements during quorum loss (not during the
 // outage of a minority of the servers).
-func checkScenarios(rep *report, harness []Event, terms []*term) {
-	byName := map[string]*scenarioReport{}
-	var faults []Event
+func checkScenarios(rep *Report, harness []record.Event, terms []*term) {
+	byName := map[string]*ScenarioReport{}
+	var faults []record.Event
 	var bounds []int64 // when each fault's window ends at the latest: faults and preparations
 	var outage int64
 	quorumLost := false
@@ -599,12 +631,12 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 	for _, f := range faults {
 		sr := byName[f.Scenario]
 		if sr == nil {
-			sr = &scenarioReport{Name: f.Scenario}
+			sr = &ScenarioReport{Name: f.Scenario}
 			byName[f.Scenario] = sr
 			rep.Scenarios = append(rep.Scenarios, sr)
 		}
 		sr.Faults++
-		rep.marks = append(rep.marks, mark{at: f.T, label: f.Scenario})
+		rep.Timeline.Faults = append(rep.Timeline.Faults, Mark{At: f.T, Label: f.Scenario})
 		until := int64(1<<63 - 1)
 		if j, _ := slices.BinarySearch(bounds, f.T+1); j < len(bounds) {
 			until = bounds[j]
@@ -632,7 +664,7 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 // of milliseconds; in a run of leader-stop alone there is no such aftermath.
 // A call that spans a pause of its own worker (SIGSTOP, by a fault or to
 // move the leadership before one, leadFrom) does not count either.
-func checkRoundTrips(rep *report, hist *history, pauses map[string][]span) {
+func checkRoundTrips(rep *Report, hist *history, pauses map[string][]span) {
 	var faults []span
 	var from int64
 	for _, ev := range hist.harness {
@@ -663,8 +695,8 @@ func ms(ns int64) float64 { return float64(ns) / 1e6 }
 // many daemons started, and how many ended on another node than they began
 // on (the moves the fault made necessary); and the spread of daemons over
 // the nodes when the run ended, before shutdown.
-func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runEnd int64) {
-	var faults []Event
+func checkFleet(rep *Report, harness []record.Event, perDaemon map[string][]*term, runEnd int64) {
+	var faults []record.Event
 	end := runEnd
 	gone := map[string]int64{}
 	for _, ev := range harness {
@@ -687,7 +719,7 @@ func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runE
 		}
 		return ""
 	}
-	byName := map[string]*scenarioReport{}
+	byName := map[string]*ScenarioReport{}
 	for _, sr := range rep.Scenarios {
 		byName[sr.Name] = sr
 	}
@@ -727,7 +759,7 @@ func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runE
 		}
 	}
 	rep.FinalLoads = load
-	rep.FinalSpread = spread(load)
+	rep.FinalSpread = Spread(load)
 
 	// Unplaced time counts until shutdown, when every node leaves.
 	rep.LeaderlessMS = 0
@@ -764,7 +796,7 @@ type cut struct {
 // every other region's when the home region is), and while the home server
 // is down nobody can. A win counts when it came within the cut and the
 // write it rests on was sent after the cut was in place.
-func checkCuts(rep *report, harness []Event, terms []*term, runEnd int64) {
+func checkCuts(rep *Report, harness []record.Event, terms []*term, runEnd int64) {
 	home, regions, cuts := "", map[string]string{}, []cut(nil)
 	open := map[string]int{} // index in cuts, by region
 	for _, ev := range harness {
@@ -802,4 +834,16 @@ func reachable(region, home string, c cut) bool {
 		return false
 	}
 	return (region == c.region) == (home == c.region)
+}
+
+// Spread returns max − min of the loads (0 for none).
+func Spread(load map[string]int) int {
+	if len(load) == 0 {
+		return 0
+	}
+	lo, hi := math.MaxInt, 0
+	for _, n := range load {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	return hi - lo
 }
