@@ -7,30 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// TestLeastLoadedSpreadsWorkersOverTheRegions checks the placement of new
-// workers: the first ones in turn, a replacement where one is missing.
-func TestLeastLoadedSpreadsWorkersOverTheRegions(t *testing.T) {
-	regions := []string{"C1", "C2", "C3"}
-	load := map[string]int{}
-	var got []string
-	for range 4 {
-		r := regions[leastLoaded(regions, load)]
-		load[r]++
-		got = append(got, r)
-	}
-	if want := []string{"C1", "C2", "C3", "C1"}; !slices.Equal(got, want) {
-		t.Errorf("first workers in %v, want %v", got, want)
-	}
-	if r := regions[leastLoaded(regions, map[string]int{"C1": 1, "C2": 0, "C3": 1})]; r != "C2" {
-		t.Errorf("a replacement for C2's worker goes to %s", r)
-	}
-}
+	"github.com/kvelect/election/cmd/chaos/scenario"
+)
 
 // TestChosenScenariosOfEachMode checks which scenarios each mode runs: a
 // topology's own only in that mode, and in a -short run of one only those
-// and shortWorkerFaults.
+// and scenario.ShortWorkerFaults.
 func TestChosenScenariosOfEachMode(t *testing.T) {
 	names := func(args ...string) []string {
 		t.Helper()
@@ -39,17 +22,17 @@ func TestChosenScenariosOfEachMode(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out []string
-		for _, s := range cfg.chosen() {
-			out = append(out, s.name)
+		for _, s := range scenario.Chosen(cfg.Config) {
+			out = append(out, s.Name)
 		}
 		return out
 	}
 	super := []string{"remote-cut", "remote-cut-loud", "home-cut", "home-cut-loud", "gateway-delay", "home-server-restart"}
 	leaf := []string{"leaf-cut", "leaf-cut-loud", "leaf-server-kill"}
-	if got, want := names("-short", "-supercluster"), append(slices.Clone(shortWorkerFaults), super...); !slices.Equal(got, want) {
+	if got, want := names("-short", "-supercluster"), append(slices.Clone(scenario.ShortWorkerFaults), super...); !slices.Equal(got, want) {
 		t.Errorf("-short -supercluster runs %v, want %v", got, want)
 	}
-	if got, want := names("-short", "-leaf"), append(slices.Clone(shortWorkerFaults), leaf...); !slices.Equal(got, want) {
+	if got, want := names("-short", "-leaf"), append(slices.Clone(scenario.ShortWorkerFaults), leaf...); !slices.Equal(got, want) {
 		t.Errorf("-short -leaf runs %v, want %v", got, want)
 	}
 	if got := names("-short", "-leaf", "-fleet"); !slices.Contains(got, "join-burst") || !slices.Contains(got, "leaf-cut") {
@@ -66,7 +49,7 @@ func TestChosenScenariosOfEachMode(t *testing.T) {
 		for _, n := range []string{"server-restart", "quorum-loss", "jepsen-7567", "leaf-cut", "home-cut"} {
 			mode := map[string]string{"server-restart": "single", "quorum-loss": "cluster", "jepsen-7567": "cluster", "leaf-cut": "leaf", "home-cut": "supercluster"}[n]
 			cfg, _ := parseFlags(args)
-			if slices.Contains(got, n) != (cfg.mode() == mode) {
+			if slices.Contains(got, n) != (cfg.Mode() == mode) {
 				t.Errorf("%v: runs %s: %v, but it is a %s scenario", args, n, slices.Contains(got, n), mode)
 			}
 		}
@@ -93,7 +76,7 @@ func TestParseFlagsRefusesTopologiesTogether(t *testing.T) {
 		}
 	}
 	cfg, err := parseFlags([]string{"-short", "-leaf", "-fleet"})
-	if err != nil || !cfg.leaf || !cfg.fleet || !cfg.shortTopology || cfg.ttl != time.Second {
+	if err != nil || !cfg.Leaf || !cfg.Fleet || !cfg.ShortTopology || cfg.TTL != time.Second {
 		t.Errorf("-short -leaf -fleet: %+v, %v", cfg, err)
 	}
 }
@@ -105,9 +88,9 @@ func TestParseFlagsOfAnAgentsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.fleet || cfg.ttl != 2*time.Second || cfg.daemons != agentDaemons || cfg.budget != agentsShortBudget {
+	if !cfg.Fleet || cfg.TTL != 2*time.Second || cfg.Daemons != agentDaemons || cfg.Budget != agentsShortBudget {
 		t.Errorf("-short -agents: fleet %v, TTL %v, daemons %d, budget %v; want a fleet, 2s, %d, %v",
-			cfg.fleet, cfg.ttl, cfg.daemons, cfg.budget, agentDaemons, agentsShortBudget)
+			cfg.Fleet, cfg.TTL, cfg.Daemons, cfg.Budget, agentDaemons, agentsShortBudget)
 	}
 	for _, args := range [][]string{
 		{"-agents", "-priorities"},

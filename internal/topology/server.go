@@ -16,19 +16,19 @@ import (
 // (Single, Cluster, Supercluster, Leaf) fill it in; a caller may change a
 // field (a name, tags, a ping interval) before the server starts.
 type Server struct {
-	Name   string
+	Name   string // the server's name, as JetStream and the monitoring endpoints give it
 	Region string // the cluster of a supercluster (C1, C2, …), hub or leaf; "" otherwise
 	// StoreDir is the server's JetStream store.
 	StoreDir    string
-	ClientPort  int
+	ClientPort  int // on 127.0.0.1, as are every port's listeners
 	MonitorPort int // HTTP monitoring (/varz, /jsz, /healthz …)
 	// SyncAlways makes the server fsync every write before it acknowledges
 	// it; nats-server's default syncs every 2 minutes.
 	SyncAlways bool
-	Tags       []string
+	Tags       []string // server tags, for placement ("region:C1")
 	// Cluster names the server's cluster; "" for a server of its own.
 	Cluster     string
-	ClusterPort int
+	ClusterPort int      // the route listener
 	Routes      []string // nats-route:// URLs, the server's own among them
 	// ClusterAdvertise is the route address gossiped to the cluster's
 	// other servers ("" for the listener's own).

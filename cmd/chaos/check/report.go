@@ -253,7 +253,7 @@ func summarize(samples []float64) Stats {
 // round rounds v to one decimal.
 func round(v float64) float64 { return math.Round(v*10) / 10 }
 
-// ok reports whether every invariant held.
+// OK reports whether every invariant held.
 func (r *Report) OK() bool {
 	return r.SplitBrainMS == 0 && r.WorkOverlaps == 0 && r.StaleTokensAccepted == 0 && r.DemotionViolations == 0 &&
 		r.DuplicateTokens == 0 && r.TokenRegressions == 0 && r.UnbackedWins == 0 && r.UnvalidatedWins == 0 &&
@@ -261,7 +261,7 @@ func (r *Report) OK() bool {
 		(!r.Fleet || r.FinalSpread <= 1) && r.agentsOK() && r.KVOK() && (r.ReplicasAgree == nil || *r.ReplicasAgree)
 }
 
-// kvOK reports whether the recorded writes were found linearizable, with
+// KVOK reports whether the recorded writes were found linearizable, with
 // their revisions in order. A check that ran out of time ("inconclusive")
 // fails the run as "false" does: it is not a pass. A run that records no
 // writes (-agents) is not judged by it.
@@ -279,7 +279,7 @@ func (r *Report) agentsOK() bool {
 	return r.KillLate == 0 && r.PauseSurvivors == 0 && r.Leftovers == 0 && r.ActsMissing == 0
 }
 
-// historyOK reports whether the leadership history matched the workers'
+// HistoryOK reports whether the leadership history matched the workers'
 // records.
 func (r *Report) HistoryOK() bool {
 	return r.HistoryMissing == 0 && r.HistoryDuplicated == 0 && r.HistoryUnknown == 0 && !r.HistoryUnread

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package harness
 
 import (
 	"context"
@@ -11,15 +11,6 @@ import (
 	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/topology"
-)
-
-// gatewayDelay is the one-way delay the gateway-delay scenario puts on
-// every gateway link, about that between two regions of one continent, and
-// gatewayDelayFor how long it lasts. The proxies hold each chunk for the
-// delay in turn (faultproxy.Delay), so a burst waits longer.
-const (
-	gatewayDelay    = 25 * time.Millisecond
-	gatewayDelayFor = 5 * time.Second
 )
 
 // topology returns the servers of -supercluster or -leaf, and the proxies
@@ -34,8 +25,8 @@ const (
 //
 // -leaf: a hub with JetStream domain hub and a leaf node server with domain
 // leaf, the leaf dialling the hub through a proxy (leaf → hub).
-func (h *harness) topology(o topology.Options) (*topology.Topology, error) {
-	if !h.cfg.leaf {
+func (h *Harness) topology(o topology.Options) (*topology.Topology, error) {
+	if !h.cfg.Leaf {
 		return topology.Supercluster([]int{1, 1, 1}, o)
 	}
 	topo, err := topology.Leaf(o)
@@ -47,14 +38,14 @@ func (h *harness) topology(o topology.Options) (*topology.Topology, error) {
 	// request to the hub times out rather than failing at once, and the
 	// link comes back only after the leaf has dropped it. A ping a TTL
 	// keeps that within a few TTLs, as docs/topologies.md advises.
-	topo.Server("leaf").PingInterval = h.cfg.ttl
+	topo.Server("leaf").PingInterval = h.cfg.TTL
 	return topo, nil
 }
 
-// home returns the server that holds the bucket in -supercluster (C1's)
+// Home returns the server that holds the bucket in -supercluster (C1's)
 // and -leaf (the hub), nil in other modes.
-func (h *harness) home() *topology.Process {
-	if !h.cfg.supercluster && !h.cfg.leaf {
+func (h *Harness) Home() *topology.Process {
+	if !h.cfg.Supercluster && !h.cfg.Leaf {
 		return nil
 	}
 	return h.servers[0]
@@ -64,7 +55,7 @@ func (h *harness) home() *topology.Process {
 // the region with the fewest workers, the first of them on a tie. The
 // first workers go to regions 1, 2, 3, 1, …, and a replacement to the
 // region of the worker it replaces.
-func (h *harness) regionForWorker() *topology.Process {
+func (h *Harness) regionForWorker() *topology.Process {
 	h.mu.Lock()
 	load := map[string]int{}
 	for _, w := range h.workers {
@@ -90,61 +81,16 @@ func leastLoaded(regions []string, load map[string]int) int {
 	return best
 }
 
-// topologyScenarios are the faults of the links and servers of
-// -supercluster and -leaf. A cut aims at a leader in the region it cuts off
-// (remote-cut, leaf-cut) or on the far side of it (home-cut): it first
-// moves the leadership there (leadFrom), unless the run is a fleet's, whose
-// daemons run in every region anyway.
-func topologyScenarios(ttl time.Duration) []scenario {
-	least, most := 2*ttl, 4*ttl
-	region := func(i int) func(*harness) *topology.Process {
-		return func(h *harness) *topology.Process { return h.servers[i] }
-	}
-	cut := func(name, mode string, leader, cut func(*harness) *topology.Process, how string, fault func(*faultproxy.Proxy)) scenario {
-		return scenario{name: name, mode: mode,
-			prepare: func(ctx context.Context, h *harness, l *workerProc) error { return h.leadFrom(ctx, l, leader(h), ttl) },
-			inject: func(ctx context.Context, h *harness, _ *workerProc) error {
-				return h.isolate(ctx, cut(h), how, fault, least, most)
-			}}
-	}
-	return []scenario{
-		cut("remote-cut", "supercluster", region(1), region(1), "blackhole", (*faultproxy.Proxy).Blackhole),
-		cut("remote-cut-loud", "supercluster", region(2), region(2), "loud", (*faultproxy.Proxy).Refuse),
-		cut("home-cut", "supercluster", region(1), region(0), "blackhole", (*faultproxy.Proxy).Blackhole),
-		cut("home-cut-loud", "supercluster", region(2), region(0), "loud", (*faultproxy.Proxy).Refuse),
-		{name: "gateway-delay", mode: "supercluster", inject: func(_ context.Context, h *harness, _ *workerProc) error {
-			h.rec.Record(record.Event{Kind: "link-delay", Cause: gatewayDelay.String()})
-			h.topo.Each(func(p *faultproxy.Proxy) { p.Delay(gatewayDelay) })
-			time.Sleep(gatewayDelayFor)
-			h.topo.Heal()
-			h.rec.Record(record.Event{Kind: "link-heal"})
-			return nil
-		}},
-		{name: "home-server-restart", mode: "supercluster", inject: func(_ context.Context, h *harness, _ *workerProc) error {
-			return h.down(h.home(), ttl)
-		}},
-		cut("leaf-cut", "leaf", region(1), region(1), "blackhole", (*faultproxy.Proxy).Blackhole),
-		cut("leaf-cut-loud", "leaf", region(1), region(1), "loud", (*faultproxy.Proxy).Refuse),
-		{name: "leaf-server-kill", mode: "leaf",
-			prepare: func(ctx context.Context, h *harness, l *workerProc) error {
-				return h.leadFrom(ctx, l, h.servers[1], ttl)
-			},
-			inject: func(_ context.Context, h *harness, _ *workerProc) error {
-				return h.down(h.servers[1], least)
-			}},
-	}
-}
-
-// leadFrom makes a worker of sp's region lead, if l is not one: it pauses
+// LeadFrom makes a worker of sp's region lead, if l is not one: it pauses
 // (SIGSTOP) every worker of the other regions until one of sp's wins, or 4
 // TTLs pass, then resumes them. A fleet run, and a region without workers
 // (-workers below the regions), are left as they are.
-func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *topology.Process, ttl time.Duration) error {
-	if h.cfg.fleet || l.region == sp.Server.Region {
+func (h *Harness) LeadFrom(ctx context.Context, l *Worker, sp *topology.Process, ttl time.Duration) error {
+	if h.cfg.Fleet || l.region == sp.Server.Region {
 		return nil
 	}
 	h.mu.Lock()
-	var others []*workerProc
+	var others []*Worker
 	for _, w := range h.workers {
 		if w.region != sp.Server.Region {
 			others = append(others, w)
@@ -184,13 +130,13 @@ func (h *harness) leadFrom(ctx context.Context, l *workerProc, sp *topology.Proc
 	return nil
 }
 
-// isolate applies fault to every link to and from sp's region, and heals
+// Isolate applies fault to every link to and from sp's region, and heals
 // them once a leader has been announced since and least has passed, or
-// once most has passed (as cutOff does for a worker's connections). The
+// once most has passed (as CutOff does for a worker's connections). The
 // cut is recorded once the fault is in place and its end before the heal,
 // so that every write sent within the record crossed a cut link (the
-// checker's "leaders across a cut", checkCuts).
-func (h *harness) isolate(ctx context.Context, sp *topology.Process, how string, fault func(*faultproxy.Proxy), least, most time.Duration) error {
+// checker's "leaders across a cut").
+func (h *Harness) Isolate(ctx context.Context, sp *topology.Process, how string, fault func(*faultproxy.Proxy), least, most time.Duration) error {
 	start := time.Now()
 	h.topo.IsolateRegion(sp.Server.Region, fault)
 	h.rec.Record(record.Event{Kind: "region-cut", Target: sp.Server.Region, Cause: how})
@@ -204,13 +150,13 @@ func (h *harness) isolate(ctx context.Context, sp *topology.Process, how string,
 	return nil
 }
 
-// down SIGKILLs sp, keeps it down for d, and restarts it; the checker
+// Down SIGKILLs sp, keeps it down for d, and restarts it; the checker
 // counts its region as cut off ("down") until the restart, and nobody as
 // able to lead if sp is the bucket's home.
-func (h *harness) down(sp *topology.Process, d time.Duration) error {
-	h.killServer(sp)
+func (h *Harness) Down(sp *topology.Process, d time.Duration) error {
+	h.KillServer(sp)
 	h.rec.Record(record.Event{Kind: "region-cut", Target: sp.Server.Region, Cause: "down"})
 	time.Sleep(d)
 	h.rec.Record(record.Event{Kind: "region-heal", Target: sp.Server.Region})
-	return h.startServer(sp)
+	return h.StartServer(sp)
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package harness
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election/cmd/chaos/record"
+	"github.com/kvelect/election/cmd/chaos/worker"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -64,7 +65,7 @@ func startAudit(ctx context.Context, js jetstream.JetStream, urls, path string) 
 			return nil, err
 		}
 	}
-	c, err := js.OrderedConsumer(ctx, "KV_"+bucketName, jetstream.OrderedConsumerConfig{})
+	c, err := js.OrderedConsumer(ctx, "KV_"+worker.BucketName, jetstream.OrderedConsumerConfig{})
 	if err == nil {
 		a.consume, err = c.Consume(func(m jetstream.Msg) {
 			if meta, err := m.Metadata(); err == nil {
@@ -96,7 +97,7 @@ func (a *audit) note(rev uint64, subject string, hdr nats.Header, data []byte) {
 	if op == "" {
 		op = "PUT"
 	}
-	ev := record.Event{Kind: "audit", Rev: rev, Op: op, Key: strings.TrimPrefix(subject, fmt.Sprintf("$KV.%s.", bucketName)),
+	ev := record.Event{Kind: "audit", Rev: rev, Op: op, Key: strings.TrimPrefix(subject, fmt.Sprintf("$KV.%s.", worker.BucketName)),
 		Worker: string(data), Value: string(data)}
 	if expected := hdr.Get(jetstream.ExpectedLastSubjSeqHeader); expected != "" {
 		ev.Conditional = true
@@ -105,7 +106,7 @@ func (a *audit) note(rev uint64, subject string, hdr nats.Header, data []byte) {
 	a.rec.Record(ev)
 }
 
-// stop waits for what each server has sent so far, and stops recording.
+// Stop waits for what each server has sent so far, and stops recording.
 func (a *audit) stop() {
 	for _, nc := range a.conns {
 		nc.FlushTimeout(time.Second)
@@ -119,9 +120,9 @@ func (a *audit) stop() {
 // recordLastRevision records the last revision of the bucket's stream once
 // every worker has stopped ("last-revision"): the revisions up to it that
 // the audit did not see are those the KV check cannot attribute.
-func (h *harness) recordLastRevision() {
-	err := retry(context.Background(), 2*time.Second, func(ctx context.Context) error {
-		s, err := h.js.Stream(ctx, "KV_"+bucketName)
+func (h *Harness) recordLastRevision() {
+	err := worker.Retry(context.Background(), 2*time.Second, func(ctx context.Context) error {
+		s, err := h.js.Stream(ctx, "KV_"+worker.BucketName)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package harness
 
 import (
 	"bufio"
@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/kvelect/election/cmd/chaos/record"
+	"github.com/kvelect/election/cmd/chaos/worker"
 )
 
 // daemonShapes are the commands of an -agents run's daemons, one per
 // daemon in turn, each starting the actor from the chaos binary the agent
-// has in its environment (actorBinEnv). The agent runs each as sh -c
+// has in its environment (worker.ActorBinEnv). The agent runs each as sh -c
 // COMMAND, and /bin/sh forks for all of them (dash does not exec a -c
 // string's last command): the actor is a grandchild of the agent's guard
 // or deeper, beside a shell, a cat or a second shell in the group, as in
@@ -55,9 +56,9 @@ type actorProc struct {
 
 // prepareAgents gets the election binary (built into the run's directory
 // unless -election names one) and listens for the actors' records.
-func (h *harness) prepareAgents() error {
-	if h.cfg.election != "" {
-		path, err := filepath.Abs(h.cfg.election)
+func (h *Harness) prepareAgents() error {
+	if h.cfg.Election != "" {
+		path, err := filepath.Abs(h.cfg.Election)
 		if err != nil {
 			return err
 		}
@@ -81,15 +82,15 @@ func (h *harness) prepareAgents() error {
 
 // spawnAgent starts w as an election agent connected through the proxies
 // at urls, able to run every daemon, each under its shape of command.
-func (h *harness) spawnAgent(w *workerProc, urls string) error {
-	args := []string{"agent", "--server", urls, "--bucket", bucketName, "--name", w.name,
+func (h *Harness) spawnAgent(w *Worker, urls string) error {
+	args := []string{"agent", "--server", urls, "--bucket", worker.BucketName, "--name", w.name,
 		"--grace", agentGrace.String(), "--log-format", "json"}
-	for i, d := range h.cfg.daemonNames() {
+	for i, d := range h.cfg.DaemonNames() {
 		args = append(args, "--daemon", d+"="+daemonShapes[i%len(daemonShapes)])
 	}
 	cmd := exec.Command(h.agentBin, args...)
-	cmd.Env = append(os.Environ(), actorBinEnv+"="+h.self, actorURLsEnv+"="+urls,
-		actorSocketEnv+"="+h.actorLn.Addr().String())
+	cmd.Env = append(os.Environ(), worker.ActorBinEnv+"="+h.self, worker.ActorURLsEnv+"="+urls,
+		worker.ActorSocketEnv+"="+h.actorLn.Addr().String())
 	// The log goes through a pipe the harness reads to learn when the
 	// agent joined. The daemons inherit it, so its end does not tell the
 	// agent's exit: Wait does.
@@ -124,7 +125,7 @@ func (h *harness) spawnAgent(w *workerProc, urls string) error {
 
 // followAgentLog copies an agent's log to its file and marks the agent
 // joined when it says so.
-func (h *harness) followAgentLog(w *workerProc, r io.ReadCloser, log io.WriteCloser) {
+func (h *Harness) followAgentLog(w *Worker, r io.ReadCloser, log io.WriteCloser) {
 	defer r.Close()
 	defer log.Close()
 	lines := bufio.NewReader(r)
@@ -150,7 +151,7 @@ func (h *harness) followAgentLog(w *workerProc, r io.ReadCloser, log io.WriteClo
 }
 
 // acceptActors takes the actors' connections until the listener closes.
-func (h *harness) acceptActors() {
+func (h *Harness) acceptActors() {
 	for {
 		conn, err := h.actorLn.Accept()
 		if err != nil {
@@ -169,7 +170,7 @@ func (h *harness) acceptActors() {
 // runs each daemon: an actor's start makes its node the daemon's holder,
 // one of its acts accepted since the last fault settles it, and the end
 // of its connection (the actor exited) ends its hold.
-func (h *harness) followActor(conn net.Conn, seq int) {
+func (h *Harness) followActor(conn net.Conn, seq int) {
 	var a *actorProc
 	defer func() {
 		conn.Close()
@@ -222,9 +223,9 @@ func (h *harness) followActor(conn net.Conn, seq int) {
 
 // endAgents, once every agent has exited, ends the actors (endActors) and
 // removes the election binary if the run built it.
-func (h *harness) endAgents() {
+func (h *Harness) endAgents() {
 	h.endActors()
-	if h.cfg.election == "" && h.agentBin != "" {
+	if h.cfg.Election == "" && h.agentBin != "" {
 		os.Remove(h.agentBin)
 	}
 }
@@ -234,7 +235,7 @@ func (h *harness) endAgents() {
 // outlived its agent: it is recorded as left over and killed. Its open
 // connection proves that its process has not exited, so the ID is still
 // its own.
-func (h *harness) endActors() {
+func (h *Harness) endActors() {
 	if h.actorLn == nil {
 		return
 	}
@@ -248,14 +249,14 @@ func (h *harness) endActors() {
 		syscall.Kill(a.pid, syscall.SIGKILL)
 	}
 	h.mu.Unlock()
-	if !h.awaitActors(startTimeout) {
+	if !h.awaitActors(worker.StartTimeout) {
 		h.rec.Record(record.Event{Kind: "leftover-error", Err: "actors still connected after they were killed"})
 	}
 }
 
 // awaitActors waits up to d until no actor is connected, and reports
 // whether none is.
-func (h *harness) awaitActors(d time.Duration) bool {
+func (h *Harness) awaitActors(d time.Duration) bool {
 	timeout := time.NewTimer(d)
 	defer timeout.Stop()
 	for {
@@ -272,9 +273,3 @@ func (h *harness) awaitActors(d time.Duration) bool {
 		}
 	}
 }
-
-// agentsShortBudget is -short's budget of an -agents run: a round of
-// every scenario takes about 45 s on two cores, so that the run ends
-// within about 90 s on a slower machine, its first scenarios (the agents'
-// kills, stops and pauses) run in any case.
-const agentsShortBudget = time.Minute

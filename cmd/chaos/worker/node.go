@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package worker
 
 import (
 	"context"
@@ -23,13 +23,13 @@ import (
 // (fleet.DrainContext). The fleet must let the daemon go only after.
 const drain = 2 * actInterval
 
-// runNode is one node process of a fleet run: it joins the fleet in the
+// RunNode is one node process of a fleet run: it joins the fleet in the
 // bucket, able to run every daemon listed, and each daemon it runs acts on
 // its own subject of the fenced resource with its own token. It writes its
 // history to stdout, the KV calls on daemon keys and each daemon's runs
 // included, and leaves the fleet on SIGTERM. Once it has left it exits
 // when its stdin closes, as a worker does.
-func runNode(args []string) error {
+func RunNode(args []string) error {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	name := fs.String("name", "", "node name")
 	urls := fs.String("urls", "", "NATS URLs, comma separated")
@@ -71,7 +71,7 @@ func runNode(args []string) error {
 		cfg.Daemons = append(cfg.Daemons, fleet.Daemon{Name: d, Run: func(ctx context.Context) error {
 			token, _ := election.TokenFromContext(ctx)
 			rec.Record(record.Event{Kind: "won", Daemon: d, Token: token})
-			subject, r := fenceSubject+"."+d, fenceRecord{Token: token, Worker: *name}
+			subject, r := FenceSubject+"."+d, Fence{Token: token, Worker: *name}
 			actUntilDone(ctx, js, fence, rec, subject, d, r)
 			if errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
 				flush, cancel := context.WithTimeout(fleet.DrainContext(ctx), drain)

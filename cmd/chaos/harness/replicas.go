@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package harness
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvelect/election/cmd/chaos/check"
 	"github.com/kvelect/election/cmd/chaos/record"
+	"github.com/kvelect/election/cmd/chaos/worker"
 	"github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -20,13 +21,13 @@ const replicaSettle = 15 * time.Second
 // checkReplicas reads every server's copy of the bucket's stream from its
 // monitoring endpoint until they agree or replicaSettle passes, and records
 // the last reading ("replicas"), for the checker.
-func (h *harness) checkReplicas() {
+func (h *Harness) checkReplicas() {
 	deadline := time.Now().Add(replicaSettle)
 	var states []check.Replica
 	for {
 		states = states[:0]
 		for _, sp := range h.servers {
-			states = append(states, readReplica(sp, "KV_"+bucketName))
+			states = append(states, readReplica(sp, "KV_"+worker.BucketName))
 		}
 		if check.ReplicasAgree(states) || time.Now().After(deadline) {
 			break

@@ -1,6 +1,11 @@
 //go:build unix
 
-package main
+// Package worker holds the processes the chaos harness runs by running its
+// own binary again: a campaigner for one key (RunWorker), a fleet's node
+// (RunNode) and an -agents run's daemon work (RunActor), each recording its
+// history (package record); and what they share with the harness: the
+// bucket, the fenced resource, the actors' environment, Retry.
+package worker
 
 import (
 	"context"
@@ -22,22 +27,53 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// BucketName is the election bucket of a run, and ElectionKey the key of a
+// single-key run's election.
+const (
+	BucketName  = "CHAOS_ELECTION"
+	ElectionKey = "leader"
+)
+
+// StartTimeout bounds the start of a process, a retried call, and the
+// servers' recovery.
+const StartTimeout = 60 * time.Second
+
+// Retry calls f, each time with attempt to finish, until it succeeds or
+// StartTimeout passes.
+func Retry(ctx context.Context, attempt time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	for {
+		callCtx, callCancel := context.WithTimeout(ctx, attempt)
+		err := f(callCtx)
+		callCancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // actInterval is how often a leader acts on the fenced resource.
 const actInterval = 50 * time.Millisecond
 
-// fenceSubject is the fenced resource: a stream subject that leaders append
-// their token to with a compare-and-set, refusing tokens lower than the last.
+// FenceSubject is the fenced resource, a subject of FenceStream that
+// leaders append their token to with a compare-and-set, refusing tokens
+// lower than the last.
 const (
-	fenceStream  = "CHAOS_FENCE"
-	fenceSubject = "chaos.fence"
+	FenceStream  = "CHAOS_FENCE"
+	FenceSubject = "chaos.fence"
 )
 
-// runWorker is one campaigner process. It writes its history to stdout and
+// RunWorker is one campaigner process. It writes its history to stdout and
 // stops gracefully on SIGTERM. While it leads it acts on the fenced resource;
 // its OnWon records won when it starts and returned when it returns. Once
 // its election has stopped it exits when its stdin closes: the harness
 // holds it until a successor leads.
-func runWorker(args []string) error {
+func RunWorker(args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	name := fs.String("name", "", "candidate name")
 	urls := fs.String("urls", "", "NATS URLs, comma separated")
@@ -64,7 +100,7 @@ func runWorker(args []string) error {
 	defer c.nc.Close()
 	js, kv, fence := c.js, c.kv, c.fence
 	var history *lhistory.History
-	err = retry(ctx, 5*time.Second, func(ctx context.Context) error { // as connectWorker binds the bucket
+	err = Retry(ctx, 5*time.Second, func(ctx context.Context) error { // as connectWorker binds the bucket
 		history, err = lhistory.Open(ctx, js, *bucket)
 		return err
 	})
@@ -83,12 +119,12 @@ func runWorker(args []string) error {
 			// draining) goes on acting with its token for the stop delay
 			// after its context is cancelled; no successor may lead before
 			// it returned (checkWork).
-			r := fenceRecord{Token: token, Worker: *name}
+			r := Fence{Token: token, Worker: *name}
 			deadline := trackWorkDeadline(leading, acked)
-			actUntilDone(leading, js, fence, rec, fenceSubject, "", r)
+			actUntilDone(leading, js, fence, rec, FenceSubject, "", r)
 			if *stopDelay > 0 {
 				stopping, cancel := context.WithDeadline(context.Background(), earliest(time.Now().Add(*stopDelay), deadline()))
-				actUntilDone(stopping, js, fence, rec, fenceSubject, "", r)
+				actUntilDone(stopping, js, fence, rec, FenceSubject, "", r)
 				cancel()
 			}
 			rec.Record(record.Event{Kind: "returned", Token: token})
@@ -204,13 +240,13 @@ func connectWorker(ctx context.Context, name, urls, bucket, domain string, onCon
 	if err == nil {
 		// Right after a fault the cluster may not answer yet (a stream
 		// leader being elected): retry, as the servers' users would.
-		err = retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		err = Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 			var err error
 			if c.kv, err = c.js.KeyValue(ctx, bucket); err != nil {
 				return fmt.Errorf("binding bucket %s: %w", bucket, err)
 			}
-			if c.fence, err = c.js.Stream(ctx, fenceStream); err != nil {
-				return fmt.Errorf("binding stream %s: %w", fenceStream, err)
+			if c.fence, err = c.js.Stream(ctx, FenceStream); err != nil {
+				return fmt.Errorf("binding stream %s: %w", FenceStream, err)
 			}
 			return nil
 		})
@@ -222,11 +258,11 @@ func connectWorker(ctx context.Context, name, urls, bucket, domain string, onCon
 	return c, nil
 }
 
-// fenceRecord is what a leader appends to the fenced resource, with the
+// Fence is what a leader appends to the fenced resource, with the
 // time it sent the append. An -agents run's actor adds its process ID: an
 // append of an actor killed before it could record the act is its last
 // sign of life.
-type fenceRecord struct {
+type Fence struct {
 	Token  uint64 `json:"token"`
 	Worker string `json:"w"`
 	Seq    int    `json:"seq"`
@@ -238,7 +274,7 @@ type fenceRecord struct {
 // actInterval until leadership ends: read the last record, refuse to write
 // if it carries a higher token, else append with a compare-and-set on its
 // sequence. Its acts are recorded for daemon ("" in a single-key run).
-func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *record.Recorder, subject, daemon string, r fenceRecord) {
+func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *record.Recorder, subject, daemon string, r Fence) {
 	tick := time.NewTicker(actInterval)
 	defer tick.Stop()
 	for seq := 1; ; seq++ {
@@ -264,7 +300,7 @@ func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstre
 // fencedAppend appends r to subject unless the subject's last record
 // carries a higher token (stale), with a compare-and-set on that record's
 // sequence.
-func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.Stream, subject string, r fenceRecord) (accepted, stale bool, err error) {
+func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.Stream, subject string, r Fence) (accepted, stale bool, err error) {
 	var lastSeq uint64
 	last, err := fence.GetLastMsgForSubject(ctx, subject)
 	switch {
@@ -272,7 +308,7 @@ func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.S
 	case err != nil:
 		return false, false, err
 	default:
-		var prev fenceRecord
+		var prev Fence
 		if err := json.Unmarshal(last.Data, &prev); err != nil {
 			return false, false, err
 		}
