@@ -20,24 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Scenario is one fault, injected against the current leader (or around
-// it), healed before it returns. In a fleet run, the leader is the node
-// running the most daemons, and the key one of its daemons' keys.
-type Scenario struct {
-	Name string
-	// Mode is where it applies: "" for every mode, else one of
-	// Config.Mode's names (single, cluster, supercluster, leaf).
-	Mode string
-	// FleetOnly: membership changes of a fleet run.
-	FleetOnly bool
-	// AgentsOnly: faults of an -agents run's processes.
-	AgentsOnly bool
-	// Prepare, if set, runs before the fault (and before it is recorded),
-	// against the leader; the fault aims at the leader settled after it.
-	Prepare func(ctx context.Context, h *Harness, leader *Worker) error
-	Inject  func(ctx context.Context, h *Harness, leader *Worker) error
-}
-
 // Burst is how many nodes join, or leave, at once in a fleet run.
 const Burst = 3
 
