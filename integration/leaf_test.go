@@ -80,7 +80,7 @@ func leafLinkCut(t *testing.T, ping time.Duration, mode cutMode) {
 
 	rec.await(t, "leaf", time.Now())
 	cut := time.Now()
-	lp.net.isolate("leaf", mode)
+	lp.IsolateRegion("leaf", mode.fault())
 	watchErr := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -122,7 +122,7 @@ func leafLinkCut(t *testing.T, ping time.Duration, mode cutMode) {
 		figure(t, "a new watcher of the hub's bucket from the leaf during the cut: %s (%v)", errClass(err), err)
 	}
 	heal := time.Now()
-	lp.net.heal()
+	lp.Heal()
 	if _, ok := probe.first("no responders", cut); ping == 0 && mode == linkHeld && ok {
 		t.Errorf("at the default ping interval the leaf noticed a %v cut: %s", heal.Sub(cut).Round(time.Second), runs(probe.stop(), cut, heal))
 	}

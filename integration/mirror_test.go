@@ -34,8 +34,8 @@ func TestMirrorNextToCandidatesNeverDecides(t *testing.T) {
 		Placement: &jetstream.Placement{Cluster: "C2"},
 	})
 	const oneWay = 25 * time.Millisecond
-	sc.net.setDelay(oneWay)
-	defer sc.net.heal()
+	sc.setDelay(oneWay)
+	defer sc.Heal()
 
 	// C2's Gets of the origin right after a write in C1: the mirror answers
 	// them, before the write has reached it. C3 has no mirror.
@@ -72,7 +72,7 @@ func TestMirrorNextToCandidatesNeverDecides(t *testing.T) {
 	g := startRegionGroup(t, sc, bucket, "k", rec, "C2", "C1", "C3")
 	rec.await(t, "C2", time.Now())
 	cut := time.Now()
-	sc.net.isolate("C2", linkHeld)
+	sc.IsolateRegion("C2", linkHeld.fault())
 	lost := g.awaitLoss("C2")
 	next := g.awaitWin()
 	if next.name == "C2" {
@@ -99,7 +99,7 @@ func TestMirrorNextToCandidatesNeverDecides(t *testing.T) {
 	figure(t, "with C2 cut off and %s leading, a Get in C2 answered %s at once, from the mirror", next.name, seen)
 	holdCut(cut, s.minCut)
 	heal := time.Now()
-	sc.net.heal()
+	sc.Heal()
 	// nats-server retries a mirror's failed consumer after 10 s per failure
 	// so far, at most 2 minutes apart (stream.go, calculateRetryBackoff): a
 	// long cut can keep a mirror behind for minutes after the heal.

@@ -52,7 +52,7 @@ func remoteRegionIsolated(t *testing.T, sc *supercluster, mode cutMode) {
 
 	rec.await(t, "C3", time.Now())
 	cut := time.Now()
-	sc.net.isolate("C3", mode)
+	sc.IsolateRegion("C3", mode.fault())
 	lost := g.awaitLoss("C3")
 	next := g.awaitWin()
 	if next.name == "C3" {
@@ -61,7 +61,7 @@ func remoteRegionIsolated(t *testing.T, sc *supercluster, mode cutMode) {
 	checkStoodDownInTime(t, s.ttl, rec, history, "C3", cut, lost)
 	holdCut(cut, s.minCut)
 	heal := time.Now()
-	sc.net.heal()
+	sc.Heal()
 	resume := watchResume(t, admin, w3, "probe")
 	figure(t, "C3's leader stood down %v after the cut; a candidate of %s led %v later (leaderless)",
 		lost.at.Sub(cut).Round(time.Millisecond), next.name, next.at.Sub(lost.at).Round(time.Millisecond))
@@ -136,7 +136,7 @@ func homeRegionIsolated(t *testing.T, sc *supercluster) {
 
 	rec.await(t, "C2", time.Now())
 	cut := time.Now()
-	sc.net.isolate("C1", linkHeld)
+	sc.IsolateRegion("C1", linkHeld.fault())
 	watchErr := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -170,7 +170,7 @@ func homeRegionIsolated(t *testing.T, sc *supercluster) {
 		}
 	}
 	heal := time.Now()
-	sc.net.heal()
+	sc.Heal()
 	resume := watchResume(t, admin, w3, "probe")
 	figure(t, "C2's leader stood down %v after the cut; C1's candidate led %v later (leaderless)",
 		lost.at.Sub(cut).Round(time.Millisecond), next.at.Sub(lost.at).Round(time.Millisecond))
@@ -195,7 +195,7 @@ func gatewayDelay(t *testing.T, sc *supercluster, oneWay time.Duration) {
 	bucket := fmt.Sprintf("DELAY%d", oneWay.Milliseconds())
 	admin := sc.homeBucket(t, bucket, ttl)
 	defer sc.settle(t, bucket)
-	sc.net.setDelay(oneWay)
+	sc.setDelay(oneWay)
 	start := time.Now()
 	var g *group
 	rec := newRenewRecord()
@@ -203,12 +203,12 @@ func gatewayDelay(t *testing.T, sc *supercluster, oneWay time.Duration) {
 		g = startRegionGroup(t, sc, bucket, "k", rec, "C3", "C1", "C2")
 	}
 	kvs := map[string]jetstream.KeyValue{}
-	for _, region := range sc.regions {
+	for _, region := range sc.Regions() {
 		kvs[region] = sc.kv(t, region, bucket)
 	}
 	rtts := renewRTTs(t, kvs, s.samples)
 	lat := watchLatencies(t, admin, map[string]jetstream.KeyValue{"C2": kvs["C2"], "C3": kvs["C3"]}, "w", s.samples)
-	for _, region := range sc.regions {
+	for _, region := range sc.Regions() {
 		p50, p99 := percentiles(rtts[region])
 		figure(t, "renewal round trip from %s: p50 %s, p99 %s (n=%d)", region, ms(p50), ms(p99), len(rtts[region]))
 		switch {
@@ -277,7 +277,7 @@ func TestSuperclusterHomeStreamLeaderKilled(t *testing.T) {
 
 	rec.await(t, "C2", time.Now())
 	kill := time.Now()
-	sc.procs[victim].kill()
+	sc.procs[victim].Kill()
 	back := testenv.Poll(t, "a write to the bucket after its stream leader was killed", awaitTimeout, func() (probeResult, bool) {
 		return probe1.first("ok", kill)
 	})
@@ -329,7 +329,7 @@ func TestSuperclusterTwoRegionSplit(t *testing.T) {
 
 	rec.await(t, "C1", time.Now())
 	cut := time.Now()
-	sc.net.isolate("C2", linkHeld)
+	sc.IsolateRegion("C2", linkHeld.fault())
 	type attempt struct {
 		what string
 		err  error
@@ -370,7 +370,7 @@ func TestSuperclusterTwoRegionSplit(t *testing.T) {
 		t.Errorf("leadership changed during the split: %+v", ev)
 	}
 	heal := time.Now()
-	sc.net.heal()
+	sc.Heal()
 	resume := watchResume(t, admin, w2, "probe")
 	figure(t, "C2's watcher delivered a write made after the heal %v after it", resume.Round(time.Millisecond))
 	var wg sync.WaitGroup

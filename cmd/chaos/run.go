@@ -6,23 +6,27 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
+
+	"github.com/kvelect/election/cmd/chaos/check"
+	"github.com/kvelect/election/cmd/chaos/harness"
+	"github.com/kvelect/election/cmd/chaos/report"
+	"github.com/kvelect/election/cmd/chaos/scenario"
 )
 
 // runChaos runs the harness, checks the histories and prints the report. It
 // returns the process exit code.
-func runChaos(cfg config) int {
+func runChaos(opts options) int {
 	dir, err := os.MkdirTemp("", "chaos-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 2
 	}
-	h, err := newHarness(cfg, dir)
+	h, err := harness.New(opts.Config, dir)
 	if err == nil {
-		err = h.run(context.Background())
+		err = h.Run(context.Background(), scenario.Chosen(opts.Config))
 	}
 	if h != nil {
-		h.shutdown()
+		h.Shutdown()
 	}
 	if err != nil { // what was recorded until then is checked all the same
 		fmt.Fprintf(os.Stderr, "chaos: %v (histories kept in %s)\n", err, dir)
@@ -31,114 +35,29 @@ func runChaos(cfg config) int {
 		}
 	}
 	harnessErr := err
-	rep, err := check(cfg, dir)
+	rep, err := check.Dir(dir, opts.checkParams())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: checking: %v (histories kept in %s)\n", err, dir)
 		return 2
 	}
-	rep.print(os.Stdout, cfg)
-	if cfg.html != "" {
-		if err := writeHTML(cfg.html, rep); err != nil {
+	report.Print(os.Stdout, rep, opts.json)
+	if opts.html != "" {
+		if err := report.WriteHTML(opts.html, rep); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos: html:", err)
 		}
 	}
 	switch {
 	case harnessErr != nil:
-	case !rep.ok() || cfg.keep:
+	case !rep.OK() || opts.keep:
 		fmt.Fprintf(os.Stderr, "chaos: histories kept in %s\n", dir)
 	default:
 		os.RemoveAll(dir)
 	}
 	switch {
-	case !rep.ok():
+	case !rep.OK():
 		return 1
 	case harnessErr != nil:
 		return 2
 	}
 	return 0
-}
-
-// run starts the servers and workers, then injects the chosen scenarios
-// round after round.
-func (h *harness) run(ctx context.Context) error {
-	if err := h.startServers(); err != nil {
-		return err
-	}
-	if home := h.home(); home != nil {
-		h.rec.record(Event{Kind: "topology", Target: home.region})
-	}
-	if err := h.setup(ctx); err != nil {
-		return fmt.Errorf("creating the bucket: %w", err)
-	}
-	if h.cfg.agents {
-		if err := h.prepareAgents(); err != nil {
-			return err
-		}
-	}
-	start := time.Now()
-	h.rec.record(Event{Kind: "cold-start"})
-	for range h.cfg.workers {
-		if err := h.spawnWorker(); err != nil {
-			return err
-		}
-	}
-	for round := range h.cfg.rounds {
-		for _, sc := range h.cfg.chosen() {
-			if h.cfg.budget > 0 && time.Since(start) > h.cfg.budget {
-				h.rec.record(Event{Kind: "budget-spent"})
-				return h.settle(ctx)
-			}
-			if err := h.inject(ctx, round, sc); err != nil {
-				return fmt.Errorf("round %d, %s: %w", round+1, sc.name, err)
-			}
-		}
-	}
-	return h.settle(ctx)
-}
-
-// inject runs one scenario against the current leader and waits until a
-// leader leads again.
-func (h *harness) inject(ctx context.Context, round int, sc scenario) error {
-	wait, cancel := context.WithTimeout(ctx, leaderTimeout(h.cfg))
-	defer cancel()
-	leader, err := h.currentLeader(wait)
-	if err != nil {
-		return err
-	}
-	if sc.prepare != nil {
-		h.rec.record(Event{Kind: "prepare", Scenario: sc.name, Target: leader.name})
-		if err := sc.prepare(ctx, h, leader); err != nil {
-			return fmt.Errorf("preparing: %w", err)
-		}
-		h.unsettle()
-		if leader, err = h.currentLeader(wait); err != nil {
-			return err
-		}
-	}
-	h.drainWins()
-	h.unsettle()
-	h.rec.record(Event{Kind: "fault", Scenario: sc.name, Target: leader.name, Seq: round + 1})
-	if err := sc.inject(ctx, h, leader); err != nil {
-		return err
-	}
-	h.rec.record(Event{Kind: "heal", Scenario: sc.name})
-	// A renewal that raced the fault (sent before a purge landed, say) does
-	// not count: wait for one sent after the heal.
-	h.unsettle()
-	return h.settle(ctx)
-}
-
-// settle waits until a leader leads and has renewed since the last fault.
-func (h *harness) settle(ctx context.Context) error {
-	wait, cancel := context.WithTimeout(ctx, leaderTimeout(h.cfg))
-	defer cancel()
-	_, err := h.currentLeader(wait)
-	return err
-}
-
-// leaderTimeout is how long the harness waits for a leader before it calls
-// the run hung: far beyond any failover the design allows, plus a cluster's
-// stream-leader election.
-func leaderTimeout(cfg config) time.Duration {
-	return 10*cfg.ttl + startTimeout
 }

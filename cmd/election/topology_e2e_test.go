@@ -4,9 +4,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
+	kit "github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -37,16 +36,16 @@ func buildNATSServer(t *testing.T) string {
 	return buildOnce(t, "nats-server", "github.com/nats-io/nats-server/v2")
 }
 
-// natsProcess is a nats-server process of a test.
+// natsProcess is a nats-server process of a test, configured by hand.
 type natsProcess struct {
 	*daemon
-	name   string
 	client string // its client URL
-	http   int    // its monitoring port
 }
 
 // startNATSServer writes config to a file and runs bin with it; config
 // names its client port and monitoring port by the verbs CLIENT and HTTP.
+// The topologies of the kit start with startNATSServers instead; this is
+// for a configuration the kit does not write (accounts and users).
 func startNATSServer(t *testing.T, bin, name, config string) *natsProcess {
 	t.Helper()
 	ports, err := embedded.FreePorts(2)
@@ -58,33 +57,38 @@ func startNATSServer(t *testing.T, bin, name, config string) *natsProcess {
 	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &natsProcess{daemon: startProcess(t, bin, "nats-server-"+name, "-c", file), name: name,
-		client: fmt.Sprintf("nats://127.0.0.1:%d", ports[0]), http: ports[1]}
-	return p
+	return &natsProcess{daemon: startProcess(t, bin, "nats-server-"+name, "-c", file), client: fmt.Sprintf("nats://127.0.0.1:%d", ports[0])}
 }
 
-// monitor returns what the server's monitoring endpoint path says, decoded
-// into v, or an error while it does not answer.
-func (p *natsProcess) monitor(path string, v any) error {
-	client := http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	defer client.CloseIdleConnections()
-	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", p.http, path))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
-// signal sends sig to the server process.
-func (p *natsProcess) signal(t *testing.T, sig syscall.Signal) {
+// startNATSServers starts every server of topo as a standalone nats-server
+// process (bin), configured with a file, its log in a file of the test's;
+// each is killed when the test ends if it still runs. It returns once every
+// server takes clients and they have formed.
+func startNATSServers(t *testing.T, bin string, topo *kit.Topology) map[string]*kit.Process {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("%v to nats-server %s: %v", sig, p.name, err)
+	logs := t.TempDir()
+	servers := map[string]*kit.Process{}
+	for _, s := range topo.Servers {
+		log, err := os.Create(filepath.Join(logs, "nats-server-"+s.Name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := kit.NewProcess(s, kit.Binary(bin), log)
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			p.Kill()
+			log.Close()
+		})
+		servers[s.Name] = p
 	}
+	// Three servers' gateways and a meta leader elected across them: on a
+	// machine busy with the other packages' tests this took over 30 s once.
+	if err := topo.AwaitFormed(context.Background(), 2*waitTimeout); err != nil {
+		t.Fatal(err)
+	}
+	return servers
 }
 
 // workloads samples the live sleep processes of the commands carrying a
@@ -202,7 +206,7 @@ func candidate(t *testing.T, bin, name, url, bucket string, command []string, ex
 // meta leader creates: were the meta leader's server paused first, the
 // candidate would wait for a new meta leader (two 5 s timeouts, seen) before
 // it could follow the key.
-func awaitWatching(t *testing.T, js jetstream.JetStream, p *natsProcess, name, bucket string) {
+func awaitWatching(t *testing.T, js jetstream.JetStream, p *kit.Process, name, bucket string) {
 	t.Helper()
 	testenv.Poll(t, name+" watching bucket "+bucket, waitTimeout, func() (string, bool) {
 		var connz struct {
@@ -213,7 +217,7 @@ func awaitWatching(t *testing.T, js jetstream.JetStream, p *natsProcess, name, b
 				} `json:"subscriptions_list_detail"`
 			} `json:"connections"`
 		}
-		if err := p.monitor("/connz?subs=detail", &connz); err != nil {
+		if err := p.Server.Monitor("/connz?subs=detail", &connz); err != nil {
 			return err.Error(), false
 		}
 		subscribed := map[string]bool{}
@@ -255,45 +259,18 @@ func TestSuperclusterPlacementAndFailover(t *testing.T) {
 	t.Parallel()
 	natsServer := buildNATSServer(t)
 	bin := buildElection(t)
-	regions := []string{"C1", "C2", "C3"}
-	ports, err := embedded.FreePorts(2 * len(regions))
+	// Three one-server clusters, each server named after its region and
+	// tagged with it, linked straight to each other.
+	topo, err := kit.Supercluster([]int{1, 1, 1}, kit.Options{Dir: t.TempDir(), Direct: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	route := func(i int) int { return ports[2*i] }
-	gateway := func(i int) int { return ports[2*i+1] }
-	servers := map[string]*natsProcess{}
-	for i, region := range regions {
-		var remotes []string
-		for j, other := range regions {
-			if j != i {
-				remotes = append(remotes, fmt.Sprintf(`{name: %s, urls: ["nats://127.0.0.1:%d"]}`, other, gateway(j)))
-			}
-		}
-		// A cluster of one server routes to itself: JetStream runs
-		// clustered only in a cluster.
-		servers[region] = startNATSServer(t, natsServer, region, fmt.Sprintf(`
-server_name: %[1]s
-listen: 127.0.0.1:CLIENT
-http: 127.0.0.1:HTTP
-server_tags: ["region:%[1]s"]
-jetstream { store_dir: %[2]q }
-cluster { name: %[1]s, listen: 127.0.0.1:%[3]d, routes: ["nats-route://127.0.0.1:%[3]d"] }
-gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
-`, region, t.TempDir(), route(i), gateway(i), strings.Join(remotes, ", ")))
+	for _, s := range topo.Servers {
+		s.Name, s.Tags = s.Region, []string{"region:" + s.Region}
 	}
-	var monitors []string
-	for _, region := range regions {
-		monitors = append(monitors, fmt.Sprintf("http://127.0.0.1:%d", servers[region].http))
-	}
-	// Three servers' gateways and a meta leader elected across them: on a
-	// machine busy with the other packages' tests this took over 30 s once.
-	testenv.Poll(t, "the supercluster formed, with a JetStream meta leader", 2*waitTimeout, func() (string, bool) {
-		formed, missing := embedded.SuperclusterFormed(monitors)
-		return missing, formed
-	})
+	servers := startNATSServers(t, natsServer, topo)
 
-	c3 := servers["C3"].client
+	c3 := servers["C3"].Server.ClientURL()
 	code, stdout, stderr := runCLI(t, "bucket", "create", "-s", c3, "--bucket", "HOME", "--ttl", "2s", "--cluster", "C1")
 	if code != 0 {
 		t.Fatalf("bucket create --cluster C1 through C3: exit %d\n%s%s", code, stdout, stderr)
@@ -342,7 +319,7 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 	command := workloadCommand(starts, mark)
 	daemons := map[string]*daemon{}
 	for _, region := range []string{"C2", "C3"} {
-		daemons[region] = candidate(t, bin, region, servers[region].client, "HOME", command)
+		daemons[region] = candidate(t, bin, region, servers[region].Server.ClientURL(), "HOME", command)
 	}
 
 	first := waitStarts(t, starts, 1)[0]
@@ -362,11 +339,13 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 	}
 
 	work.awaitRunning(t, second.token)
-	daemons["C1"] = candidate(t, bin, "C1", servers["C1"].client, "HOME", command)
+	daemons["C1"] = candidate(t, bin, "C1", servers["C1"].Server.ClientURL(), "HOME", command)
 	awaitWatching(t, js, servers["C1"], "C1", "HOME")
 	paused := servers[second.name]
-	paused.signal(t, syscall.SIGSTOP)
-	t.Cleanup(func() { paused.cmd.Process.Signal(syscall.SIGCONT) })
+	if err := paused.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { paused.Signal(syscall.SIGCONT) })
 	pausedAt := time.Now()
 	work.awaitGone(t, second.token)
 	t.Logf("%s's workload ended %v after its server was paused", second.name, time.Since(pausedAt).Round(time.Millisecond))
@@ -376,7 +355,9 @@ gateway { name: %[1]s, listen: 127.0.0.1:%[4]d, gateways: [%[5]s] }
 			second.name, second.token, third.name, third.token)
 	}
 	t.Logf("C1 led %v after %s's server was paused", time.Since(pausedAt).Round(time.Millisecond), second.name)
-	paused.signal(t, syscall.SIGCONT)
+	if err := paused.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	if all := parseStarts(mustRead(t, starts)); len(all) != 3 {
 		t.Errorf("the command started %d times, want 3: %+v", len(all), all)
 	}
@@ -394,69 +375,41 @@ func TestLeafNodeCandidateOfTheHubsBucket(t *testing.T) {
 	t.Parallel()
 	natsServer := buildNATSServer(t)
 	bin := buildElection(t)
-	ports, err := embedded.FreePorts(1)
+	topo, err := kit.Leaf(kit.Options{Dir: t.TempDir(), Direct: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub := startNATSServer(t, natsServer, "hub", fmt.Sprintf(`
-server_name: hub
-listen: 127.0.0.1:CLIENT
-http: 127.0.0.1:HTTP
-jetstream { store_dir: %q, domain: hub }
-leafnodes { listen: 127.0.0.1:%d }
-`, t.TempDir(), ports[0]))
-	leaf := startNATSServer(t, natsServer, "leaf", fmt.Sprintf(`
-server_name: leaf
-listen: 127.0.0.1:CLIENT
-http: 127.0.0.1:HTTP
-ping_interval: "1s"
-jetstream { store_dir: %q, domain: leaf }
-leafnodes { remotes: [{url: "nats-leaf://127.0.0.1:%d"}] }
-`, t.TempDir(), ports[0]))
-	testenv.Poll(t, "the leaf node linked to the hub", waitTimeout, func() (string, bool) {
-		for _, s := range []*natsProcess{hub, leaf} {
-			var leafz struct {
-				Leafs int `json:"leafnodes"`
-			}
-			if err := s.monitor("/leafz", &leafz); err != nil || leafz.Leafs != 1 {
-				return fmt.Sprintf("%s: %d leaf links (%v)", s.name, leafz.Leafs, err), false
-			}
-			var health struct{}
-			if err := s.monitor("/healthz", &health); err != nil {
-				return fmt.Sprintf("%s: %v", s.name, err), false
-			}
-		}
-		return "", true
-	})
+	topo.Server("leaf").PingInterval = time.Second
+	servers := startNATSServers(t, natsServer, topo)
+	hub, leaf := servers["hub"], servers["leaf"]
 
-	code, stdout, stderr := runCLI(t, "bucket", "create", "-s", hub.client, "--bucket", "GLOBAL", "--ttl", "2s")
+	code, stdout, stderr := runCLI(t, "bucket", "create", "-s", hub.Server.ClientURL(), "--bucket", "GLOBAL", "--ttl", "2s")
 	if code != 0 {
 		t.Fatalf("bucket create on the hub: exit %d\n%s%s", code, stdout, stderr)
 	}
-	code, stdout, stderr = runCLI(t, "bucket", "check", "-s", leaf.client, "--js-domain", "hub", "--bucket", "GLOBAL")
+	code, stdout, stderr = runCLI(t, "bucket", "check", "-s", leaf.Server.ClientURL(), "--js-domain", "hub", "--bucket", "GLOBAL")
 	t.Logf("election bucket check -s <leaf> --js-domain hub --bucket GLOBAL:\n%s", stdout)
 	if code != 0 || !strings.Contains(stdout, "location: JetStream domain hub: candidates that reach the bucket through this domain lead only while it is reachable from their server\n") {
 		t.Errorf("bucket check through the leaf: exit %d, stdout %q, stderr %q; want 0 and the domain", code, stdout, stderr)
 	}
-	code, stdout, stderr = runCLI(t, "bucket", "check", "-s", leaf.client, "--js-domain", "nowhere", "--bucket", "GLOBAL")
+	code, stdout, stderr = runCLI(t, "bucket", "check", "-s", leaf.Server.ClientURL(), "--js-domain", "nowhere", "--bucket", "GLOBAL")
 	wantOneLineError(t, code, exitError, stdout, stderr, `JetStream domain "nowhere" cannot be reached from this server`)
 
 	mark := testenv.NewMark()
 	work := sampleWorkloads(t, mark)
 	starts := filepath.Join(t.TempDir(), "starts")
 	command := workloadCommand(starts, mark)
-	candidate(t, bin, "edge", leaf.client, "GLOBAL", command, "--js-domain", "hub")
+	candidate(t, bin, "edge", leaf.Server.ClientURL(), "GLOBAL", command, "--js-domain", "hub")
 	first := waitStarts(t, starts, 1)[0]
 	if first.name != "edge" {
 		t.Fatalf("first start %+v: want the leaf's candidate, edge", first)
 	}
 	work.awaitRunning(t, first.token)
-	candidate(t, bin, "central", hub.client, "GLOBAL", command)
-	_, hubJS := testenv.Connect(t, hub.client)
+	candidate(t, bin, "central", hub.Server.ClientURL(), "GLOBAL", command)
+	_, hubJS := testenv.Connect(t, hub.Server.ClientURL())
 	awaitWatching(t, hubJS, hub, "central", "GLOBAL")
 
-	leaf.cmd.Process.Kill()
-	leaf.wait(t)
+	leaf.Kill()
 	killedAt := time.Now()
 	work.awaitGone(t, first.token)
 	t.Logf("edge's workload ended %v after the leaf server was killed", time.Since(killedAt).Round(time.Millisecond))

@@ -22,6 +22,7 @@ type Proxy struct {
 	hold    [2]bool // by direction: toServer, toClient
 	refuse  bool    // every connection is reset, open or new (Refuse)
 	delay   time.Duration
+	latency time.Duration
 	healed  chan struct{} // closed, and replaced, by every Heal and by Close
 	closed  bool
 	conns   map[net.Conn]struct{}
@@ -63,8 +64,15 @@ func (p *Proxy) Blackhole() { p.set(func() { p.hold = [2]bool{true, true} }) }
 // the client's writes arrive, but it hears nothing back.
 func (p *Proxy) HalfOpen() { p.set(func() { p.hold = [2]bool{false, true} }) }
 
-// Delay holds every chunk for d before forwarding it, until Heal.
+// Delay holds every chunk for d before forwarding it, until Heal: each
+// chunk in turn, so a burst waits longer.
 func (p *Proxy) Delay(d time.Duration) { p.set(func() { p.delay = d }) }
+
+// Latency forwards every chunk d after the proxy read it, until Heal: each
+// chunk on its own, without waiting behind the one before, as a network
+// link's latency does. A connection that has carried a chunk under a
+// latency goes on forwarding through a writer of its own, in order.
+func (p *Proxy) Latency(d time.Duration) { p.set(func() { p.latency = d }) }
 
 // Sent returns a channel closed once a chunk from a client holding text
 // has passed the faults toward the server: it reaches the server (after
@@ -106,7 +114,7 @@ func (p *Proxy) Heal() {
 	p.set(func() {
 		p.hold = [2]bool{}
 		p.refuse = false
-		p.delay = 0
+		p.delay, p.latency = 0, 0
 		p.releaseHeldLocked()
 	})
 }
@@ -214,9 +222,13 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 // chunk. When either side ends, both are closed.
 func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	defer p.wg.Done()
+	var late *lateWriter
 	defer func() {
 		dst.Close()
 		src.Close()
+		if late != nil {
+			late.stop()
+		}
 		p.mu.Lock()
 		delete(p.conns, dst)
 		delete(p.conns, src)
@@ -226,15 +238,26 @@ func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			delay, healed, open := p.wait(direction, buf[:n])
+			read := time.Now()
+			delay, latency, healed, open := p.wait(direction, buf[:n])
 			if !open {
 				return
 			}
-			if delay > 0 {
-				holdFor(delay, healed)
+			if latency > 0 && late == nil {
+				late = newLateWriter(dst)
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			switch {
+			case late != nil: // once a chunk went late, every later one follows it, in order
+				if !late.send(lateChunk{b: append([]byte(nil), buf[:n]...), due: read.Add(latency), delay: delay, healed: healed}) {
+					return
+				}
+			default:
+				if delay > 0 {
+					holdFor(delay, healed)
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
 			}
 		}
 		if err != nil {
@@ -243,10 +266,66 @@ func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 	}
 }
 
-// wait blocks while the direction is held, then returns the delay to apply
-// to chunk, a channel closed by the next Heal, and whether the proxy is
-// still open.
-func (p *Proxy) wait(direction int, chunk []byte) (time.Duration, <-chan struct{}, bool) {
+// lateChunk is a chunk a lateWriter writes at due, after holding it for
+// delay, or at once when healed is closed.
+type lateChunk struct {
+	b      []byte
+	due    time.Time
+	delay  time.Duration
+	healed <-chan struct{}
+}
+
+// lateWriter writes the chunks of a connection under a Latency, each when
+// it is due, while the pipe reads on: a chunk does not wait out the latency
+// of the one before it.
+type lateWriter struct {
+	chunks chan lateChunk
+	done   chan struct{} // closed by stop
+	exited chan struct{} // closed when the writer has returned
+}
+
+func newLateWriter(dst net.Conn) *lateWriter {
+	w := &lateWriter{chunks: make(chan lateChunk, 64), done: make(chan struct{}), exited: make(chan struct{})}
+	go func() {
+		defer close(w.exited)
+		for {
+			select {
+			case c := <-w.chunks:
+				holdFor(time.Until(c.due), c.healed)
+				holdFor(c.delay, c.healed)
+				if _, err := dst.Write(c.b); err != nil {
+					return
+				}
+			case <-w.done:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// send queues c, and reports false if the writer has returned (its write
+// failed).
+func (w *lateWriter) send(c lateChunk) bool {
+	select {
+	case w.chunks <- c:
+		return true
+	case <-w.exited:
+		return false
+	}
+}
+
+// stop ends the writer and waits for it; chunks not yet written are
+// dropped, as the connection is closing.
+func (w *lateWriter) stop() {
+	close(w.done)
+	<-w.exited
+}
+
+// wait blocks while the direction is held, then returns the delay and the
+// latency to apply to chunk, a channel closed by the next Heal, and whether
+// the proxy is still open.
+func (p *Proxy) wait(direction int, chunk []byte) (time.Duration, time.Duration, <-chan struct{}, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.hold[direction] && !p.closed {
@@ -255,11 +334,15 @@ func (p *Proxy) wait(direction int, chunk []byte) (time.Duration, <-chan struct{
 	if direction == toServer && !p.closed {
 		p.passedLocked(chunk)
 	}
-	return p.delay, p.healed, !p.closed
+	return p.delay, p.latency, p.healed, !p.closed
 }
 
-// holdFor waits for d, or until healed is closed.
+// holdFor waits for d (none if it is not positive), or until healed is
+// closed.
 func holdFor(d time.Duration, healed <-chan struct{}) {
+	if d <= 0 {
+		return
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

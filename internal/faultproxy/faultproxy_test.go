@@ -160,3 +160,62 @@ func TestAChunkSentBeforeABlackholeArrives(t *testing.T) {
 		t.Fatal("the chunk sent before the blackhole did not arrive within 30 s")
 	}
 }
+
+// TestLatencyDelaysEachChunkFromWhenItWasRead writes two chunks 50 ms
+// apart through a proxy with a latency of 300 ms: each arrives about 300 ms
+// after it was written, the second without waiting out the first's latency
+// in turn (as Delay would make it: 600 ms).
+func TestLatencyDelaysEachChunkFromWhenItWasRead(t *testing.T) {
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	arrived := make(chan time.Time, 2)
+	go func() {
+		c, err := target.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 1)
+		for range 2 {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			arrived <- time.Now()
+		}
+	}()
+	p, err := New(target.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const latency = 300 * time.Millisecond
+	p.Latency(latency)
+	client, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	var sent [2]time.Time
+	for i := range sent {
+		if i > 0 {
+			time.Sleep(50 * time.Millisecond) // spaces the writes; waits for nothing
+		}
+		sent[i] = time.Now()
+		if _, err := client.Write([]byte{'x'}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range sent {
+		select {
+		case at := <-arrived:
+			if took := at.Sub(sent[i]); took < latency || took >= 2*latency {
+				t.Errorf("chunk %d arrived %v after it was written, want from %v to under %v", i, took, latency, 2*latency)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("chunk %d did not arrive within 30 s", i)
+		}
+	}
+}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package check
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/kvelect/election/fleet"
 )
 
@@ -26,7 +27,7 @@ type actorRun struct {
 	start  int64
 	end    int64
 	gone   int64 // when the harness saw the actor's connection close; 0 if it never did
-	events []Event
+	events []record.Event
 }
 
 // actorKey names an actor across the records: its daemon, node and
@@ -44,7 +45,7 @@ func loadActors(dir string, h *history) error {
 		return err
 	}
 	for _, f := range files {
-		events, err := readHistory(f)
+		events, err := record.Read(f)
 		if err != nil {
 			return err
 		}
@@ -112,10 +113,10 @@ func leaderDeadlines(ttl time.Duration) (validity, work time.Duration) {
 // and none with a stale token, the daemons of a SIGKILLed agent die within
 // the loss margin and those of a paused one at the work deadline, and no
 // actor outlives the agents. Per fault it measures what a fleet run does.
-func checkAgentsRun(cfg config, hist *history) *report {
-	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, SyncAlways: cfg.syncAlways, Seed: cfg.seed, Workers: cfg.workers, Rounds: cfg.rounds,
-		Fleet: true, Agents: true, Daemons: cfg.daemons, LossMarginMS: ms(int64(fleet.LossMargin(cfg.ttl)))}
-	rep.KVLinearizable = kvNotRecorded // the agents are the election binary: their KV calls are not recorded
+func checkAgentsRun(p Params, hist *history) *Report {
+	rep := &Report{TTL: p.TTL, Cluster: p.Cluster, SyncAlways: p.SyncAlways, Seed: p.Seed, Workers: p.Workers, Rounds: p.Rounds,
+		Fleet: true, Agents: true, Daemons: p.Daemons, LossMarginMS: ms(int64(fleet.LossMargin(p.TTL)))}
+	rep.KVLinearizable = KVNotRecorded // the agents are the election binary: their KV calls are not recorded
 	runStart, runEnd, deaths, _ := readTimeline(rep, hist.harness)
 	for _, ev := range hist.harness {
 		switch ev.Kind {
@@ -170,7 +171,7 @@ func checkAgentsRun(cfg config, hist *history) *report {
 		rep.ColdStartMS = max(rep.ColdStartMS, ms(terms[0].start-runStart))
 	}
 	checkFleet(rep, hist.harness, byDaemonTerms(placed), runEnd)
-	checkAgentFaults(rep, hist.harness, runs, cfg.ttl)
+	checkAgentFaults(rep, hist.harness, runs, p.TTL)
 	return rep
 }
 
@@ -221,7 +222,7 @@ func handovers(runs []*term) int {
 // checkFenceHoldsActs counts the acts an actor recorded as accepted that
 // the fence's log does not hold, unless the log could not be read, and the
 // acts the fence refused as stale.
-func checkFenceHoldsActs(rep *report, hist *history) {
+func checkFenceHoldsActs(rep *Report, hist *history) {
 	type act struct {
 		actorKey
 		seq int
@@ -255,8 +256,8 @@ func checkFenceHoldsActs(rep *report, hist *history) {
 // daemons of a SIGKILLed agent gone later than the loss margin, and those
 // of an agent paused past its work deadline still alive when it resumed.
 // An actor the harness never saw go counts as gone at the end of the run.
-func checkAgentFaults(rep *report, harness []Event, runs []*actorRun, ttl time.Duration) {
-	byName := map[string]*scenarioReport{}
+func checkAgentFaults(rep *Report, harness []record.Event, runs []*actorRun, ttl time.Duration) {
+	byName := map[string]*ScenarioReport{}
 	for _, sr := range rep.Scenarios {
 		byName[sr.Name] = sr
 	}
@@ -280,7 +281,7 @@ func checkAgentFaults(rep *report, harness []Event, runs []*actorRun, ttl time.D
 	margin := int64(fleet.LossMargin(ttl))
 	_, work := leaderDeadlines(ttl)
 	deadline := int64(work)
-	var cur *scenarioReport
+	var cur *ScenarioReport
 	paused := map[string]int64{}
 	for _, ev := range harness {
 		switch ev.Kind {

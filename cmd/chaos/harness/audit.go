@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package harness
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
+	"github.com/kvelect/election/cmd/chaos/worker"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -30,7 +32,7 @@ const recordPrefix = "chaos.record."
 // while it still holds it. The resolution of the KV check counts the
 // revisions neither saw.
 type audit struct {
-	rec     *recorder
+	rec     *record.Recorder
 	conns   []*nats.Conn
 	consume jetstream.ConsumeContext
 
@@ -45,7 +47,7 @@ func startAudit(ctx context.Context, js jetstream.JetStream, urls, path string) 
 	if err != nil {
 		return nil, err
 	}
-	a := &audit{rec: newRecorder(f, "audit"), seen: map[uint64]bool{}}
+	a := &audit{rec: record.New(f, "audit"), seen: map[uint64]bool{}}
 	for _, url := range strings.Split(urls, ",") {
 		nc, err := nats.Connect(url, nats.Name("chaos-audit"), nats.MaxReconnects(-1),
 			nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
@@ -63,7 +65,7 @@ func startAudit(ctx context.Context, js jetstream.JetStream, urls, path string) 
 			return nil, err
 		}
 	}
-	c, err := js.OrderedConsumer(ctx, "KV_"+bucketName, jetstream.OrderedConsumerConfig{})
+	c, err := js.OrderedConsumer(ctx, "KV_"+worker.BucketName, jetstream.OrderedConsumerConfig{})
 	if err == nil {
 		a.consume, err = c.Consume(func(m jetstream.Msg) {
 			if meta, err := m.Metadata(); err == nil {
@@ -95,16 +97,16 @@ func (a *audit) note(rev uint64, subject string, hdr nats.Header, data []byte) {
 	if op == "" {
 		op = "PUT"
 	}
-	ev := Event{Kind: "audit", Rev: rev, Op: op, Key: strings.TrimPrefix(subject, fmt.Sprintf("$KV.%s.", bucketName)),
+	ev := record.Event{Kind: "audit", Rev: rev, Op: op, Key: strings.TrimPrefix(subject, fmt.Sprintf("$KV.%s.", worker.BucketName)),
 		Worker: string(data), Value: string(data)}
 	if expected := hdr.Get(jetstream.ExpectedLastSubjSeqHeader); expected != "" {
 		ev.Conditional = true
 		ev.Expected, _ = strconv.ParseUint(expected, 10, 64)
 	}
-	a.rec.record(ev)
+	a.rec.Record(ev)
 }
 
-// stop waits for what each server has sent so far, and stops recording.
+// Stop waits for what each server has sent so far, and stops recording.
 func (a *audit) stop() {
 	for _, nc := range a.conns {
 		nc.FlushTimeout(time.Second)
@@ -118,13 +120,13 @@ func (a *audit) stop() {
 // recordLastRevision records the last revision of the bucket's stream once
 // every worker has stopped ("last-revision"): the revisions up to it that
 // the audit did not see are those the KV check cannot attribute.
-func (h *harness) recordLastRevision() {
-	err := retry(context.Background(), 2*time.Second, func(ctx context.Context) error {
-		s, err := h.js.Stream(ctx, "KV_"+bucketName)
+func (h *Harness) recordLastRevision() {
+	err := worker.Retry(context.Background(), 2*time.Second, func(ctx context.Context) error {
+		s, err := h.js.Stream(ctx, "KV_"+worker.BucketName)
 		if err != nil {
 			return err
 		}
-		h.rec.record(Event{Kind: "last-revision", Rev: s.CachedInfo().State.LastSeq})
+		h.rec.Record(record.Event{Kind: "last-revision", Rev: s.CachedInfo().State.LastSeq})
 		return nil
 	})
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package harness
 
 import (
 	"bufio"
@@ -13,11 +13,14 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/kvelect/election/cmd/chaos/record"
+	"github.com/kvelect/election/cmd/chaos/worker"
 )
 
 // daemonShapes are the commands of an -agents run's daemons, one per
 // daemon in turn, each starting the actor from the chaos binary the agent
-// has in its environment (actorBinEnv). The agent runs each as sh -c
+// has in its environment (worker.ActorBinEnv). The agent runs each as sh -c
 // COMMAND, and /bin/sh forks for all of them (dash does not exec a -c
 // string's last command): the actor is a grandchild of the agent's guard
 // or deeper, beside a shell, a cat or a second shell in the group, as in
@@ -53,9 +56,9 @@ type actorProc struct {
 
 // prepareAgents gets the election binary (built into the run's directory
 // unless -election names one) and listens for the actors' records.
-func (h *harness) prepareAgents() error {
-	if h.cfg.election != "" {
-		path, err := filepath.Abs(h.cfg.election)
+func (h *Harness) prepareAgents() error {
+	if h.cfg.Election != "" {
+		path, err := filepath.Abs(h.cfg.Election)
 		if err != nil {
 			return err
 		}
@@ -79,15 +82,15 @@ func (h *harness) prepareAgents() error {
 
 // spawnAgent starts w as an election agent connected through the proxies
 // at urls, able to run every daemon, each under its shape of command.
-func (h *harness) spawnAgent(w *workerProc, urls string) error {
-	args := []string{"agent", "--server", urls, "--bucket", bucketName, "--name", w.name,
+func (h *Harness) spawnAgent(w *Worker, urls string) error {
+	args := []string{"agent", "--server", urls, "--bucket", worker.BucketName, "--name", w.name,
 		"--grace", agentGrace.String(), "--log-format", "json"}
-	for i, d := range h.cfg.daemonNames() {
+	for i, d := range h.cfg.DaemonNames() {
 		args = append(args, "--daemon", d+"="+daemonShapes[i%len(daemonShapes)])
 	}
 	cmd := exec.Command(h.agentBin, args...)
-	cmd.Env = append(os.Environ(), actorBinEnv+"="+h.self, actorURLsEnv+"="+urls,
-		actorSocketEnv+"="+h.actorLn.Addr().String())
+	cmd.Env = append(os.Environ(), worker.ActorBinEnv+"="+h.self, worker.ActorURLsEnv+"="+urls,
+		worker.ActorSocketEnv+"="+h.actorLn.Addr().String())
 	// The log goes through a pipe the harness reads to learn when the
 	// agent joined. The daemons inherit it, so its end does not tell the
 	// agent's exit: Wait does.
@@ -111,7 +114,7 @@ func (h *harness) spawnAgent(w *workerProc, urls string) error {
 	h.mu.Lock()
 	h.workers[w.name] = w
 	h.mu.Unlock()
-	h.rec.record(Event{Kind: "spawn", Target: w.name, PID: cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: "spawn", Target: w.name, PID: cmd.Process.Pid})
 	go h.followAgentLog(w, logR, log)
 	go func() {
 		cmd.Wait()
@@ -122,7 +125,7 @@ func (h *harness) spawnAgent(w *workerProc, urls string) error {
 
 // followAgentLog copies an agent's log to its file and marks the agent
 // joined when it says so.
-func (h *harness) followAgentLog(w *workerProc, r io.ReadCloser, log io.WriteCloser) {
+func (h *Harness) followAgentLog(w *Worker, r io.ReadCloser, log io.WriteCloser) {
 	defer r.Close()
 	defer log.Close()
 	lines := bufio.NewReader(r)
@@ -138,7 +141,7 @@ func (h *harness) followAgentLog(w *workerProc, r io.ReadCloser, log io.WriteClo
 			h.mu.Lock()
 			w.joined = true
 			h.mu.Unlock()
-			h.rec.record(Event{Kind: "joined", Target: w.name})
+			h.rec.Record(record.Event{Kind: "joined", Target: w.name})
 			h.signal()
 		}
 		if err != nil {
@@ -148,7 +151,7 @@ func (h *harness) followAgentLog(w *workerProc, r io.ReadCloser, log io.WriteClo
 }
 
 // acceptActors takes the actors' connections until the listener closes.
-func (h *harness) acceptActors() {
+func (h *Harness) acceptActors() {
 	for {
 		conn, err := h.actorLn.Accept()
 		if err != nil {
@@ -167,7 +170,7 @@ func (h *harness) acceptActors() {
 // runs each daemon: an actor's start makes its node the daemon's holder,
 // one of its acts accepted since the last fault settles it, and the end
 // of its connection (the actor exited) ends its hold.
-func (h *harness) followActor(conn net.Conn, seq int) {
+func (h *Harness) followActor(conn net.Conn, seq int) {
 	var a *actorProc
 	defer func() {
 		conn.Close()
@@ -182,7 +185,7 @@ func (h *harness) followActor(conn net.Conn, seq int) {
 		}
 		h.mu.Unlock()
 		if a != nil {
-			h.rec.record(Event{Kind: "actor-gone", Target: a.node, Daemon: a.daemon, PID: a.pid, Token: a.token})
+			h.rec.Record(record.Event{Kind: "actor-gone", Target: a.node, Daemon: a.daemon, PID: a.pid, Token: a.token})
 		}
 		h.signal()
 	}()
@@ -196,7 +199,7 @@ func (h *harness) followActor(conn net.Conn, seq int) {
 	for lines.Scan() {
 		line := lines.Bytes()
 		out.Write(append(line, '\n'))
-		var ev Event
+		var ev record.Event
 		if json.Unmarshal(line, &ev) != nil {
 			continue
 		}
@@ -220,9 +223,9 @@ func (h *harness) followActor(conn net.Conn, seq int) {
 
 // endAgents, once every agent has exited, ends the actors (endActors) and
 // removes the election binary if the run built it.
-func (h *harness) endAgents() {
+func (h *Harness) endAgents() {
 	h.endActors()
-	if h.cfg.election == "" && h.agentBin != "" {
+	if h.cfg.Election == "" && h.agentBin != "" {
 		os.Remove(h.agentBin)
 	}
 }
@@ -232,7 +235,7 @@ func (h *harness) endAgents() {
 // outlived its agent: it is recorded as left over and killed. Its open
 // connection proves that its process has not exited, so the ID is still
 // its own.
-func (h *harness) endActors() {
+func (h *Harness) endActors() {
 	if h.actorLn == nil {
 		return
 	}
@@ -242,18 +245,18 @@ func (h *harness) endActors() {
 	}
 	h.mu.Lock()
 	for a := range h.actors {
-		h.rec.record(Event{Kind: "leftover", Target: a.node, Daemon: a.daemon, PID: a.pid, Token: a.token})
+		h.rec.Record(record.Event{Kind: "leftover", Target: a.node, Daemon: a.daemon, PID: a.pid, Token: a.token})
 		syscall.Kill(a.pid, syscall.SIGKILL)
 	}
 	h.mu.Unlock()
-	if !h.awaitActors(startTimeout) {
-		h.rec.record(Event{Kind: "leftover-error", Err: "actors still connected after they were killed"})
+	if !h.awaitActors(worker.StartTimeout) {
+		h.rec.Record(record.Event{Kind: "leftover-error", Err: "actors still connected after they were killed"})
 	}
 }
 
 // awaitActors waits up to d until no actor is connected, and reports
 // whether none is.
-func (h *harness) awaitActors(d time.Duration) bool {
+func (h *Harness) awaitActors(d time.Duration) bool {
 	timeout := time.NewTimer(d)
 	defer timeout.Stop()
 	for {
@@ -270,9 +273,3 @@ func (h *harness) awaitActors(d time.Duration) bool {
 		}
 	}
 }
-
-// agentsShortBudget is -short's budget of an -agents run: a round of
-// every scenario takes about 45 s on two cores, so that the run ends
-// within about 90 s on a slower machine, its first scenarios (the agents'
-// kills, stops and pauses) run in any case.
-const agentsShortBudget = time.Minute

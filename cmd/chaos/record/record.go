@@ -1,6 +1,10 @@
 //go:build unix
 
-package main
+// Package record is what every process of a chaos run writes and the
+// checker reads: the events of a history, one JSON line each, timed on the
+// CLOCK_MONOTONIC every process of the host shares; the writer of a history
+// file; and a KeyValue that records every call made through it.
+package record
 
 import (
 	"bufio"
@@ -8,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -56,9 +61,9 @@ type Event struct {
 	Region string `json:"region,omitempty"`
 }
 
-// monotonicNow reads CLOCK_MONOTONIC. Go's own monotonic readings count from
-// a per-process origin, so they cannot be compared across processes.
-func monotonicNow() int64 {
+// Now reads CLOCK_MONOTONIC. Go's own monotonic readings count from a
+// per-process origin, so they cannot be compared across processes.
+func Now() int64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
 		panic(fmt.Sprintf("CLOCK_MONOTONIC: %v", err))
@@ -66,21 +71,24 @@ func monotonicNow() int64 {
 	return ts.Nano()
 }
 
-// recorder writes events as JSON lines, one writer at a time.
-type recorder struct {
+// Recorder writes events as JSON lines, one writer at a time.
+type Recorder struct {
 	mu     sync.Mutex
 	enc    *json.Encoder
 	worker string
 }
 
-func newRecorder(w io.Writer, worker string) *recorder {
-	return &recorder{enc: json.NewEncoder(w), worker: worker}
+// New returns a Recorder that writes to w the events of worker (the
+// harness's own: "harness").
+func New(w io.Writer, worker string) *Recorder {
+	return &Recorder{enc: json.NewEncoder(w), worker: worker}
 }
 
-// record stamps ev with the time (unless set) and the worker, and writes it.
-func (r *recorder) record(ev Event) {
+// Record stamps ev with the time (unless set) and the worker (unless set),
+// and writes it.
+func (r *Recorder) Record(ev Event) {
 	if ev.T == 0 {
-		ev.T = monotonicNow()
+		ev.T = Now()
 	}
 	if ev.Worker == "" {
 		ev.Worker = r.worker
@@ -92,8 +100,8 @@ func (r *recorder) record(ev Event) {
 	}
 }
 
-// readHistory reads a JSON-lines history file.
-func readHistory(path string) ([]Event, error) {
+// Read reads a history file.
+func Read(path string) ([]Event, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -110,4 +118,15 @@ func readHistory(path string) ([]Event, error) {
 		events = append(events, ev)
 	}
 	return events, sc.Err()
+}
+
+// reservedPrefix begins the keys the library keeps beside the election
+// keys (candidate records, transfer requests): their writes are no lease's.
+const reservedPrefix = "_kvelect."
+
+// LeaseWrite reports whether ev is an acknowledged write of an election
+// key, a claim or renewal from which a leader counts its validity; a
+// candidate record's write, though acknowledged, renews no lease.
+func (ev Event) LeaseWrite() bool {
+	return ev.Kind == "op" && ev.Outcome == "ok" && (ev.Op == "create" || ev.Op == "update") && !strings.HasPrefix(ev.Key, reservedPrefix)
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package worker
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/kvelect/election/fleet"
 )
 
@@ -22,13 +23,13 @@ import (
 // (fleet.DrainContext). The fleet must let the daemon go only after.
 const drain = 2 * actInterval
 
-// runNode is one node process of a fleet run: it joins the fleet in the
+// RunNode is one node process of a fleet run: it joins the fleet in the
 // bucket, able to run every daemon listed, and each daemon it runs acts on
 // its own subject of the fenced resource with its own token. It writes its
 // history to stdout, the KV calls on daemon keys and each daemon's runs
 // included, and leaves the fleet on SIGTERM. Once it has left it exits
 // when its stdin closes, as a worker does.
-func runNode(args []string) error {
+func RunNode(args []string) error {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	name := fs.String("name", "", "node name")
 	urls := fs.String("urls", "", "NATS URLs, comma separated")
@@ -39,12 +40,12 @@ func runNode(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rec := newRecorder(os.Stdout, *name)
+	rec := record.New(os.Stdout, *name)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
 	c, err := connectWorker(ctx, *name, *urls, *bucket, *domain, func(server string) {
-		rec.record(Event{Kind: "connected", Target: server})
+		rec.Record(record.Event{Kind: "connected", Target: server})
 	})
 	if err != nil {
 		return err
@@ -56,7 +57,7 @@ func runNode(args []string) error {
 		defaults = append(defaults, election.WithUnsafeShortTTL())
 	}
 	daemonPrefix := fleet.DaemonKey("")
-	recorded := &recordingKV{KeyValue: kv, rec: rec, daemonOf: func(key string) (string, bool) {
+	recorded := &record.KV{KeyValue: kv, Rec: rec, DaemonOf: func(key string) (string, bool) {
 		return strings.CutPrefix(key, daemonPrefix)
 	}}
 	b, err := election.OpenBucket(ctx, recorded, defaults...)
@@ -69,29 +70,29 @@ func runNode(args []string) error {
 	for _, d := range strings.Split(*daemons, ",") {
 		cfg.Daemons = append(cfg.Daemons, fleet.Daemon{Name: d, Run: func(ctx context.Context) error {
 			token, _ := election.TokenFromContext(ctx)
-			rec.record(Event{Kind: "won", Daemon: d, Token: token})
-			subject, r := fenceSubject+"."+d, fenceRecord{Token: token, Worker: *name}
+			rec.Record(record.Event{Kind: "won", Daemon: d, Token: token})
+			subject, r := FenceSubject+"."+d, Fence{Token: token, Worker: *name}
 			actUntilDone(ctx, js, fence, rec, subject, d, r)
 			if errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
 				flush, cancel := context.WithTimeout(fleet.DrainContext(ctx), drain)
 				actUntilDone(flush, js, fence, rec, subject, d, r)
 				cancel()
 			}
-			rec.record(Event{Kind: "lost", Daemon: d, Token: token, Cause: context.Cause(ctx).Error()})
-			rec.record(Event{Kind: "returned", Daemon: d, Token: token})
+			rec.Record(record.Event{Kind: "lost", Daemon: d, Token: token, Cause: context.Cause(ctx).Error()})
+			rec.Record(record.Event{Kind: "returned", Daemon: d, Token: token})
 			return nil
 		}})
 	}
-	rec.record(Event{Kind: "start", PID: os.Getpid()})
+	rec.Record(record.Event{Kind: "start", PID: os.Getpid()})
 	node, err := fleet.Join(ctx, b, cfg)
 	if err != nil {
-		rec.record(Event{Kind: "exit", Err: err.Error()})
+		rec.Record(record.Event{Kind: "exit", Err: err.Error()})
 		return err
 	}
-	rec.record(Event{Kind: "joined"})
+	rec.Record(record.Event{Kind: "joined"})
 	<-ctx.Done()
 	node.Leave()
-	rec.record(Event{Kind: "exit"})
+	rec.Record(record.Event{Kind: "exit"})
 	io.Copy(io.Discard, os.Stdin)
 	return nil
 }

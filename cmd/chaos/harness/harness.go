@@ -1,6 +1,13 @@
 //go:build unix
 
-package main
+// Package harness is the chaos harness's process control: it starts the
+// run's servers (internal/topology) and worker processes (package worker)
+// behind fault proxies, follows who leads, and injects faults into them
+// (kills, stops, pauses, cuts, key writes, outages, the combinations),
+// recording each in its own history (package record). Run injects the
+// scenarios package scenario chooses; what the histories say is for
+// package check to judge.
+package harness
 
 import (
 	"bufio"
@@ -9,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -22,41 +28,37 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/chaos/check"
+	"github.com/kvelect/election/cmd/chaos/record"
+	"github.com/kvelect/election/cmd/chaos/worker"
 	lhistory "github.com/kvelect/election/history"
-	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/faultproxy"
+	"github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-const (
-	bucketName  = "CHAOS_ELECTION"
-	electionKey = "leader"
-	// startTimeout bounds the start of a process and the cluster's recovery.
-	startTimeout = 60 * time.Second
-)
-
-// harness runs the servers and workers of one chaos run, injects faults and
-// keeps the harness's own history.
-type harness struct {
-	cfg  config
+// Harness runs the servers and workers of one chaos run, injects faults
+// and keeps the harness's own history.
+type Harness struct {
+	cfg  Config
 	dir  string
 	self string
-	rec  *recorder
+	rec  *record.Recorder
 	t0   int64
 
 	rngMu sync.Mutex
 	rng   *rand.Rand // the combinations' draws, from the run's seed
 
-	servers []*serverProc
-	routes  map[[2]int]*faultproxy.Proxy // on a cluster, the route from server i to server j
+	servers []*topology.Process
+	topo    *topology.Topology // the servers and the proxies on the links between them
 	admin   *nats.Conn
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
 	audit   *audit
 
 	mu      sync.Mutex
-	workers map[string]*workerProc
+	workers map[string]*Worker
 	// holders maps each daemon to the worker whose won event for it came
 	// last and has not lost it since; a single-key run has one daemon, "".
 	holders map[string]string
@@ -67,8 +69,8 @@ type harness struct {
 	// after it settles a holder (one in flight across a fault does not).
 	settledFrom int64
 	nextID      int
-	wins        chan Event    // won events, one at least since drainWins if any came
-	changed     chan struct{} // signalled when holders or settled may have changed
+	wins        chan record.Event // won events, one at least since drainWins if any came
+	changed     chan struct{}     // signalled when holders or settled may have changed
 
 	// An -agents run's: the election binary its agents run, the socket
 	// their daemons' actors write their records to, the actors connected
@@ -82,19 +84,8 @@ type harness struct {
 	holderActor map[string]*actorProc
 }
 
-// serverProc is a nats-server process of the run.
-type serverProc struct {
-	name    string
-	region  string // -supercluster: C1, C2 or C3; -leaf: hub or leaf; else ""
-	args    []string
-	port    int
-	monitor int // HTTP monitoring port
-	cmd     *exec.Cmd
-	done    chan struct{}
-}
-
-// workerProc is a worker, a fleet's node or an agent, and its proxies.
-type workerProc struct {
+// Worker is a worker process, a fleet's node or an agent, and its proxies.
+type Worker struct {
 	name     string
 	region   string // -supercluster, -leaf: the region of the one server it connects to
 	joined   bool   // a fleet run's node or agent has joined the fleet
@@ -108,8 +99,8 @@ type workerProc struct {
 	hold io.Closer
 }
 
-// newHarness returns the harness of a run that keeps its histories in dir.
-func newHarness(cfg config, dir string) (*harness, error) {
+// New returns the harness of a run that keeps its histories in dir.
+func New(cfg Config, dir string) (*Harness, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -118,72 +109,51 @@ func newHarness(cfg config, dir string) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &harness{
-		cfg: cfg, dir: dir, self: self, rec: newRecorder(f, "harness"), t0: monotonicNow(), rng: newRand(cfg.seed),
-		workers: map[string]*workerProc{}, holders: map[string]string{}, settled: map[string]bool{},
-		wins: make(chan Event, 4096), changed: make(chan struct{}, 1),
+	return &Harness{
+		cfg: cfg, dir: dir, self: self, rec: record.New(f, "harness"), t0: record.Now(), rng: newRand(cfg.Seed),
+		workers: map[string]*Worker{}, holders: map[string]string{}, settled: map[string]bool{},
+		wins: make(chan record.Event, 4096), changed: make(chan struct{}, 1),
 		actors: map[*actorProc]bool{}, holderActor: map[string]*actorProc{},
 	}, nil
 }
 
-// deadAddress is the route address the servers gossip: nothing listens
-// there, so a server can reach its peers only through the route proxies.
-const deadAddress = "127.0.0.1:1"
-
-// startServers starts one server process, three clustered, or the
-// servers of -supercluster or -leaf (startTopology).
-func (h *harness) startServers() error {
-	if h.cfg.supercluster || h.cfg.leaf {
-		return h.startTopology()
+// startServers starts the run's servers, each a process of its own, and
+// the proxies on the links between them, and waits until they work
+// together: one server; with -cluster three, each reaching each peer
+// through a proxy of its own (route i → j), so that the harness can cut any
+// pair; with -supercluster or -leaf the topology's (topologies.go).
+func (h *Harness) startServers(ctx context.Context) error {
+	o := topology.Options{Dir: h.dir, SyncAlways: h.cfg.SyncAlways}
+	var topo *topology.Topology
+	var err error
+	switch {
+	case h.cfg.Cluster:
+		o.ProxyRoutes = true
+		topo, err = topology.Cluster("chaos", 3, o)
+	case h.cfg.Supercluster || h.cfg.Leaf:
+		topo, err = h.topology(o)
+	default:
+		topo, err = topology.Single(o)
 	}
-	n := 1
-	if h.cfg.cluster {
-		n = 3
-	}
-	ports, err := embedded.FreePorts(3 * n) // client, route and monitoring ports
 	if err != nil {
 		return err
 	}
-	// Each server reaches each peer through a proxy of its own (route i→j),
-	// so that the harness can cut any pair; and gossips a dead route
-	// address, so that no server finds its way around a cut.
-	h.routes = map[[2]int]*faultproxy.Proxy{}
-	routes := make([][]string, n)
-	for i := range n {
-		for j := range n {
-			if i == j {
-				continue
-			}
-			p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", ports[n+j]))
-			if err != nil {
-				return err
-			}
-			h.routes[[2]int{i, j}] = p
-			routes[i] = append(routes[i], strings.Replace(p.URL(), "nats://", "nats-route://", 1))
-		}
+	h.topo = topo
+	for _, s := range topo.Servers {
+		h.servers = append(h.servers, topology.NewProcess(s, topology.Self(), os.Stderr))
 	}
-	for i := range n {
-		sp := &serverProc{name: fmt.Sprintf("n%d", i+1), port: ports[i], monitor: ports[2*n+i]}
-		sp.args = []string{"server", "-name", sp.name, "-port", strconv.Itoa(sp.port),
-			"-store", filepath.Join(h.dir, "store-"+sp.name), "-monitor-port", strconv.Itoa(sp.monitor)}
-		if h.cfg.syncAlways {
-			sp.args = append(sp.args, "-sync-always")
-		}
-		if h.cfg.cluster {
-			sp.args = append(sp.args, "-cluster", "chaos", "-cluster-port", strconv.Itoa(ports[n+i]),
-				"-routes", strings.Join(routes[i], ","), "-cluster-advertise", deadAddress)
-		}
-		h.servers = append(h.servers, sp)
+	if err := h.startAll(); err != nil {
+		return err
 	}
-	return h.startAll()
+	return topo.AwaitFormed(ctx, worker.StartTimeout)
 }
 
 // startAll starts every server of h.servers at once and waits until each
 // accepts clients.
-func (h *harness) startAll() error {
+func (h *Harness) startAll() error {
 	errs := make(chan error, len(h.servers))
 	for _, sp := range h.servers {
-		go func() { errs <- h.startServer(sp) }()
+		go func() { errs <- h.StartServer(sp) }()
 	}
 	for range h.servers {
 		if err := <-errs; err != nil {
@@ -193,57 +163,30 @@ func (h *harness) startAll() error {
 	return nil
 }
 
-// startServer starts (or restarts) a server process and waits until it
+// StartServer starts (or restarts) a server process and waits until it
 // accepts clients.
-func (h *harness) startServer(sp *serverProc) error {
-	cmd := exec.Command(h.self, sp.args...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+func (h *Harness) StartServer(sp *topology.Process) error {
+	if err := sp.Start(); err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	sp.cmd, sp.done = cmd, make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(sp.done)
-	}()
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		ready <- sc.Scan() && sc.Text() == "ready"
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			return fmt.Errorf("server %s exited before it was ready", sp.name)
-		}
-		h.rec.record(Event{Kind: "server-up", Target: sp.name, PID: cmd.Process.Pid})
-		return nil
-	case <-time.After(startTimeout):
-		cmd.Process.Kill()
-		return fmt.Errorf("server %s not ready after %v", sp.name, startTimeout)
-	}
+	h.rec.Record(record.Event{Kind: "server-up", Target: sp.Server.Name, PID: sp.Pid()})
+	return nil
 }
 
-// killServer SIGKILLs a server process and waits for it to die.
-func (h *harness) killServer(sp *serverProc) {
-	h.rec.record(Event{Kind: "server-kill", Target: sp.name, PID: sp.cmd.Process.Pid})
-	sp.cmd.Process.Signal(syscall.SIGKILL)
-	<-sp.done
+// KillServer SIGKILLs a server process and waits for it to die.
+func (h *Harness) KillServer(sp *topology.Process) {
+	h.rec.Record(record.Event{Kind: "server-kill", Target: sp.Server.Name, PID: sp.Pid()})
+	sp.Kill()
 }
 
 // serverURLs returns the servers' own URLs, comma separated.
-func (h *harness) serverURLs() string { return urlsOf(h.servers) }
+func (h *Harness) serverURLs() string { return urlsOf(h.servers) }
 
 // urlsOf returns the servers' own URLs, comma separated.
-func urlsOf(servers []*serverProc) string {
+func urlsOf(servers []*topology.Process) string {
 	var urls []string
 	for _, sp := range servers {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", sp.port))
+		urls = append(urls, sp.Server.ClientURL())
 	}
 	return strings.Join(urls, ",")
 }
@@ -252,10 +195,10 @@ func urlsOf(servers []*serverProc) string {
 // through a proxy; in -supercluster and -leaf to the bucket's home server
 // only, which no cut separates from the bucket) and creates the election
 // bucket and the fenced resource.
-func (h *harness) setup(ctx context.Context) error {
+func (h *Harness) setup(ctx context.Context) error {
 	admin := h.serverURLs()
-	if h.home() != nil {
-		admin = urlsOf([]*serverProc{h.home()})
+	if h.Home() != nil {
+		admin = urlsOf([]*topology.Process{h.Home()})
 	}
 	nc, err := nats.Connect(admin, nats.Name("chaos-harness"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
@@ -268,16 +211,16 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 	replicas, placement := len(h.servers), (*jetstream.Placement)(nil)
-	if home := h.home(); home != nil {
+	if home := h.Home(); home != nil {
 		replicas = 1
-		if h.cfg.supercluster {
-			placement = &jetstream.Placement{Cluster: home.region}
+		if h.cfg.Supercluster {
+			placement = &jetstream.Placement{Cluster: home.Server.Region}
 		}
 	}
-	err = retry(ctx, 5*time.Second, func(ctx context.Context) error {
-		cfg := jetstream.KeyValueConfig{Bucket: bucketName, TTL: h.cfg.ttl, Replicas: replicas, Placement: placement,
+	err = worker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		cfg := jetstream.KeyValueConfig{Bucket: worker.BucketName, TTL: h.cfg.TTL, Replicas: replicas, Placement: placement,
 			RePublish: &jetstream.RePublish{Source: ">", Destination: recordPrefix + ">"}}
-		if h.cfg.markers {
+		if h.cfg.Markers {
 			cfg.LimitMarkerTTL = time.Second
 		}
 		kv, err := h.js.CreateKeyValue(ctx, cfg)
@@ -286,14 +229,14 @@ func (h *harness) setup(ctx context.Context) error {
 		}
 		// The key faults' writes are recorded with the workers' for the
 		// linearizability check.
-		h.kv = &recordingKV{KeyValue: kv, rec: h.rec}
+		h.kv = &record.KV{KeyValue: kv, Rec: h.rec}
 		// Created from the home server, without a placement of its own,
 		// the history stream goes where its request came from.
-		if _, err := lhistory.Create(ctx, h.js, bucketName, time.Hour); err != nil {
+		if _, err := lhistory.Create(ctx, h.js, worker.BucketName, time.Hour); err != nil {
 			return err
 		}
 		_, err = h.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name: fenceStream, Subjects: []string{fenceSubject, fenceSubject + ".>"}, Replicas: replicas, Placement: placement,
+			Name: worker.FenceStream, Subjects: []string{worker.FenceSubject, worker.FenceSubject + ".>"}, Replicas: replicas, Placement: placement,
 		})
 		return err
 	})
@@ -307,17 +250,17 @@ func (h *harness) setup(ctx context.Context) error {
 // dumpFence writes every record the fenced resource accepted, in order, to
 // fence.jsonl. After a server restart the stream may take a while to elect a
 // leader, so reading is retried.
-func (h *harness) dumpFence() {
+func (h *Harness) dumpFence() {
 	f, err := os.Create(filepath.Join(h.dir, "fence.jsonl"))
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	out := newRecorder(f, "fence")
-	var records []Event
-	err = retry(context.Background(), 30*time.Second, func(ctx context.Context) error {
+	out := record.New(f, "fence")
+	var records []record.Event
+	err = worker.Retry(context.Background(), 30*time.Second, func(ctx context.Context) error {
 		records = records[:0]
-		s, err := h.js.Stream(ctx, fenceStream)
+		s, err := h.js.Stream(ctx, worker.FenceStream)
 		if err != nil {
 			return err
 		}
@@ -337,12 +280,12 @@ func (h *harness) dumpFence() {
 					return err
 				}
 				seen = meta.Sequence.Stream
-				var r fenceRecord
+				var r worker.Fence
 				if err := json.Unmarshal(m.Data(), &r); err != nil {
 					return err
 				}
-				daemon := strings.TrimPrefix(strings.TrimPrefix(m.Subject(), fenceSubject), ".")
-				records = append(records, Event{Kind: "fence", Daemon: daemon, Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq, PID: r.PID, Sent: r.Sent})
+				daemon := strings.TrimPrefix(strings.TrimPrefix(m.Subject(), worker.FenceSubject), ".")
+				records = append(records, record.Event{Kind: "fence", Daemon: daemon, Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq, PID: r.PID, Sent: r.Sent})
 			}
 			if err := batch.Error(); err != nil {
 				return err
@@ -351,27 +294,27 @@ func (h *harness) dumpFence() {
 		return nil
 	})
 	if err != nil {
-		out.record(Event{Kind: "fence-error", Err: err.Error()})
+		out.Record(record.Event{Kind: "fence-error", Err: err.Error()})
 		return
 	}
 	for _, r := range records {
-		out.record(r)
+		out.Record(r)
 	}
 }
 
 // dumpLeadership writes what the bucket's leadership history recorded, in
 // order, to leadership.jsonl, for the checker to compare with the workers'
 // own records. Reading is retried, as for the fence.
-func (h *harness) dumpLeadership() {
+func (h *Harness) dumpLeadership() {
 	f, err := os.Create(filepath.Join(h.dir, "leadership.jsonl"))
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	out := newRecorder(f, "leadership")
+	out := record.New(f, "leadership")
 	var events []lhistory.Event
-	err = retry(context.Background(), 30*time.Second, func(ctx context.Context) error {
-		history, err := lhistory.Open(ctx, h.js, bucketName)
+	err = worker.Retry(context.Background(), 30*time.Second, func(ctx context.Context) error {
+		history, err := lhistory.Open(ctx, h.js, worker.BucketName)
 		if err != nil {
 			return err
 		}
@@ -379,77 +322,58 @@ func (h *harness) dumpLeadership() {
 		return err
 	})
 	if err != nil {
-		out.record(Event{Kind: "leadership-error", Err: err.Error()})
+		out.Record(record.Event{Kind: "leadership-error", Err: err.Error()})
 		return
 	}
 	for _, ev := range events {
-		out.record(Event{Kind: "recorded-" + ev.Kind, Target: ev.Name, Token: ev.Token, Cause: ev.After + ev.Cause})
+		out.Record(record.Event{Kind: "recorded-" + ev.Kind, Target: ev.Name, Token: ev.Token, Cause: ev.After + ev.Cause})
 	}
 }
 
-// retry calls f, each time with attempt to finish, until it succeeds or
-// startTimeout passes.
-func retry(ctx context.Context, attempt time.Duration, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	for {
-		callCtx, callCancel := context.WithTimeout(ctx, attempt)
-		err := f(callCtx)
-		callCancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// spawnWorker starts a campaigner process, a fleet's node or an agent,
+// SpawnWorker starts a campaigner process, a fleet's node or an agent,
 // behind one proxy per server.
-func (h *harness) spawnWorker() error {
+func (h *Harness) SpawnWorker() error {
 	h.mu.Lock()
 	id := h.nextID
 	h.nextID++
 	h.mu.Unlock()
 	name := fmt.Sprintf("w%d", id)
 
-	w := &workerProc{name: name, done: make(chan struct{})}
+	w := &Worker{name: name, done: make(chan struct{})}
 	servers := h.servers
-	if h.home() != nil {
+	if h.Home() != nil {
 		sp := h.regionForWorker()
-		servers, w.region = []*serverProc{sp}, sp.region
+		servers, w.region = []*topology.Process{sp}, sp.Server.Region
 	}
 	var urls []string
 	for _, sp := range servers {
-		p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", sp.port))
+		p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", sp.Server.ClientPort))
 		if err != nil {
 			return err
 		}
 		w.proxies = append(w.proxies, p)
 		urls = append(urls, p.URL())
 	}
-	if h.cfg.agents {
+	if h.cfg.Agents {
 		return h.spawnAgent(w, strings.Join(urls, ","))
 	}
 	args := []string{"worker", "-name", name, "-urls", strings.Join(urls, ","),
-		"-bucket", bucketName, "-key", electionKey}
-	if h.cfg.fleet {
+		"-bucket", worker.BucketName, "-key", worker.ElectionKey}
+	if h.cfg.Fleet {
 		args = []string{"node", "-name", name, "-urls", strings.Join(urls, ","),
-			"-bucket", bucketName, "-daemons", strings.Join(h.cfg.daemonNames(), ",")}
+			"-bucket", worker.BucketName, "-daemons", strings.Join(h.cfg.DaemonNames(), ",")}
 	}
-	if h.cfg.ttl < election.MinTTL {
+	if h.cfg.TTL < election.MinTTL {
 		args = append(args, "-unsafe-short-ttl")
 	}
-	if h.cfg.leaf && w.region != h.home().region { // the bucket is in the hub's domain
-		args = append(args, "-domain", h.home().region)
+	if h.cfg.Leaf && w.region != h.Home().Server.Region { // the bucket is in the hub's domain
+		args = append(args, "-domain", h.Home().Server.Region)
 	}
-	if !h.cfg.fleet && h.cfg.stopDelay > 0 {
-		args = append(args, "-stop-delay", h.cfg.stopDelay.String())
+	if !h.cfg.Fleet && h.cfg.StopDelay > 0 {
+		args = append(args, "-stop-delay", h.cfg.StopDelay.String())
 	}
-	if h.cfg.priorities { // 1, 2, … by start order, a replacement taking the next
-		args = append(args, "-priority", strconv.Itoa(id+1), "-prefer-higher", h.cfg.ttl.String())
+	if h.cfg.Priorities { // 1, 2, … by start order, a replacement taking the next
+		args = append(args, "-priority", strconv.Itoa(id+1), "-prefer-higher", h.cfg.TTL.String())
 	}
 	cmd := exec.Command(h.self, args...)
 	cmd.Stderr = os.Stderr
@@ -471,7 +395,7 @@ func (h *harness) spawnWorker() error {
 	h.mu.Lock()
 	h.workers[name] = w
 	h.mu.Unlock()
-	h.rec.record(Event{Kind: "spawn", Target: name, PID: cmd.Process.Pid, Region: w.region})
+	h.rec.Record(record.Event{Kind: "spawn", Target: name, PID: cmd.Process.Pid, Region: w.region})
 
 	go func() {
 		h.follow(out, history)
@@ -484,7 +408,7 @@ func (h *harness) spawnWorker() error {
 
 // exited closes the proxies of a worker whose process has exited, forgets
 // what it held, and records its exit: a crash unless it was asked for.
-func (h *harness) exited(w *workerProc) {
+func (h *Harness) exited(w *Worker) {
 	for _, p := range w.proxies {
 		p.Close()
 	}
@@ -499,20 +423,20 @@ func (h *harness) exited(w *workerProc) {
 	h.mu.Unlock()
 	h.signal()
 	if crashed {
-		h.rec.record(Event{Kind: "crash", Target: w.name, Cause: w.cmd.ProcessState.String()})
+		h.rec.Record(record.Event{Kind: "crash", Target: w.name, Cause: w.cmd.ProcessState.String()})
 	}
-	h.rec.record(Event{Kind: "exit", Target: w.name, PID: w.cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: "exit", Target: w.name, PID: w.cmd.Process.Pid})
 	close(w.done)
 }
 
 // follow copies a worker's history to its file and tracks who holds each
 // daemon.
-func (h *harness) follow(out io.Reader, history io.Writer) {
+func (h *Harness) follow(out io.Reader, history io.Writer) {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		line := sc.Bytes()
 		history.Write(append(line, '\n'))
-		var ev Event
+		var ev record.Event
 		if json.Unmarshal(line, &ev) != nil {
 			continue
 		}
@@ -526,7 +450,7 @@ func (h *harness) follow(out io.Reader, history io.Writer) {
 			}
 		case ev.Kind == "lost" && h.holders[ev.Daemon] == ev.Worker:
 			delete(h.holders, ev.Daemon)
-		case ev.leaseWrite() && ev.Op == "update" && h.holders[ev.Daemon] == ev.Worker && ev.Sent > h.settledFrom:
+		case ev.LeaseWrite() && ev.Op == "update" && h.holders[ev.Daemon] == ev.Worker && ev.Sent > h.settledFrom:
 			h.settled[ev.Daemon] = true
 		case ev.Kind == "joined":
 			if w := h.workers[ev.Worker]; w != nil {
@@ -544,7 +468,7 @@ func (h *harness) follow(out io.Reader, history io.Writer) {
 
 // signal tells whoever waits on changed that holders or settled may have
 // changed.
-func (h *harness) signal() {
+func (h *Harness) signal() {
 	select {
 	case h.changed <- struct{}{}:
 	default:
@@ -553,10 +477,10 @@ func (h *harness) signal() {
 
 // unsettle marks every holder as not settled until it renews: a fault is
 // being injected or was just healed.
-func (h *harness) unsettle() {
+func (h *Harness) unsettle() {
 	h.mu.Lock()
 	clear(h.settled)
-	h.settledFrom = monotonicNow()
+	h.settledFrom = record.Now()
 	h.mu.Unlock()
 }
 
@@ -565,7 +489,7 @@ func (h *harness) unsettle() {
 // waits until every node has joined, every daemon runs on a node that
 // renewed it since the last fault, and the spread is within one daemon;
 // then it returns the node that runs the most daemons.
-func (h *harness) currentLeader(ctx context.Context) (*workerProc, error) {
+func (h *Harness) currentLeader(ctx context.Context) (*Worker, error) {
 	for {
 		h.mu.Lock()
 		w, ok := h.target()
@@ -583,44 +507,32 @@ func (h *harness) currentLeader(ctx context.Context) (*workerProc, error) {
 
 // target returns the worker faults aim at, if every daemon is settled
 // (see currentLeader).
-func (h *harness) target() (*workerProc, bool) {
+func (h *Harness) target() (*Worker, bool) {
 	load := map[string]int{}
 	for _, w := range h.workers {
-		if h.cfg.fleet && !w.joined {
+		if h.cfg.Fleet && !w.joined {
 			return nil, false
 		}
 		load[w.name] = 0
 	}
-	for _, d := range h.cfg.daemonNames() {
+	for _, d := range h.cfg.DaemonNames() {
 		holder, held := h.holders[d]
 		if !held || !h.settled[d] || h.workers[holder] == nil {
 			return nil, false
 		}
 		load[holder]++
 	}
-	var busiest *workerProc
+	var busiest *Worker
 	for name, n := range load {
 		if w := h.workers[name]; busiest == nil || n > load[busiest.name] || n == load[busiest.name] && name < busiest.name {
 			busiest = w
 		}
 	}
-	return busiest, busiest != nil && spread(load) <= 1
-}
-
-// spread returns max − min of the loads (0 for none).
-func spread(load map[string]int) int {
-	if len(load) == 0 {
-		return 0
-	}
-	lo, hi := math.MaxInt, 0
-	for _, n := range load {
-		lo, hi = min(lo, n), max(hi, n)
-	}
-	return hi - lo
+	return busiest, busiest != nil && check.Spread(load) <= 1
 }
 
 // drainWins forgets the wins seen so far.
-func (h *harness) drainWins() {
+func (h *Harness) drainWins() {
 	for {
 		select {
 		case <-h.wins:
@@ -631,17 +543,17 @@ func (h *harness) drainWins() {
 }
 
 // nextWin waits for a win after the fault, until ctx is done.
-func (h *harness) nextWin(ctx context.Context) (Event, bool) {
+func (h *Harness) nextWin(ctx context.Context) (record.Event, bool) {
 	select {
 	case ev := <-h.wins:
 		return ev, true
 	case <-ctx.Done():
-		return Event{}, false
+		return record.Event{}, false
 	}
 }
 
-// candidate returns a worker that does not lead.
-func (h *harness) candidate(leader *workerProc) *workerProc {
+// Candidate returns a worker that does not lead.
+func (h *Harness) Candidate(leader *Worker) *Worker {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range h.workers {
@@ -652,65 +564,65 @@ func (h *harness) candidate(leader *workerProc) *workerProc {
 	return nil
 }
 
-// kill SIGKILLs a worker, waits for it, and starts a replacement.
-func (h *harness) kill(w *workerProc) error {
+// Kill SIGKILLs a worker, waits for it, and starts a replacement.
+func (h *Harness) Kill(w *Worker) error {
 	h.retire(w, "kill", syscall.SIGKILL)
 	<-w.done
-	return h.spawnWorker()
+	return h.SpawnWorker()
 }
 
-// stop asks a worker to stop (SIGTERM), waits until another worker leads,
+// Stop asks a worker to stop (SIGTERM), waits until another worker leads,
 // then lets it exit and starts a replacement. Neither its exit nor a new
 // process starting may compete with the handover for the CPUs: on separate
 // machines they would not.
-func (h *harness) stop(w *workerProc) error {
+func (h *Harness) Stop(w *Worker) error {
 	h.retire(w, "stop", syscall.SIGTERM)
-	if h.candidate(nil) != nil { // another worker is left to take over
+	if h.Candidate(nil) != nil { // another worker is left to take over
 		wait, cancel := context.WithTimeout(context.Background(), leaderTimeout(h.cfg))
 		h.nextWin(wait)
 		cancel()
 	}
 	h.awaitExit(w)
-	return h.spawnWorker()
+	return h.SpawnWorker()
 }
 
 // retire takes a worker out of the run, expecting its exit, and signals it.
-func (h *harness) retire(w *workerProc, kind string, sig syscall.Signal) {
+func (h *Harness) retire(w *Worker, kind string, sig syscall.Signal) {
 	h.mu.Lock()
 	w.expected = true
 	delete(h.workers, w.name)
 	h.mu.Unlock()
-	h.rec.record(Event{Kind: kind, Target: w.name, PID: w.cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: kind, Target: w.name, PID: w.cmd.Process.Pid})
 	w.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot act on SIGTERM
 	w.cmd.Process.Signal(sig)
 }
 
 // awaitExit lets a retired worker exit and waits for it. One still running
-// after startTimeout is recorded as hung and killed.
-func (h *harness) awaitExit(w *workerProc) {
+// after worker.StartTimeout is recorded as hung and killed.
+func (h *Harness) awaitExit(w *Worker) {
 	if w.hold != nil {
 		w.hold.Close()
 	}
 	select {
 	case <-w.done:
-	case <-time.After(startTimeout):
-		h.rec.record(Event{Kind: "crash", Target: w.name, Cause: "hung on SIGTERM"})
+	case <-time.After(worker.StartTimeout):
+		h.rec.Record(record.Event{Kind: "crash", Target: w.name, Cause: "hung on SIGTERM"})
 		w.cmd.Process.Kill()
 		<-w.done
 	}
 }
 
-// pause stops a worker with SIGSTOP for d, then continues it.
-func (h *harness) pause(w *workerProc, d time.Duration) {
-	h.rec.record(Event{Kind: "pause", Target: w.name, PID: w.cmd.Process.Pid})
+// Pause stops a worker with SIGSTOP for d, then continues it.
+func (h *Harness) Pause(w *Worker, d time.Duration) {
+	h.rec.Record(record.Event{Kind: "pause", Target: w.name, PID: w.cmd.Process.Pid})
 	w.cmd.Process.Signal(syscall.SIGSTOP)
 	time.Sleep(d)
 	w.cmd.Process.Signal(syscall.SIGCONT)
-	h.rec.record(Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
+	h.rec.Record(record.Event{Kind: "resume", Target: w.name, PID: w.cmd.Process.Pid})
 }
 
 // stopAll stops the workers gracefully, all at once, and waits for them.
-func (h *harness) stopAll(ws []*workerProc) {
+func (h *Harness) stopAll(ws []*Worker) {
 	for _, w := range ws {
 		h.retire(w, "stop", syscall.SIGTERM)
 	}
@@ -719,12 +631,12 @@ func (h *harness) stopAll(ws []*workerProc) {
 	}
 }
 
-// shutdown stops every worker gracefully, then in an -agents run waits for
+// Shutdown stops every worker gracefully, then in an -agents run waits for
 // the actors to go (and kills those left over), then stops the servers.
-func (h *harness) shutdown() {
-	h.rec.record(Event{Kind: "shutdown"})
+func (h *Harness) Shutdown() {
+	h.rec.Record(record.Event{Kind: "shutdown"})
 	h.mu.Lock()
-	var ws []*workerProc
+	var ws []*Worker
 	for _, w := range h.workers {
 		ws = append(ws, w)
 	}
@@ -734,27 +646,43 @@ func (h *harness) shutdown() {
 	if h.admin != nil {
 		h.recordLastRevision()
 	}
-	if h.cfg.cluster {
+	if h.cfg.Cluster {
 		h.checkReplicas()
 	}
 	if h.admin != nil {
 		h.dumpFence()
-		if !h.cfg.fleet { // fleet nodes record no leadership history
+		if !h.cfg.Fleet { // fleet nodes record no leadership history
 			h.dumpLeadership()
 		}
 		h.audit.stop()
 		h.admin.Close()
 	}
 	for _, sp := range h.servers {
-		select {
-		case <-sp.done:
-		default:
-			sp.cmd.Process.Signal(syscall.SIGTERM)
-			<-sp.done
-		}
+		sp.Stop()
 	}
-	for _, p := range h.routes {
-		p.Close()
+	if h.topo != nil {
+		h.topo.Close()
 	}
-	h.rec.record(Event{Kind: "end"})
+	h.rec.Record(record.Event{Kind: "end"})
 }
+
+// Name returns the worker's name (w0, w1, …).
+func (w *Worker) Name() string { return w.name }
+
+// Proxies returns the proxies between the worker and its servers, one per
+// server.
+func (w *Worker) Proxies() []*faultproxy.Proxy { return w.proxies }
+
+// Record records ev in the harness's own history.
+func (h *Harness) Record(ev record.Event) { h.rec.Record(ev) }
+
+// KV returns the election bucket, through the harness's own connection,
+// every write recorded.
+func (h *Harness) KV() jetstream.KeyValue { return h.kv }
+
+// Servers returns the run's servers, in the topology's order.
+func (h *Harness) Servers() []*topology.Process { return h.servers }
+
+// Topology returns the run's servers and the proxies on the links between
+// them.
+func (h *Harness) Topology() *topology.Topology { return h.topo }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package harness
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/kvelect/election/internal/faultproxy"
 )
 
@@ -17,60 +18,60 @@ import (
 type comboFault struct {
 	name    string
 	cluster bool // only on a cluster
-	run     func(ctx context.Context, h *harness, l *workerProc, d time.Duration) error
+	run     func(ctx context.Context, h *Harness, l *Worker, d time.Duration) error
 }
 
 // comboFaults are the faults combinations draw from: on the leader, a
 // candidate, the key and the servers.
 var comboFaults = []comboFault{
-	{name: "pause-leader", run: func(_ context.Context, h *harness, l *workerProc, d time.Duration) error {
-		h.pause(l, d)
+	{name: "pause-leader", run: func(_ context.Context, h *Harness, l *Worker, d time.Duration) error {
+		h.Pause(l, d)
 		return nil
 	}},
-	{name: "pause-candidate", run: func(_ context.Context, h *harness, l *workerProc, d time.Duration) error {
-		if c := h.candidate(l); c != nil {
-			h.pause(c, d)
+	{name: "pause-candidate", run: func(_ context.Context, h *Harness, l *Worker, d time.Duration) error {
+		if c := h.Candidate(l); c != nil {
+			h.Pause(c, d)
 		}
 		return nil
 	}},
-	{name: "blackhole-leader", run: func(_ context.Context, h *harness, l *workerProc, d time.Duration) error {
+	{name: "blackhole-leader", run: func(_ context.Context, h *Harness, l *Worker, d time.Duration) error {
 		proxies(l, (*faultproxy.Proxy).Blackhole)
 		time.Sleep(d)
 		proxies(l, (*faultproxy.Proxy).Heal)
 		return nil
 	}},
-	{name: "delay-leader", run: func(_ context.Context, h *harness, l *workerProc, d time.Duration) error {
+	{name: "delay-leader", run: func(_ context.Context, h *Harness, l *Worker, d time.Duration) error {
 		proxies(l, func(p *faultproxy.Proxy) { p.Delay(d / 2) })
 		time.Sleep(d)
 		proxies(l, (*faultproxy.Proxy).Heal)
 		return nil
 	}},
-	{name: "delete-key", run: func(ctx context.Context, h *harness, l *workerProc, _ time.Duration) error {
-		return h.kv.Delete(ctx, h.faultKey(l))
+	{name: "delete-key", run: func(ctx context.Context, h *Harness, l *Worker, _ time.Duration) error {
+		return h.kv.Delete(ctx, h.FaultKey(l))
 	}},
-	{name: "pause-stream-leader", cluster: true, run: func(ctx context.Context, h *harness, _ *workerProc, d time.Duration) error {
-		return serverPause(d, (*harness).streamLeader)(ctx, h, nil)
+	{name: "pause-stream-leader", cluster: true, run: func(ctx context.Context, h *Harness, _ *Worker, d time.Duration) error {
+		return h.PauseServer(ctx, d, (*Harness).StreamLeader)
 	}},
-	{name: "pause-follower", cluster: true, run: func(ctx context.Context, h *harness, _ *workerProc, d time.Duration) error {
-		return serverPause(d, (*harness).streamFollower)(ctx, h, nil)
+	{name: "pause-follower", cluster: true, run: func(ctx context.Context, h *Harness, _ *Worker, d time.Duration) error {
+		return h.PauseServer(ctx, d, (*Harness).StreamFollower)
 	}},
 }
 
 // proxies applies fault to each of w's proxies.
-func proxies(w *workerProc, fault func(*faultproxy.Proxy)) {
+func proxies(w *Worker, fault func(*faultproxy.Proxy)) {
 	for _, p := range w.proxies {
 		fault(p)
 	}
 }
 
-// combo injects two or three faults of comboFaults at once, drawn with the
+// Combo injects two or three faults of comboFaults at once, drawn with the
 // run's seeded generator: each starts within a TTL of the others and lasts
 // 0.3 to 2 TTLs. The faults drawn are recorded with the fault, so that a
 // seed replays the same draws.
-func (h *harness) combo(ctx context.Context, l *workerProc, ttl time.Duration) error {
+func (h *Harness) Combo(ctx context.Context, l *Worker, ttl time.Duration) error {
 	var pool []comboFault
 	for _, f := range comboFaults {
-		if !f.cluster || h.cfg.cluster {
+		if !f.cluster || h.cfg.Cluster {
 			pool = append(pool, f)
 		}
 	}
@@ -87,7 +88,7 @@ func (h *harness) combo(ctx context.Context, l *workerProc, ttl time.Duration) e
 	for _, f := range drawn {
 		names = append(names, f.name)
 	}
-	h.rec.record(Event{Kind: "combo", Cause: strings.Join(names, "+")})
+	h.rec.Record(record.Event{Kind: "combo", Cause: strings.Join(names, "+")})
 	var wg sync.WaitGroup
 	errs := make(chan error, len(drawn))
 	for i, f := range drawn {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package worker
 
 import (
 	"context"
@@ -11,17 +11,19 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/kvelect/election/cmd/chaos/record"
 )
 
 // The environment of an -agents run's daemons: the harness sets it on each
 // election agent, which passes its environment on to its daemons' commands.
 const (
-	actorBinEnv    = "CHAOS_BIN"    // the chaos binary, which runs the actor
-	actorURLsEnv   = "CHAOS_URLS"   // the NATS URLs of the agent's proxies
-	actorSocketEnv = "CHAOS_SOCKET" // the harness's socket for the actors' records
+	ActorBinEnv    = "CHAOS_BIN"    // the chaos binary, which runs the actor
+	ActorURLsEnv   = "CHAOS_URLS"   // the NATS URLs of the agent's proxies
+	ActorSocketEnv = "CHAOS_SOCKET" // the harness's socket for the actors' records
 )
 
-// runActor is the work of one daemon of an -agents run: the process that an
+// RunActor is the work of one daemon of an -agents run: the process that an
 // election agent's daemon command starts, under a shell that forks. It
 // reads the daemon's token, name and node from KVELECT_TOKEN,
 // KVELECT_DAEMON and KVELECT_NODE, and acts on the daemon's subject of the
@@ -31,7 +33,7 @@ const (
 // killed has reached the harness, whatever the shell around it did with
 // its standard output. It exits as soon as a record cannot be written, so
 // that it does not outlive the harness.
-func runActor(args []string) error {
+func RunActor(args []string) error {
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected argument %q: the actor reads its environment", args[0])
 	}
@@ -40,23 +42,23 @@ func runActor(args []string) error {
 		return fmt.Errorf("KVELECT_TOKEN: %w", err)
 	}
 	daemon, node := os.Getenv("KVELECT_DAEMON"), os.Getenv("KVELECT_NODE")
-	urls, socket := os.Getenv(actorURLsEnv), os.Getenv(actorSocketEnv)
+	urls, socket := os.Getenv(ActorURLsEnv), os.Getenv(ActorSocketEnv)
 	if daemon == "" || node == "" || urls == "" || socket == "" {
-		return fmt.Errorf("want KVELECT_DAEMON, KVELECT_NODE, %s and %s in the environment", actorURLsEnv, actorSocketEnv)
+		return fmt.Errorf("want KVELECT_DAEMON, KVELECT_NODE, %s and %s in the environment", ActorURLsEnv, ActorSocketEnv)
 	}
 	conn, err := net.Dial("unix", socket)
 	if err != nil {
 		return err
 	}
-	rec := newRecorder(harnessLink{conn}, node)
-	rec.record(Event{Kind: "start", Daemon: daemon, Token: token, PID: os.Getpid()})
+	rec := record.New(harnessLink{conn}, node)
+	rec.Record(record.Event{Kind: "start", Daemon: daemon, Token: token, PID: os.Getpid()})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	for ctx.Err() == nil {
-		c, err := connectWorker(ctx, node, urls, bucketName, "")
+		c, err := connectWorker(ctx, node, urls, BucketName, "")
 		if err != nil {
-			rec.record(Event{Kind: "connect-error", Daemon: daemon, Token: token, Err: err.Error()})
+			rec.Record(record.Event{Kind: "connect-error", Daemon: daemon, Token: token, Err: err.Error()})
 			retry := time.NewTimer(actInterval) // binding fails at once while no server answers
 			select {
 			case <-ctx.Done():
@@ -65,11 +67,11 @@ func runActor(args []string) error {
 			retry.Stop()
 			continue
 		}
-		r := fenceRecord{Token: token, Worker: node, PID: os.Getpid()}
-		actUntilDone(ctx, c.js, c.fence, rec, fenceSubject+"."+daemon, daemon, r)
+		r := Fence{Token: token, Worker: node, PID: os.Getpid()}
+		actUntilDone(ctx, c.js, c.fence, rec, FenceSubject+"."+daemon, daemon, r)
 		c.nc.Close()
 	}
-	rec.record(Event{Kind: "stop", Daemon: daemon, Token: token, Cause: context.Cause(ctx).Error()})
+	rec.Record(record.Event{Kind: "stop", Daemon: daemon, Token: token, Cause: context.Cause(ctx).Error()})
 	return nil
 }
 

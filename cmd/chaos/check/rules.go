@@ -1,401 +1,25 @@
 //go:build unix
 
-package main
+package check
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
 	lhistory "github.com/kvelect/election/history"
 )
-
-// term is one announced leadership of one worker.
-type term struct {
-	worker   string
-	daemon   string // in a fleet run; "" for the one key of a single-key run
-	token    uint64
-	start    int64  // won
-	backed   int64  // send time of the acknowledged write the win rests on
-	end      int64  // IsLeader turned false: the earlier of stand-down and the validity deadline
-	observed int64  // when the worker recorded its stand-down, or died
-	lastSent int64  // send time of its last acknowledged write
-	standDn  bool   // ended by the worker's own stand-down, not a kill or the end of the run
-	paused   []span // SIGSTOP windows of the worker
-	adjusted []span // [start, end] minus paused windows
-}
-
-// span is a stretch of time, CLOCK_MONOTONIC ns from and to.
-type span struct{ from, to int64 }
-
-// history is everything one run recorded.
-type history struct {
-	harness []Event
-	workers map[string][]Event
-	audit   []Event
-	fence   []Event
-	// leadership is what the bucket's leadership history recorded; nil for
-	// a run without one.
-	leadership []Event
-	// actors are the records of an -agents run's actors, one slice per
-	// actor; each node's are in workers too.
-	actors [][]Event
-}
-
-// loadHistory reads every history file of the run in dir.
-func loadHistory(dir string) (*history, error) {
-	h := &history{workers: map[string][]Event{}}
-	var err error
-	if h.harness, err = readHistory(filepath.Join(dir, "harness.jsonl")); err != nil {
-		return nil, err
-	}
-	if h.audit, err = readHistory(filepath.Join(dir, "audit.jsonl")); err != nil {
-		return nil, err
-	}
-	if h.fence, err = readHistory(filepath.Join(dir, "fence.jsonl")); err != nil && !os.IsNotExist(err) {
-		return nil, err
-	}
-	if h.leadership, err = readHistory(filepath.Join(dir, "leadership.jsonl")); err != nil && !os.IsNotExist(err) {
-		return nil, err
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "worker-*.jsonl"))
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range files {
-		events, err := readHistory(f)
-		if err != nil {
-			return nil, err
-		}
-		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "worker-"), ".jsonl")
-		h.workers[name] = events
-	}
-	if err := loadActors(dir, h); err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-// check reads a run's histories and computes the report.
-func check(cfg config, dir string) (*report, error) {
-	hist, err := loadHistory(dir)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.agents {
-		return checkAgentsRun(cfg, hist), nil
-	}
-	// The checker states the rules it checks on its own, not through the
-	// library's timing (leaderDeadlines), so that a library with the rules
-	// broken fails it. A stand-down may come late by scheduling delay, up
-	// to the work deadline, by when everything of the leadership must have
-	// stopped.
-	v, w := leaderDeadlines(cfg.ttl)
-	validity, bound := int64(v), int64(w)
-	rep := &report{TTL: cfg.ttl, Cluster: cfg.cluster, Topology: cfg.topology(), SyncAlways: cfg.syncAlways, Seed: cfg.seed, Workers: cfg.workers, Rounds: cfg.rounds}
-	if cfg.fleet {
-		rep.Fleet, rep.Daemons = true, cfg.daemons
-	} else {
-		rep.StopDelayMS = ms(int64(cfg.stopDelay))
-	}
-
-	runStart, runEnd, deaths, pauses := readTimeline(rep, hist.harness)
-
-	var terms []*term
-	for name, events := range hist.workers {
-		for daemon, events := range byDaemon(events) {
-			wt, problems := workerTerms(name, daemon, events, validity, deaths, runEnd, pauses[name])
-			terms = append(terms, wt...)
-			rep.Problems = append(rep.Problems, problems...)
-			rep.UnvalidatedWins += len(problems)
-		}
-	}
-	sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
-	perDaemon := byDaemonTerms(terms)
-	rep.terms, rep.hist, rep.deaths, rep.runStart, rep.runEnd = terms, hist, deaths, runStart, runEnd
-	rep.Elections = len(terms)
-	rep.RunMS = ms(runEnd - runStart)
-
-	var overlaps, raw []span
-	for _, terms := range perDaemon { // a daemon's terms may overlap; two daemons' may
-		o, episodes := overlap(terms, func(t *term) []span { return t.adjusted })
-		overlaps = append(overlaps, o...)
-		rep.SplitBrainEpisodes += episodes
-		r, _ := overlap(terms, func(t *term) []span { return []span{{t.start, t.observed}} })
-		raw = append(raw, r...)
-	}
-	rep.SplitBrainMS, rep.overlaps = ms(total(overlaps)), overlaps
-	rep.SplitBrainRawMS = ms(total(raw))
-
-	var demotions []float64
-	for _, t := range terms {
-		if !t.standDn {
-			continue
-		}
-		// Stand-down minus the send time of the last acknowledged write, not
-		// counting time the worker spent stopped.
-		d := t.observed - t.lastSent - coveredWithin(t.paused, t.lastSent, t.observed)
-		demotions = append(demotions, ms(d))
-		if d > bound {
-			rep.DemotionViolations++
-		}
-	}
-	rep.SelfDemotion = summarize(demotions)
-	rep.DemotionBoundMS = ms(bound)
-
-	all := works(hist, validity, int64(cfg.ttl), deaths, runEnd, pauses)
-	checkWork(rep, all)
-
-	for _, terms := range perDaemon {
-		checkTokens(rep, terms, hist.audit)
-	}
-	checkFence(rep, hist)
-	checkLeadership(rep, hist, deaths, cfg.ttl)
-	checkScenarios(rep, hist.harness, terms)
-	checkHandovers(rep, terms, all)
-	checkCuts(rep, hist.harness, terms, runEnd)
-	checkRoundTrips(rep, hist, pauses)
-	checkKV(rep, hist, cfg.ttl, cfg.html, dir)
-	checkReplicaEvents(rep, hist.harness)
-
-	// Cold start: until every daemon ran (the leader led, in a single-key
-	// run). Leaderless: the time each daemon did not run after it first
-	// did, summed over the daemons.
-	for _, terms := range perDaemon {
-		rep.ColdStartMS = max(rep.ColdStartMS, ms(terms[0].start-runStart))
-		rep.LeaderlessMS += ms(runEnd-terms[0].start) - ms(union(terms))
-	}
-	if cfg.fleet {
-		checkFleet(rep, hist.harness, perDaemon, runEnd)
-	}
-	return rep, nil
-}
-
-// readTimeline reads the harness's history: when the run started and
-// ended (now, if it did not record its end), when each worker was killed,
-// and each worker's pauses; crashes go into rep.
-func readTimeline(rep *report, harness []Event) (start, end int64, deaths map[string]int64, pauses map[string][]span) {
-	deaths, pauses = map[string]int64{}, map[string][]span{}
-	paused := map[string]int64{}
-	for _, ev := range harness {
-		switch ev.Kind {
-		case "cold-start":
-			start = ev.T
-		case "end":
-			end = ev.T
-		case "pause":
-			paused[ev.Target] = ev.T
-		case "resume":
-			pauses[ev.Target] = append(pauses[ev.Target], span{paused[ev.Target], ev.T})
-		case "kill":
-			deaths[ev.Target] = ev.T
-		case "crash":
-			rep.Crashed = append(rep.Crashed, ev.Target+": "+ev.Cause)
-		}
-	}
-	if end == 0 {
-		end = monotonicNow()
-	}
-	return start, end, deaths, pauses
-}
-
-// reservedPrefix begins the keys the library keeps beside the election
-// keys (candidate records, transfer requests): their writes are no lease's.
-const reservedPrefix = "_kvelect."
-
-// leaseWrite reports whether ev is an acknowledged write of an election
-// key, a claim or renewal from which a leader counts its validity; a
-// candidate record's write, though acknowledged, renews no lease.
-func (ev Event) leaseWrite() bool {
-	return ev.Kind == "op" && ev.Outcome == "ok" && (ev.Op == "create" || ev.Op == "update") && !strings.HasPrefix(ev.Key, reservedPrefix)
-}
-
-// byDaemon splits a worker's events by the daemon they are about: a
-// single-key run's all go to "".
-func byDaemon(events []Event) map[string][]Event {
-	out := map[string][]Event{}
-	for _, ev := range events {
-		out[ev.Daemon] = append(out[ev.Daemon], ev)
-	}
-	return out
-}
-
-// byDaemonTerms splits terms, in order, by daemon.
-func byDaemonTerms(terms []*term) map[string][]*term {
-	out := map[string][]*term{}
-	for _, t := range terms {
-		out[t.daemon] = append(out[t.daemon], t)
-	}
-	return out
-}
-
-// workerTerms cuts one worker's history into terms. IsLeader is true from a
-// won event until the earlier of the stand-down and the validity deadline:
-// validity after the send time of its last acknowledged write. Every
-// acknowledged write counts, even one the library would have ignored for
-// arriving after its deadline, so the checker's deadline is never earlier
-// than the library's: overlap may be over-counted, never missed. A win with
-// no acknowledged write in its validity is a problem, and its term runs to
-// the recorded stand-down.
-func workerTerms(name, daemon string, events []Event, validity int64, deaths map[string]int64, runEnd int64, paused []span) ([]*term, []string) {
-	var terms []*term
-	var problems []string
-	var cur *term
-	var lastSent, deadline int64
-	closeTerm := func(at int64, standDown bool) {
-		cur.observed = at
-		cur.end = min(at, deadline)
-		if deadline < cur.start {
-			problems = append(problems, fmt.Sprintf("%s announced token %d%s with no acknowledged write in its validity", name, cur.token, about(daemon)))
-			cur.end = at
-		}
-		cur.lastSent = lastSent
-		cur.standDn = standDown
-		cur.paused = paused
-		cur.adjusted = subtract(span{cur.start, cur.end}, paused)
-		terms = append(terms, cur)
-		cur = nil
-	}
-	for _, ev := range events {
-		switch {
-		case ev.leaseWrite():
-			lastSent, deadline = ev.Sent, ev.Sent+validity
-		case ev.Kind == "won":
-			cur = &term{worker: name, daemon: daemon, token: ev.Token, start: ev.T, backed: lastSent}
-		case ev.Kind == "lost" && cur != nil:
-			closeTerm(ev.T, true)
-		}
-	}
-	if cur != nil {
-		end, killed := deaths[name]
-		if !killed {
-			end = runEnd
-		}
-		closeTerm(end, false)
-	}
-	return terms, problems
-}
-
-// about names a daemon in a problem's text.
-func about(daemon string) string {
-	if daemon == "" {
-		return ""
-	}
-	return " of daemon " + daemon
-}
-
-// overlap sweeps the terms' spans and returns the spans during which two or
-// more held at once, and how many episodes that made.
-func overlap(terms []*term, spans func(*term) []span) ([]span, int) {
-	type edge struct {
-		at    int64
-		delta int
-	}
-	var edges []edge
-	for _, t := range terms {
-		for _, s := range spans(t) {
-			if s.to > s.from {
-				edges = append(edges, edge{s.from, +1}, edge{s.to, -1})
-			}
-		}
-	}
-	sort.Slice(edges, func(i, j int) bool {
-		if edges[i].at != edges[j].at {
-			return edges[i].at < edges[j].at
-		}
-		return edges[i].delta < edges[j].delta // close before open at the same instant
-	})
-	var out []span
-	active := 0
-	for _, e := range edges {
-		prev := active
-		active += e.delta
-		switch {
-		case prev < 2 && active >= 2:
-			out = append(out, span{from: e.at})
-		case prev >= 2 && active < 2:
-			out[len(out)-1].to = e.at
-		}
-	}
-	return out, len(out)
-}
-
-// total returns the summed length of the spans.
-func total(spans []span) int64 {
-	var t int64
-	for _, s := range spans {
-		t += s.to - s.from
-	}
-	return t
-}
-
-// union returns the total time covered by any term's adjusted spans.
-func union(terms []*term) int64 {
-	var spans []span
-	for _, t := range terms {
-		spans = append(spans, t.adjusted...)
-	}
-	return unionSpans(spans)
-}
-
-// unionSpans returns the total time covered by any of the spans.
-func unionSpans(spans []span) int64 {
-	slices.SortFunc(spans, func(a, b span) int { return int(a.from - b.from) })
-	var total, reach int64
-	for _, s := range spans {
-		from := max(s.from, reach)
-		if s.to > from {
-			total += s.to - from
-			reach = s.to
-		}
-	}
-	return total
-}
-
-// subtract removes the paused windows from s.
-func subtract(s span, paused []span) []span {
-	out := []span{s}
-	for _, p := range paused {
-		var next []span
-		for _, o := range out {
-			if p.to <= o.from || p.from >= o.to {
-				next = append(next, o)
-				continue
-			}
-			if p.from > o.from {
-				next = append(next, span{o.from, p.from})
-			}
-			if p.to < o.to {
-				next = append(next, span{p.to, o.to})
-			}
-		}
-		out = next
-	}
-	return out
-}
-
-// coveredWithin returns how much of [from, to] the spans cover (a worker's
-// pauses, say).
-func coveredWithin(spans []span, from, to int64) int64 {
-	var total int64
-	for _, p := range spans {
-		if lo, hi := max(p.from, from), min(p.to, to); hi > lo {
-			total += hi - lo
-		}
-	}
-	return total
-}
 
 // checkTokens checks that every token was announced once, that tokens grow
 // from term to term, and that the audit log holds the winner's value at each
 // token's revision.
-func checkTokens(rep *report, terms []*term, audit []Event) {
-	byRev := map[uint64]Event{}
+func checkTokens(rep *Report, terms []*term, audit []record.Event) {
+	byRev := map[uint64]record.Event{}
 	for _, a := range audit {
 		byRev[a.Rev] = a
 	}
@@ -425,7 +49,7 @@ func checkTokens(rep *report, terms []*term, audit []Event) {
 // checkFence counts stale tokens the fenced resource accepted, and acts made
 // with a token older than one another worker had already acted with, each
 // daemon on its own subject.
-func checkFence(rep *report, hist *history) {
+func checkFence(rep *Report, hist *history) {
 	highest := map[string]uint64{} // by daemon
 	for _, f := range hist.fence {
 		switch f.Kind {
@@ -440,7 +64,7 @@ func checkFence(rep *report, hist *history) {
 			rep.FenceUnread = true
 		}
 	}
-	acts := map[string][]Event{} // by daemon
+	acts := map[string][]record.Event{} // by daemon
 	for _, events := range hist.workers {
 		for _, ev := range events {
 			if ev.Kind == "act" {
@@ -476,7 +100,7 @@ const recordGrace = int64(time.Second)
 // record, a best-effort write sent at the win and given up a KV call's
 // timeout after a stop, met the same. No win or stand-down recorded twice;
 // nothing recorded that no worker did.
-func checkLeadership(rep *report, hist *history, deaths map[string]int64, ttl time.Duration) {
+func checkLeadership(rep *Report, hist *history, deaths map[string]int64, ttl time.Duration) {
 	if hist.leadership == nil {
 		return
 	}
@@ -566,9 +190,9 @@ func checkLeadership(rep *report, hist *history, deaths map[string]int64, ttl ti
 // leadership moved on purpose, leadFrom, is no failover of the fault
 // before), and counts announcements during quorum loss (not during the
 // outage of a minority of the servers).
-func checkScenarios(rep *report, harness []Event, terms []*term) {
-	byName := map[string]*scenarioReport{}
-	var faults []Event
+func checkScenarios(rep *Report, harness []record.Event, terms []*term) {
+	byName := map[string]*ScenarioReport{}
+	var faults []record.Event
 	var bounds []int64 // when each fault's window ends at the latest: faults and preparations
 	var outage int64
 	quorumLost := false
@@ -599,12 +223,12 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 	for _, f := range faults {
 		sr := byName[f.Scenario]
 		if sr == nil {
-			sr = &scenarioReport{Name: f.Scenario}
+			sr = &ScenarioReport{Name: f.Scenario}
 			byName[f.Scenario] = sr
 			rep.Scenarios = append(rep.Scenarios, sr)
 		}
 		sr.Faults++
-		rep.marks = append(rep.marks, mark{at: f.T, label: f.Scenario})
+		rep.Timeline.Faults = append(rep.Timeline.Faults, Mark{At: f.T, Label: f.Scenario})
 		until := int64(1<<63 - 1)
 		if j, _ := slices.BinarySearch(bounds, f.T+1); j < len(bounds) {
 			until = bounds[j]
@@ -632,7 +256,7 @@ func checkScenarios(rep *report, harness []Event, terms []*term) {
 // of milliseconds; in a run of leader-stop alone there is no such aftermath.
 // A call that spans a pause of its own worker (SIGSTOP, by a fault or to
 // move the leadership before one, leadFrom) does not count either.
-func checkRoundTrips(rep *report, hist *history, pauses map[string][]span) {
+func checkRoundTrips(rep *Report, hist *history, pauses map[string][]span) {
 	var faults []span
 	var from int64
 	for _, ev := range hist.harness {
@@ -655,16 +279,13 @@ func checkRoundTrips(rep *report, hist *history, pauses map[string][]span) {
 	rep.RoundTrip = summarize(samples)
 }
 
-// ms converts nanoseconds to milliseconds.
-func ms(ns int64) float64 { return float64(ns) / 1e6 }
-
 // checkFleet measures, for each fault of a fleet run until the next one,
 // how long the worst-off daemon went unplaced (not running anywhere), how
 // many daemons started, and how many ended on another node than they began
 // on (the moves the fault made necessary); and the spread of daemons over
 // the nodes when the run ended, before shutdown.
-func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runEnd int64) {
-	var faults []Event
+func checkFleet(rep *Report, harness []record.Event, perDaemon map[string][]*term, runEnd int64) {
+	var faults []record.Event
 	end := runEnd
 	gone := map[string]int64{}
 	for _, ev := range harness {
@@ -687,7 +308,7 @@ func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runE
 		}
 		return ""
 	}
-	byName := map[string]*scenarioReport{}
+	byName := map[string]*ScenarioReport{}
 	for _, sr := range rep.Scenarios {
 		byName[sr.Name] = sr
 	}
@@ -727,7 +348,7 @@ func checkFleet(rep *report, harness []Event, perDaemon map[string][]*term, runE
 		}
 	}
 	rep.FinalLoads = load
-	rep.FinalSpread = spread(load)
+	rep.FinalSpread = Spread(load)
 
 	// Unplaced time counts until shutdown, when every node leaves.
 	rep.LeaderlessMS = 0
@@ -764,7 +385,7 @@ type cut struct {
 // every other region's when the home region is), and while the home server
 // is down nobody can. A win counts when it came within the cut and the
 // write it rests on was sent after the cut was in place.
-func checkCuts(rep *report, harness []Event, terms []*term, runEnd int64) {
+func checkCuts(rep *Report, harness []record.Event, terms []*term, runEnd int64) {
 	home, regions, cuts := "", map[string]string{}, []cut(nil)
 	open := map[string]int{} // index in cuts, by region
 	for _, ev := range harness {
@@ -802,4 +423,16 @@ func reachable(region, home string, c cut) bool {
 		return false
 	}
 	return (region == c.region) == (home == c.region)
+}
+
+// Spread returns max − min of the loads (0 for none).
+func Spread(load map[string]int) int {
+	if len(load) == 0 {
+		return 0
+	}
+	lo, hi := math.MaxInt, 0
+	for _, n := range load {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	return hi - lo
 }

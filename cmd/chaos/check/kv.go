@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package check
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/kvelect/election/internal/kvcheck"
 )
 
@@ -20,11 +21,10 @@ const kvCheckTimeout = time.Minute
 // their revisions, once the writes of unknown outcome are settled, where
 // it can, from the stream's record of its messages (the audit). A failed
 // check's history is drawn, with the fault windows marked, to
-// kv-linearizability.html beside the timeline page (or in the histories'
-// directory).
-func checkKV(rep *report, hist *history, ttl time.Duration, html, dir string) {
+// kv-linearizability.html in pageDir (or in the histories' directory).
+func checkKV(rep *Report, hist *history, ttl time.Duration, pageDir, dir string) {
 	var ops []kvcheck.Op
-	add := func(events []Event) {
+	add := func(events []record.Event) {
 		type call struct {
 			sent    int64
 			op, key string
@@ -60,10 +60,10 @@ func checkKV(rep *report, hist *history, ttl time.Duration, html, dir string) {
 	if r.Linearizable == "true" && len(r.Order) == 0 {
 		return // unexplained entries need no drawing: the problems name them
 	}
-	page := filepath.Join(dir, "kv-linearizability.html")
-	if html != "" {
-		page = filepath.Join(filepath.Dir(html), "kv-linearizability.html")
+	if pageDir == "" {
+		pageDir = dir
 	}
+	page := filepath.Join(pageDir, "kv-linearizability.html")
 	if err := r.Visualize(page, faultWindows(hist.harness)); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: kv visualization:", err)
 		return
@@ -97,7 +97,7 @@ func streamRecord(hist *history) kvcheck.Stream {
 
 // kvOp is the call an op event records, or a call event whose call never
 // returned: of unknown outcome.
-func kvOp(ev Event) kvcheck.Op {
+func kvOp(ev record.Event) kvcheck.Op {
 	op := kvcheck.Op{Client: ev.Worker, Key: ev.Key, Value: ev.Value, Call: ev.Sent, Return: ev.T, Rev: ev.Rev}
 	switch ev.Op {
 	case "create":
@@ -128,7 +128,7 @@ func kvOp(ev Event) kvcheck.Op {
 }
 
 // faultWindows returns the harness's faults, from each fault to its heal.
-func faultWindows(harness []Event) []kvcheck.Window {
+func faultWindows(harness []record.Event) []kvcheck.Window {
 	var windows []kvcheck.Window
 	open := -1
 	for _, ev := range harness {

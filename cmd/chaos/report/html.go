@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package report
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/kvelect/election/cmd/chaos/check"
 )
 
 // Timeline geometry: pixels per second of run time, and per lane.
@@ -19,13 +21,13 @@ const (
 	labelWidth  = 70
 )
 
-// writeHTML writes a self-contained page with the run's timeline: a lane per
+// WriteHTML writes a self-contained page with the run's timeline: a lane per
 // worker with its life as a candidate (grey), its leadership (green, with the
 // raw belief including paused time as an outline), its pauses (hatched), its
 // renewals (ticks), faults as labelled lines, and any overlap in red.
-func writeHTML(path string, r *report) error {
+func WriteHTML(path string, r *check.Report) error {
 	workers := slices.Sorted(func(yield func(string) bool) {
-		for w := range r.hist.workers {
+		for w := range r.Timeline.Workers {
 			if !yield(w) {
 				return
 			}
@@ -36,7 +38,7 @@ func writeHTML(path string, r *report) error {
 	for i, w := range workers {
 		lane[w] = i
 	}
-	t0, t1 := r.runStart, r.runEnd
+	t0, t1 := r.Timeline.Start, r.Timeline.End
 	x := func(t int64) float64 { return labelWidth + float64(t-t0)/1e9*pxPerSecond }
 	y := func(w string) int { return laneTop + lane[w]*laneHeight }
 	width := x(t1) + 20
@@ -51,44 +53,44 @@ func writeHTML(path string, r *report) error {
 			xs, laneTop-5, xs, height-20, xs+2, height-8, s)
 	}
 	for _, w := range workers {
-		events := r.hist.workers[w]
+		events := r.Timeline.Workers[w]
 		if len(events) == 0 {
 			continue
 		}
 		yy := y(w)
 		life0, life1 := events[0].T, events[len(events)-1].T
-		if d, ok := r.deaths[w]; ok {
+		if d, ok := r.Timeline.Deaths[w]; ok {
 			life1 = d
 		}
 		fmt.Fprintf(&b, "<text x='4' y='%d'>%s</text>\n", yy+16, html.EscapeString(w))
 		fmt.Fprintf(&b, "<rect x='%.1f' y='%d' width='%.1f' height='4' fill='#ccc'><title>%s alive</title></rect>\n",
 			x(life0), yy+10, x(life1)-x(life0), html.EscapeString(w))
 		for _, ev := range events {
-			if ev.leaseWrite() && ev.Op == "update" {
+			if ev.LeaseWrite() && ev.Op == "update" {
 				fmt.Fprintf(&b, "<line x1='%.1f' y1='%d' x2='%.1f' y2='%d' stroke='#246'/>\n", x(ev.Sent), yy+2, x(ev.Sent), yy+6)
 			}
 		}
 	}
-	for _, t := range r.terms {
-		yy := y(t.worker)
+	for _, t := range r.Timeline.Terms {
+		yy := y(t.Worker)
 		fmt.Fprintf(&b, "<rect x='%.1f' y='%d' width='%.1f' height='16' fill='none' stroke='#3a3' stroke-dasharray='3,2'/>\n",
-			x(t.start), yy+4, x(t.observed)-x(t.start))
-		for _, s := range t.adjusted {
+			x(t.Start), yy+4, x(t.Observed)-x(t.Start))
+		for _, s := range t.Adjusted {
 			fmt.Fprintf(&b, "<rect x='%.1f' y='%d' width='%.1f' height='16' fill='#5c5'><title>%s leads, token %d</title></rect>\n",
-				x(s.from), yy+4, x(s.to)-x(s.from), html.EscapeString(t.worker), t.token)
+				x(s.From), yy+4, x(s.To)-x(s.From), html.EscapeString(t.Worker), t.Token)
 		}
-		for _, p := range t.paused {
+		for _, p := range t.Paused {
 			fmt.Fprintf(&b, "<rect x='%.1f' y='%d' width='%.1f' height='20' fill='url(#hatch)'><title>paused</title></rect>\n",
-				x(p.from), yy+2, x(p.to)-x(p.from))
+				x(p.From), yy+2, x(p.To)-x(p.From))
 		}
 	}
-	for _, o := range r.overlaps {
+	for _, o := range r.Timeline.Overlaps {
 		fmt.Fprintf(&b, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='red' opacity='0.5'><title>two leaders</title></rect>\n",
-			x(o.from), laneTop, max(x(o.to)-x(o.from), 2), len(workers)*laneHeight)
+			x(o.From), laneTop, max(x(o.To)-x(o.From), 2), len(workers)*laneHeight)
 	}
-	for i, m := range r.marks {
+	for i, m := range r.Timeline.Faults {
 		fmt.Fprintf(&b, "<line x1='%.1f' y1='%d' x2='%.1f' y2='%d' stroke='#c60' stroke-dasharray='4,3'/><text x='%.1f' y='%d' fill='#c60'>%s</text>\n",
-			x(m.at), laneTop-14+(i%2)*8, x(m.at), height-20, x(m.at)+2, laneTop-16+(i%2)*8, html.EscapeString(m.label))
+			x(m.At), laneTop-14+(i%2)*8, x(m.At), height-20, x(m.At)+2, laneTop-16+(i%2)*8, html.EscapeString(m.Label))
 	}
 	b.WriteString("</svg>\n")
 
@@ -100,7 +102,7 @@ func writeHTML(path string, r *report) error {
 Green: leading (IsLeader true); dashed outline: leadership as the worker recorded it, paused time included;
 hatched: paused; grey: alive; ticks: renewals; orange: faults; red: two leaders.</p>
 <div class="scroll">%s</div></body></html>
-`, html.EscapeString(r.mode()), r.Faults, r.Elections, r.SplitBrainMS, r.SplitBrainRawMS, r.StaleTokensAccepted, b.String())
+`, html.EscapeString(mode(r)), r.Faults, r.Elections, r.SplitBrainMS, r.SplitBrainRawMS, r.StaleTokensAccepted, b.String())
 	return os.WriteFile(path, []byte(page), 0o644)
 }
 

@@ -1,10 +1,12 @@
 //go:build unix
 
-package main
+package check
 
 import (
 	"fmt"
 	"sort"
+
+	"github.com/kvelect/election/cmd/chaos/record"
 )
 
 // work is what one leadership started on one worker: from its won event to
@@ -52,7 +54,7 @@ func works(hist *history, validity, ttl int64, deaths map[string]int64, runEnd i
 			var sent []int64 // send times of the acknowledged writes, in order
 			for _, ev := range events {
 				switch {
-				case ev.leaseWrite():
+				case ev.LeaseWrite():
 					sent = append(sent, ev.Sent)
 				case ev.Kind == "won":
 					if cur != nil { // a won with no return before it: the earlier ends here
@@ -100,7 +102,7 @@ func cutAtSuspension(w *work, sent []int64, paused []span, validity, ttl int64) 
 // checkWork checks that the works of different workers on one daemon (the
 // one key of a single-key run) never overlap: a successor's won never comes
 // before the previous leader's work returned (or ended at its death).
-func checkWork(rep *report, all []*work) {
+func checkWork(rep *Report, all []*work) {
 	byDaemon := map[string][]*work{}
 	for _, w := range all {
 		byDaemon[w.daemon] = append(byDaemon[w.daemon], w)
@@ -137,7 +139,7 @@ func checkWork(rep *report, all []*work) {
 // faultWindow is a fault and when its window ends at the latest: at the
 // next fault or the next scenario's preparation (checkScenarios).
 type faultWindow struct {
-	fault Event
+	fault record.Event
 	until int64
 }
 
@@ -147,7 +149,7 @@ type faultWindow struct {
 // from that return to the next leader's won within it: how soon a
 // successor leads once the old work has stopped. A negative figure is a
 // work overlap.
-func checkHandovers(rep *report, terms []*term, all []*work) {
+func checkHandovers(rep *Report, terms []*term, all []*work) {
 	for _, sr := range rep.Scenarios {
 		var samples []float64
 		for _, fw := range sr.windows {

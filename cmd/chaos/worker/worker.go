@@ -1,6 +1,11 @@
 //go:build unix
 
-package main
+// Package worker holds the processes the chaos harness runs by running its
+// own binary again: a campaigner for one key (RunWorker), a fleet's node
+// (RunNode) and an -agents run's daemon work (RunActor), each recording its
+// history (package record); and what they share with the harness: the
+// bucket, the fenced resource, the actors' environment, Retry.
+package worker
 
 import (
 	"context"
@@ -16,27 +21,59 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/cmd/chaos/record"
 	lhistory "github.com/kvelect/election/history"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// BucketName is the election bucket of a run, and ElectionKey the key of a
+// single-key run's election.
+const (
+	BucketName  = "CHAOS_ELECTION"
+	ElectionKey = "leader"
+)
+
+// StartTimeout bounds the start of a process, a retried call, and the
+// servers' recovery.
+const StartTimeout = 60 * time.Second
+
+// Retry calls f, each time with attempt to finish, until it succeeds or
+// StartTimeout passes.
+func Retry(ctx context.Context, attempt time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	for {
+		callCtx, callCancel := context.WithTimeout(ctx, attempt)
+		err := f(callCtx)
+		callCancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // actInterval is how often a leader acts on the fenced resource.
 const actInterval = 50 * time.Millisecond
 
-// fenceSubject is the fenced resource: a stream subject that leaders append
-// their token to with a compare-and-set, refusing tokens lower than the last.
+// FenceSubject is the fenced resource, a subject of FenceStream that
+// leaders append their token to with a compare-and-set, refusing tokens
+// lower than the last.
 const (
-	fenceStream  = "CHAOS_FENCE"
-	fenceSubject = "chaos.fence"
+	FenceStream  = "CHAOS_FENCE"
+	FenceSubject = "chaos.fence"
 )
 
-// runWorker is one campaigner process. It writes its history to stdout and
+// RunWorker is one campaigner process. It writes its history to stdout and
 // stops gracefully on SIGTERM. While it leads it acts on the fenced resource;
 // its OnWon records won when it starts and returned when it returns. Once
 // its election has stopped it exits when its stdin closes: the harness
 // holds it until a successor leads.
-func runWorker(args []string) error {
+func RunWorker(args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	name := fs.String("name", "", "candidate name")
 	urls := fs.String("urls", "", "NATS URLs, comma separated")
@@ -50,12 +87,12 @@ func runWorker(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rec := newRecorder(os.Stdout, *name)
+	rec := record.New(os.Stdout, *name)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
 	c, err := connectWorker(ctx, *name, *urls, *bucket, *domain, func(server string) {
-		rec.record(Event{Kind: "connected", Target: server}) // which server client faults of a cluster aim at
+		rec.Record(record.Event{Kind: "connected", Target: server}) // which server client faults of a cluster aim at
 	})
 	if err != nil {
 		return err
@@ -63,7 +100,7 @@ func runWorker(args []string) error {
 	defer c.nc.Close()
 	js, kv, fence := c.js, c.kv, c.fence
 	var history *lhistory.History
-	err = retry(ctx, 5*time.Second, func(ctx context.Context) error { // as connectWorker binds the bucket
+	err = Retry(ctx, 5*time.Second, func(ctx context.Context) error { // as connectWorker binds the bucket
 		history, err = lhistory.Open(ctx, js, *bucket)
 		return err
 	})
@@ -76,23 +113,23 @@ func runWorker(args []string) error {
 		election.WithoutSplay(),
 		election.OnWon(func(leading context.Context) {
 			token, _ := election.TokenFromContext(leading)
-			rec.record(Event{Kind: "won", Token: token})
-			context.AfterFunc(leading, func() { rec.record(Event{Kind: "lost", Token: token}) })
+			rec.Record(record.Event{Kind: "won", Token: token})
+			context.AfterFunc(leading, func() { rec.Record(record.Event{Kind: "lost", Token: token}) })
 			// Work that takes time to stop (a command on SIGTERM, a daemon
 			// draining) goes on acting with its token for the stop delay
 			// after its context is cancelled; no successor may lead before
 			// it returned (checkWork).
-			r := fenceRecord{Token: token, Worker: *name}
+			r := Fence{Token: token, Worker: *name}
 			deadline := trackWorkDeadline(leading, acked)
-			actUntilDone(leading, js, fence, rec, fenceSubject, "", r)
+			actUntilDone(leading, js, fence, rec, FenceSubject, "", r)
 			if *stopDelay > 0 {
 				stopping, cancel := context.WithDeadline(context.Background(), earliest(time.Now().Add(*stopDelay), deadline()))
-				actUntilDone(stopping, js, fence, rec, fenceSubject, "", r)
+				actUntilDone(stopping, js, fence, rec, FenceSubject, "", r)
 				cancel()
 			}
-			rec.record(Event{Kind: "returned", Token: token})
+			rec.Record(record.Event{Kind: "returned", Token: token})
 		}),
-		election.OnLost(func(cause error) { rec.record(Event{Kind: "cause", Cause: cause.Error()}) }),
+		election.OnLost(func(cause error) { rec.Record(record.Event{Kind: "cause", Cause: cause.Error()}) }),
 	}
 	if *unsafeTTL {
 		opts = append(opts, election.WithUnsafeShortTTL())
@@ -101,13 +138,13 @@ func runWorker(args []string) error {
 	if *preferHigher > 0 {
 		opts = append(opts, election.WithPreferHigher(*preferHigher))
 	}
-	e, err := election.NewElection(ctx, *name, *key, &recordingKV{KeyValue: kv, rec: rec, acked: acked}, opts...)
+	e, err := election.NewElection(ctx, *name, *key, &record.KV{KeyValue: kv, Rec: rec, Acked: acked}, opts...)
 	if err != nil {
 		return err
 	}
-	rec.record(Event{Kind: "start", PID: os.Getpid()})
+	rec.Record(record.Event{Kind: "start", PID: os.Getpid()})
 	err = e.Start(ctx)
-	rec.record(Event{Kind: "exit"})
+	rec.Record(record.Event{Kind: "exit"})
 	io.Copy(io.Discard, os.Stdin)
 	return err
 }
@@ -203,13 +240,13 @@ func connectWorker(ctx context.Context, name, urls, bucket, domain string, onCon
 	if err == nil {
 		// Right after a fault the cluster may not answer yet (a stream
 		// leader being elected): retry, as the servers' users would.
-		err = retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		err = Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 			var err error
 			if c.kv, err = c.js.KeyValue(ctx, bucket); err != nil {
 				return fmt.Errorf("binding bucket %s: %w", bucket, err)
 			}
-			if c.fence, err = c.js.Stream(ctx, fenceStream); err != nil {
-				return fmt.Errorf("binding stream %s: %w", fenceStream, err)
+			if c.fence, err = c.js.Stream(ctx, FenceStream); err != nil {
+				return fmt.Errorf("binding stream %s: %w", FenceStream, err)
 			}
 			return nil
 		})
@@ -221,11 +258,11 @@ func connectWorker(ctx context.Context, name, urls, bucket, domain string, onCon
 	return c, nil
 }
 
-// fenceRecord is what a leader appends to the fenced resource, with the
+// Fence is what a leader appends to the fenced resource, with the
 // time it sent the append. An -agents run's actor adds its process ID: an
 // append of an actor killed before it could record the act is its last
 // sign of life.
-type fenceRecord struct {
+type Fence struct {
 	Token  uint64 `json:"token"`
 	Worker string `json:"w"`
 	Seq    int    `json:"seq"`
@@ -237,7 +274,7 @@ type fenceRecord struct {
 // actInterval until leadership ends: read the last record, refuse to write
 // if it carries a higher token, else append with a compare-and-set on its
 // sequence. Its acts are recorded for daemon ("" in a single-key run).
-func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *recorder, subject, daemon string, r fenceRecord) {
+func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *record.Recorder, subject, daemon string, r Fence) {
 	tick := time.NewTicker(actInterval)
 	defer tick.Stop()
 	for seq := 1; ; seq++ {
@@ -246,24 +283,24 @@ func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstre
 			return
 		case <-tick.C:
 		}
-		sent := monotonicNow()
+		sent := record.Now()
 		ctx, cancel := context.WithTimeout(leading, time.Second)
 		r.Seq = seq
 		r.Sent = sent
 		accepted, stale, err := fencedAppend(ctx, js, fence, subject, r)
 		cancel()
-		ev := Event{Kind: "act", Daemon: daemon, Sent: sent, Token: r.Token, Seq: seq, Accepted: accepted, Stale: stale}
+		ev := record.Event{Kind: "act", Daemon: daemon, Sent: sent, Token: r.Token, Seq: seq, Accepted: accepted, Stale: stale}
 		if err != nil {
 			ev.Err = err.Error()
 		}
-		rec.record(ev)
+		rec.Record(ev)
 	}
 }
 
 // fencedAppend appends r to subject unless the subject's last record
 // carries a higher token (stale), with a compare-and-set on that record's
 // sequence.
-func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.Stream, subject string, r fenceRecord) (accepted, stale bool, err error) {
+func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.Stream, subject string, r Fence) (accepted, stale bool, err error) {
 	var lastSeq uint64
 	last, err := fence.GetLastMsgForSubject(ctx, subject)
 	switch {
@@ -271,7 +308,7 @@ func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.S
 	case err != nil:
 		return false, false, err
 	default:
-		var prev fenceRecord
+		var prev Fence
 		if err := json.Unmarshal(last.Data, &prev); err != nil {
 			return false, false, err
 		}
@@ -285,107 +322,4 @@ func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.S
 		return false, false, err
 	}
 	return true, false, nil
-}
-
-// recordingKV records the writes made through it (Create, Update, Delete,
-// Purge, Put): the key, when each was sent, when it returned, and how; an
-// Update's expected revision. Each is recorded twice: as it is sent and as
-// it returns, so that a write in flight when the process is killed is known
-// (the server may have applied it) although it never returns. With daemonOf (a fleet run's many keys), the
-// daemon a call is about, if any.
-type recordingKV struct {
-	jetstream.KeyValue
-	rec      *recorder
-	daemonOf func(key string) (daemon string, ok bool)
-	// acked, if set, is signalled (without blocking) when a Create or
-	// Update returns without error.
-	acked chan<- struct{}
-}
-
-// Create records a Create call.
-func (r *recordingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	sent := r.call(key, "create", value)
-	rev, err := r.KeyValue.Create(ctx, key, value, opts...)
-	r.op(key, "create", value, sent, rev, err)
-	r.ack(err)
-	return rev, err
-}
-
-// Update records an Update call.
-func (r *recordingKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
-	sent := r.call(key, "update", value, revision)
-	rev, err := r.KeyValue.Update(ctx, key, value, revision)
-	r.op(key, "update", value, sent, rev, err, revision)
-	r.ack(err)
-	return rev, err
-}
-
-// Put records a Put call.
-func (r *recordingKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	sent := r.call(key, "put", value)
-	rev, err := r.KeyValue.Put(ctx, key, value)
-	r.op(key, "put", value, sent, rev, err)
-	return rev, err
-}
-
-// Purge records a Purge call.
-func (r *recordingKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	sent := r.call(key, "purge", nil)
-	err := r.KeyValue.Purge(ctx, key, opts...)
-	r.op(key, "purge", nil, sent, 0, err)
-	return err
-}
-
-// Delete records a Delete call.
-func (r *recordingKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	sent := r.call(key, "delete", nil)
-	err := r.KeyValue.Delete(ctx, key, opts...)
-	r.op(key, "delete", nil, sent, 0, err)
-	return err
-}
-
-// ack signals acked, if set, after a write that returned without error.
-func (r *recordingKV) ack(err error) {
-	if r.acked == nil || err != nil {
-		return
-	}
-	select {
-	case r.acked <- struct{}{}:
-	default:
-	}
-}
-
-// call records a call on key about to be sent, with what it writes and for
-// an update the revision it expects, and returns when it was sent.
-func (r *recordingKV) call(key, op string, value []byte, expected ...uint64) int64 {
-	ev := Event{Kind: "call", Op: op, Key: key, Value: string(value), Sent: monotonicNow()}
-	ev.T = ev.Sent
-	if len(expected) > 0 {
-		ev.Expected = expected[0]
-	}
-	if r.daemonOf != nil {
-		ev.Daemon, _ = r.daemonOf(key)
-	}
-	r.rec.record(ev)
-	return ev.Sent
-}
-
-// op records one call on key: what it wrote, when it was sent, its
-// revision, how it ended, and for an update the revision it expected.
-func (r *recordingKV) op(key, op string, value []byte, sent int64, rev uint64, err error, expected ...uint64) {
-	ev := Event{Kind: "op", Op: op, Key: key, Value: string(value), Sent: sent, Rev: rev, Outcome: "ok"}
-	if len(expected) > 0 {
-		ev.Expected = expected[0]
-	}
-	if r.daemonOf != nil {
-		ev.Daemon, _ = r.daemonOf(key)
-	}
-	if err != nil {
-		ev.Outcome = "error"
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			ev.Outcome = "conflict"
-		}
-		ev.Err = err.Error()
-	}
-	r.rec.record(ev)
 }

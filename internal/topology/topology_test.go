@@ -1,0 +1,220 @@
+package topology
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election/internal/embedded"
+	"github.com/kvelect/election/internal/faultproxy"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+func TestMain(m *testing.M) {
+	ServeIfAsked()
+	testenv.VerifyNoLeaks(m)
+}
+
+// formTimeout bounds how long a topology of the tests may take to form.
+const formTimeout = 60 * time.Second
+
+// startEmbedded starts every server of topo in this process and waits until
+// they have formed; all stop, and the proxies close, when the test ends.
+func startEmbedded(t *testing.T, topo *Topology) map[string]*server.Server {
+	t.Helper()
+	t.Cleanup(topo.Close)
+	servers := map[string]*server.Server{}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			embedded.Shutdown(s)
+		}
+	})
+	for _, s := range topo.Servers {
+		srv, err := s.StartEmbedded()
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers[s.Name] = srv
+	}
+	if err := topo.AwaitFormed(context.Background(), formTimeout); err != nil {
+		t.Fatal(err)
+	}
+	return servers
+}
+
+// TestConfigSaysWhatTheEmbeddedOptionsSay parses every server's
+// configuration file, as a standalone nats-server would, and compares what
+// it sets with the options of the same server started in this process.
+func TestConfigSaysWhatTheEmbeddedOptionsSay(t *testing.T) {
+	dir := t.TempDir()
+	sc, err := Supercluster([]int{2, 1}, Options{Dir: dir, SyncAlways: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	leaf, err := Leaf(Options{Dir: dir, Direct: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf.Servers[1].PingInterval = time.Second
+	leaf.Servers[0].Tags = []string{"region:hub"}
+	for _, s := range append(sc.Servers, leaf.Servers...) {
+		file := filepath.Join(dir, s.Name+".conf")
+		if err := os.WriteFile(file, []byte(s.Config()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fromFile, err := server.ProcessConfigFile(file)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", s.Name, err, s.Config())
+		}
+		want := &server.Options{}
+		s.configure(want)
+		for _, f := range []struct {
+			name      string
+			got, want any
+		}{
+			{"server name", fromFile.ServerName, want.ServerName},
+			{"client port", fromFile.Port, want.Port},
+			{"monitoring port", fromFile.HTTPPort, want.HTTPPort},
+			{"store", fromFile.StoreDir, want.StoreDir},
+			{"sync always", fromFile.SyncAlways, want.SyncAlways},
+			{"domain", fromFile.JetStreamDomain, want.JetStreamDomain},
+			{"tags", []string(fromFile.Tags), []string(want.Tags)},
+			{"ping interval", fromFile.PingInterval, want.PingInterval},
+			{"cluster", fromFile.Cluster.Name, want.Cluster.Name},
+			{"cluster port", fromFile.Cluster.Port, want.Cluster.Port},
+			{"cluster advertise", fromFile.Cluster.Advertise, want.Cluster.Advertise},
+			{"routes", fromFile.Routes, want.Routes},
+			{"gateway", fromFile.Gateway.Name, want.Gateway.Name},
+			{"gateway port", fromFile.Gateway.Port, want.Gateway.Port},
+			{"gateway advertise", fromFile.Gateway.Advertise, want.Gateway.Advertise},
+			{"leaf port", fromFile.LeafNode.Port, want.LeafNode.Port},
+		} {
+			if !reflect.DeepEqual(f.got, f.want) {
+				t.Errorf("%s: %s from the file %v, embedded %v", s.Name, f.name, f.got, f.want)
+			}
+		}
+		if len(fromFile.Gateway.Gateways) != len(want.Gateway.Gateways) {
+			t.Errorf("%s: %d remote gateways from the file, embedded %d", s.Name, len(fromFile.Gateway.Gateways), len(want.Gateway.Gateways))
+		}
+		for i, gw := range want.Gateway.Gateways {
+			if i < len(fromFile.Gateway.Gateways) && (fromFile.Gateway.Gateways[i].Name != gw.Name || !reflect.DeepEqual(fromFile.Gateway.Gateways[i].URLs, gw.URLs)) {
+				t.Errorf("%s: remote gateway %d from the file %+v, embedded %+v", s.Name, i, fromFile.Gateway.Gateways[i], gw)
+			}
+		}
+		if len(fromFile.LeafNode.Remotes) != len(want.LeafNode.Remotes) {
+			t.Errorf("%s: %d leaf remotes from the file, embedded %d", s.Name, len(fromFile.LeafNode.Remotes), len(want.LeafNode.Remotes))
+		}
+		for i, r := range want.LeafNode.Remotes {
+			if i < len(fromFile.LeafNode.Remotes) && (!reflect.DeepEqual(fromFile.LeafNode.Remotes[i].URLs, r.URLs) || !fromFile.LeafNode.Remotes[i].IgnoreDiscoveredServers) {
+				t.Errorf("%s: leaf remote %d from the file %+v, embedded %+v", s.Name, i, fromFile.LeafNode.Remotes[i], r)
+			}
+		}
+	}
+}
+
+// TestClusterFormsAndARouteCutIsSeen forms a cluster of three whose routes
+// cross proxies, cuts one server off its peers loudly, sees the others lose
+// their routes to it, heals, and sees the cluster whole again.
+func TestClusterFormsAndARouteCutIsSeen(t *testing.T) {
+	t.Parallel()
+	topo, err := Cluster("kit", 3, Options{Dir: t.TempDir(), ProxyRoutes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(topo.Links); got != 6 {
+		t.Fatalf("%d route links, want 6 (one per server and peer)", got)
+	}
+	servers := startEmbedded(t, topo)
+	topo.IsolateServer("n1", (*faultproxy.Proxy).Refuse)
+	testenv.Eventually(t, "n2 and n3 without a route to n1", formTimeout, func() bool {
+		return !routedTo(servers["n2"], "n1") && !routedTo(servers["n3"], "n1") && routedTo(servers["n2"], "n3")
+	})
+	if formed, _ := topo.Formed(); formed {
+		t.Error("the cluster counts as formed with n1 cut off")
+	}
+	topo.Heal()
+	if err := topo.AwaitFormed(context.Background(), formTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// routedTo reports whether s has a route to the server named peer.
+func routedTo(s *server.Server, peer string) bool {
+	routes, err := s.Routez(nil)
+	if err != nil {
+		return false
+	}
+	for _, r := range routes.Routes {
+		if r.RemoteName == peer {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSuperclusterFormsAndARegionCutIsSeen forms two regions joined by
+// gateways through proxies, cuts C2 off loudly, sees C1 lose its gateway,
+// heals, and sees the supercluster whole again.
+func TestSuperclusterFormsAndARegionCutIsSeen(t *testing.T) {
+	t.Parallel()
+	topo, err := Supercluster([]int{1, 1}, Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := topo.ClientURLs("C2"), topo.Server("C2-S1").ClientURL(); got != want {
+		t.Errorf("C2's client URLs %q, want %q", got, want)
+	}
+	servers := startEmbedded(t, topo)
+	topo.IsolateRegion("C2", (*faultproxy.Proxy).Refuse)
+	testenv.Eventually(t, "C1 without a gateway to C2", formTimeout, func() bool {
+		return servers["C1-S1"].NumOutboundGateways() == 0
+	})
+	topo.Heal()
+	if err := topo.AwaitFormed(context.Background(), formTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLeafServerInAChildProcessIsKilledAndStartsAgain runs the hub in this
+// process and the leaf node server in a child process (Self), kills the
+// child, sees the hub lose its leaf, starts the child again and sees the
+// link back.
+func TestLeafServerInAChildProcessIsKilledAndStartsAgain(t *testing.T) {
+	t.Parallel()
+	topo, err := Leaf(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(topo.Close)
+	hub, err := topo.Server("hub").StartEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { embedded.Shutdown(hub) })
+	leaf := NewProcess(topo.Server("leaf"), Self(), os.Stderr)
+	if err := leaf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(leaf.Stop)
+	if err := topo.AwaitFormed(context.Background(), formTimeout); err != nil {
+		t.Fatal(err)
+	}
+	leaf.Kill()
+	select {
+	case <-leaf.Done():
+	default:
+		t.Fatal("Kill returned before the process exited")
+	}
+	testenv.Eventually(t, "the hub without its leaf", formTimeout, func() bool { return hub.NumLeafNodes() == 0 })
+	if err := leaf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.AwaitFormed(context.Background(), formTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
