@@ -72,13 +72,6 @@ func startDaemon(t *testing.T, bin, name string, args ...string) *daemon {
 	return &daemon{p, p.Cmd}
 }
 
-// startProcess starts bin with args (e2e.StartProcess).
-func startProcess(t *testing.T, bin, name string, args ...string) *daemon {
-	t.Helper()
-	p := e2e.StartProcess(t, bin, name, args...)
-	return &daemon{p, p.Cmd}
-}
-
 // start is one start of a recording command (e2e.Started).
 type start struct {
 	name  string

@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
 	kit "github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,30 +32,6 @@ import (
 func buildNATSServer(t *testing.T) string {
 	t.Helper()
 	return buildOnce(t, "nats-server", "github.com/nats-io/nats-server/v2")
-}
-
-// natsProcess is a nats-server process of a test, configured by hand.
-type natsProcess struct {
-	*daemon
-	client string // its client URL
-}
-
-// startNATSServer writes config to a file and runs bin with it; config
-// names its client port and monitoring port by the verbs CLIENT and HTTP.
-// The topologies of the kit start with startNATSServers instead; this is
-// for a configuration the kit does not write (accounts and users).
-func startNATSServer(t *testing.T, bin, name, config string) *natsProcess {
-	t.Helper()
-	ports, err := embedded.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config = strings.NewReplacer("CLIENT", strconv.Itoa(ports[0]), "HTTP", strconv.Itoa(ports[1])).Replace(config)
-	file := filepath.Join(t.TempDir(), name+".conf")
-	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return &natsProcess{daemon: startProcess(t, bin, "nats-server-"+name, "-c", file), client: fmt.Sprintf("nats://127.0.0.1:%d", ports[0])}
 }
 
 // startNATSServers starts every server of topo as a standalone nats-server
