@@ -772,7 +772,7 @@ func (c *campaigner) mayVouch(t *tenure) bool {
 func (c *campaigner) vouch(over uint64) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
 	defer cancel()
-	value := releasePrefix + c.name
+	value := releaseValue(c.name)
 	sent := c.now()
 	rev, err := c.kv.Update(ctx, c.key, []byte(value), over)
 	c.roundTrip(sent, err)
@@ -795,7 +795,7 @@ func (c *campaigner) vouch(over uint64) uint64 {
 // writes the done mark instead (markDone).
 func (c *campaigner) release(t *tenure) {
 	if !c.workDone.Load() {
-		c.releaseAs(t, releasePrefix+c.name)
+		c.releaseAs(t, releaseValue(c.name))
 	} else if c.awaitWork(t, t.lastSent.Add(c.timing.ttl)) {
 		c.markDone(t, t.revision)
 	}
@@ -843,9 +843,9 @@ func (c *campaigner) handOver(t *tenure) bool {
 		return false
 	}
 	c.standDown(t, fmt.Errorf("%w: %q at revision %d", ErrHandedOver, r.Value(), r.Revision()))
-	value := releasePrefix + c.name
+	value := releaseValue(c.name)
 	if to != "" {
-		value = handoffPrefix + to
+		value = handoffValue(to)
 	}
 	c.sitOut = c.releaseAs(t, value)
 	return true
@@ -865,7 +865,7 @@ func (c *campaigner) handOverByPreference(t *tenure) bool {
 	}
 	c.pref.lastMove = now
 	c.standDown(t, fmt.Errorf("%w: preferring %q of priority %d over this node's %d", ErrHandedOver, to.Name, to.Priority, c.opts.priority))
-	c.sitOut = c.releaseAs(t, handoffPrefix+to.Name)
+	c.sitOut = c.releaseAs(t, handoffValue(to.Name))
 	return true
 }
 

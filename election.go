@@ -226,7 +226,7 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 	defer callbacks.closeAndWait()
 	h, stopHub := e.hub, func() {}
 	if h == nil { // not made by a Bucket: watch the key alone, with its requests and candidates
-		h = newHub(e.kv, []string{e.key, requestKey(e.key), candidatePrefix + e.key + ".*"}, e.timing.ttl, e.clock, e.log)
+		h = newHub(e.kv, []string{e.key, requestKey(e.key), candidateKeys(e.key)}, e.timing.ttl, e.clock, e.log)
 		hubCtx, cancel := context.WithCancel(ctx)
 		hubDone := make(chan struct{})
 		go func() { defer close(hubDone); h.run(hubCtx) }()

@@ -2,7 +2,6 @@ package election
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -122,10 +121,10 @@ func freedBy(over jetstream.KeyValueEntry) string {
 		return "purged"
 	}
 	value := string(over.Value())
-	if name, ok := strings.CutPrefix(value, releasePrefix); ok {
+	if name, ok := releasedBy(value); ok {
 		return "released by " + name
 	}
-	if to, ok := strings.CutPrefix(value, handoffPrefix); ok {
+	if to, ok := handoffTarget(value); ok {
 		return "handed over to " + to
 	}
 	if isDraining(over.Value()) {

@@ -7,32 +7,6 @@ import (
 	"time"
 )
 
-// Requests to a key's leader travel through the bucket: Bucket.Resign and
-// Bucket.Transfer write the key "_kvelect.request." and the election key,
-// which every candidate of the key watches. The leader acts on a request
-// written after its own claim (a higher revision), so a request is served
-// once, by the leader it was meant for, and ages out with the bucket's TTL.
-const (
-	// reservedPrefix starts every key kvelect writes for itself; no election
-	// key may start with it.
-	reservedPrefix = "_kvelect."
-	requestPrefix  = reservedPrefix + "request."
-	resignRequest  = "resign"
-	transferPrefix = "transfer:"
-)
-
-func requestKey(key string) string { return requestPrefix + key }
-
-// parseRequest returns the candidate a request asks the leader to hand the
-// key to: "" for a resignation (any other candidate).
-func parseRequest(value []byte) (to string, ok bool) {
-	if string(value) == resignRequest {
-		return "", true
-	}
-	to, ok = strings.CutPrefix(string(value), transferPrefix)
-	return to, ok && to != ""
-}
-
 // Resign asks the leader of key to stand down and let another candidate
 // lead, and waits until a candidate claims the key or ctx is done. The
 // leader writes a release, over which any other candidate claims the key
@@ -82,10 +56,7 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 			return old, err
 		}
 	}
-	value := resignRequest
-	if to != "" {
-		value = transferPrefix + to
-	}
+	value := requestValue(to)
 	sub := b.hub.subscribeLog(key) // before the request, so that no entry after it is missed
 	defer b.hub.unsubscribe(sub)
 	rev, err := b.kv.Put(ctx, requestKey(key), []byte(value))

@@ -264,7 +264,7 @@ func (c *campaigner) doOnce(leading context.Context, token uint64, work func(con
 // from landing over a claim this node has not seen.
 func (c *campaigner) markDone(t *tenure, over uint64) {
 	deadline := c.deadline(t)
-	value := donePrefix + c.name
+	value := doneValue(c.name)
 	unsure := false // a try went unanswered: the server may have applied it
 	for {
 		sent := c.now()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -27,7 +26,7 @@ import (
 // like a holder that never renews, until it ages out a TTL after Written.
 // A mark that DoneFor made last longer lives in the run log (RunLog).
 func (l Leader) DoneBy() (name string, ok bool) {
-	return strings.CutPrefix(l.Name, donePrefix)
+	return doneBy(l.Name)
 }
 
 // Run is a record of one of Election.Once's runs of a key in a RunLog: the

@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -18,17 +16,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Every running election keeps a record of its candidacy in the bucket, so
-// that any process can tell who campaigns for a key: the key
-// "_kvelect.candidate." + election key + "." + the name in unpadded base64url
-// (which has no dots, so the election key is everything before the last
-// dot). The record is written when the election starts, written again every
-// third of a TTL, and deleted when it stops; a crashed candidate's record is
-// live until a TTL after its last write. Records carry no authority: the
-// election itself never depends on them, only what is read from them
-// (Candidates, and a transfer's check that its target campaigns).
+// Every running election keeps a record of its candidacy in the bucket
+// (its key and value: wire.go), so that any process can tell who campaigns
+// for a key. The record is written when the election starts, written again
+// every third of a TTL, and deleted when it stops; a crashed candidate's
+// record is live until a TTL after its last write. Records carry no
+// authority: the election itself never depends on them, only what is read
+// from them (Candidates, and a transfer's check that its target campaigns).
 const (
-	candidatePrefix = reservedPrefix + "candidate."
 	// presenceRefreshes is how many times per TTL a record is rewritten,
 	// so that one late write does not make a live candidate look gone.
 	presenceRefreshes = 3
@@ -58,55 +53,10 @@ type Candidate struct {
 	ClockRate float64
 }
 
-// candidateRecord is the value of a candidate's record.
-type candidateRecord struct {
-	Name     string            `json:"name"`
-	Priority int               `json:"priority"`
-	Since    time.Time         `json:"since"`
-	Metadata map[string]string `json:"metadata,omitempty"`
-	// RoundTripMS is the median of the candidate's recent round trips to
-	// the bucket, in milliseconds.
-	RoundTripMS float64 `json:"round_trip_ms,omitempty"`
-	Writer      Writer  `json:"writer"`
-	// ClockRate is the latest measured ClockCheck.Rate, to six decimals.
-	ClockRate float64 `json:"clock_rate,omitempty"`
-}
-
-func candidateKey(key, name string) string {
-	return candidatePrefix + key + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
-}
-
-// recordOf reads entry as a candidate's record, or returns nil if it is
-// not a live one: there is no entry, its key is not a record's, it was
-// deleted, or it is not valid.
-func recordOf(entry jetstream.KeyValueEntry) *candidateRecord {
-	if entry == nil || entry.Operation() != jetstream.KeyValuePut {
-		return nil
-	}
-	if _, ok := electionKeyOf(entry.Key()); !ok {
-		return nil
-	}
-	var r candidateRecord
-	if json.Unmarshal(entry.Value(), &r) != nil || r.Name == "" {
-		return nil
-	}
-	return &r
-}
-
 // candidate is the candidate r records for electionKey.
 func (r *candidateRecord) candidate(electionKey string) Candidate {
 	rtt := time.Duration(r.RoundTripMS * float64(time.Millisecond))
 	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt, Writer: r.Writer, ClockRate: r.ClockRate}
-}
-
-// electionKeyOf returns the election key of a candidate record's key.
-func electionKeyOf(recordKey string) (string, bool) {
-	rest, ok := strings.CutPrefix(recordKey, candidatePrefix)
-	dot := strings.LastIndexByte(rest, '.')
-	if !ok || dot < 0 {
-		return "", false
-	}
-	return rest[:dot], true
 }
 
 // maxMetadata bounds the size of a candidate's metadata, keys and values
@@ -593,7 +543,7 @@ func (c *campaigner) writeRecord(ctx context.Context, key string, since time.Tim
 	c.mu.Unlock()
 	rtt := float64(c.rtt.median().Round(time.Microsecond)) / float64(time.Millisecond) // to the microsecond: no float noise in the record
 	rate := math.Round(math.Float64frombits(c.clockRate.Load())*1e6) / 1e6             // no float noise in the record
-	value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt, Writer: c.writerNow(), ClockRate: rate})
+	value, err := recordValue(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt, Writer: c.writerNow(), ClockRate: rate})
 	if err != nil {
 		return 0, fmt.Errorf("encoding the candidate record: %w", err)
 	}

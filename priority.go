@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -80,7 +79,7 @@ const maxPriorityWait = time.Second
 func (c *campaigner) priorityDelay() time.Duration {
 	released := ""
 	if e := c.hub.view(c.key).latest; e != nil && e.Operation() == jetstream.KeyValuePut {
-		released, _ = strings.CutPrefix(string(e.Value()), releasePrefix)
+		released, _ = releasedBy(string(e.Value()))
 	}
 	var higher []int
 	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
@@ -251,7 +250,7 @@ func (c *campaigner) requestIfStartedTogether(ctx context.Context) {
 	opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
 	defer cancel()
 	sent := c.now()
-	_, err := c.kv.Put(opCtx, requestKey(c.key), []byte(transferPrefix+c.name))
+	_, err := c.kv.Put(opCtx, requestKey(c.key), []byte(requestValue(c.name)))
 	c.roundTrip(sent, err)
 	if err != nil {
 		c.log.Warn("could not ask the leader, started with this node at a lower priority, for the key", append(errAttrs(err), "leader", holder)...)
