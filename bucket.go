@@ -40,16 +40,13 @@ func OpenBucket(ctx context.Context, kv jetstream.KeyValue, defaults ...Option) 
 	if err != nil {
 		return nil, err
 	}
-	var o options
-	for _, opt := range defaults {
-		opt(&o)
-	}
+	o := resolveOptions(defaults, info.ttl)
 	hubCtx, cancel := context.WithCancel(context.Background())
 	b := &Bucket{
 		kv:        kv,
 		info:      info,
 		defaults:  defaults,
-		hub:       newHub(kv, nil, info.ttl, o.clockOr(), o.log().With("bucket", kv.Bucket())),
+		hub:       newHub(kv, nil, info.ttl, o.clock, o.logger.With("bucket", kv.Bucket())),
 		cancel:    cancel,
 		done:      make(chan struct{}),
 		elections: make(map[*Election]struct{}),

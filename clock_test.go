@@ -54,7 +54,7 @@ func (c *manualClock) Real(d time.Duration) time.Duration { return d }
 // interval, on the manual clock clk, whose watcher has delivered entries (in
 // order) at the clock's current time, with no other candidate listed.
 func deciding(clk *manualClock, entries ...jetstream.KeyValueEntry) *campaigner {
-	e := &Election{name: "me", key: "k", timing: newTiming(2*time.Second, 0), clock: clk, opts: options{priority: DefaultPriority}}
+	e := &Election{name: "me", key: "k", timing: defaultTiming(2 * time.Second), clock: clk, opts: options{priority: DefaultPriority}}
 	h := newHub(nil, []string{"k"}, e.timing.ttl, clk, slog.New(slog.DiscardHandler))
 	h.resync(map[string]jetstream.KeyValueEntry{}, 0)
 	for _, en := range entries {
@@ -71,7 +71,7 @@ func TestDecisionsFollowTheElectionsClock(t *testing.T) {
 	t.Parallel()
 	const put = jetstream.KeyValuePut
 	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-	tm := newTiming(2*time.Second, 0)
+	tm := defaultTiming(2 * time.Second)
 	tests := []struct {
 		name      string
 		entries   []jetstream.KeyValueEntry
@@ -125,7 +125,7 @@ func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
 	t.Parallel()
 	const put = jetstream.KeyValuePut
 	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-	tm := newTiming(2*time.Second, 0)
+	tm := defaultTiming(2 * time.Second)
 	clk := &manualClock{at: t0}
 	held := deciding(clk, entry{1, put, "a"})
 	v := held.hub.view("k")
@@ -149,7 +149,7 @@ func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
 func TestIsLeaderEndsWhenTheClockPassesValidity(t *testing.T) {
 	t.Parallel()
 	clk := newSkewedClock(1)
-	e := &Election{timing: newTiming(2*time.Second, 0), clock: clk, state: LeaderState, token: 9}
+	e := &Election{timing: defaultTiming(2 * time.Second), clock: clk, state: LeaderState, token: 9}
 	e.validUntil = clk.Now().Add(e.timing.validity)
 	ctx := context.WithValue(context.Background(), leadershipKey{}, leadershipRef{token: 9, e: e})
 	if !e.IsLeader() || e.Token() != 9 {

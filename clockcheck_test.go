@@ -109,7 +109,7 @@ func TestSleptSinceIgnoresOnlyNoise(t *testing.T) {
 func TestASleepVoidsEveryDecisionThatTrustsTheLease(t *testing.T) {
 	t.Parallel()
 	clk := newSleepyClock(1)
-	tm := newTiming(2*time.Second, 0)
+	tm := defaultTiming(2 * time.Second)
 	e := &Election{name: "me", key: "k", timing: tm, clock: clk, state: LeaderState, token: 9, opts: options{priority: DefaultPriority}}
 	e.validUntil = clk.Now().Add(tm.validity)
 	c := &campaigner{Election: e}

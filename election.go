@@ -114,23 +114,14 @@ func readBucket(ctx context.Context, kv jetstream.KeyValue) (bucketInfo, error) 
 // newElection makes an election on a bucket already read; h is the shared
 // watcher, or nil for one of its own.
 func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hub, opts []Option) (*Election, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := resolveOptions(opts, info.ttl)
 	t := newTiming(info.ttl, o.interval)
 	t.absenceProvesExpiry = info.absenceProvesExpiry
-	if err := checkLimits(t.ttl, t.interval, o.unsafeShorter); err != nil {
-		return nil, err
-	}
-	if err := o.checkPriority(info.ttl); err != nil {
-		return nil, err
-	}
-	if err := checkMetadata(o.metadata, o.noPresence); err != nil {
+	if err := checkOptions(&o, t); err != nil {
 		return nil, err
 	}
 
-	clk := o.clockOr()
+	clk := o.clock
 	if h != nil {
 		clk = h.clock // a Bucket's elections read its watcher's clock
 	}
@@ -142,7 +133,7 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 		opts:      o,
 		timing:    t,
 		hub:       h,
-		log:       o.log().With("bucket", kv.Bucket(), "key", key, "name", name),
+		log:       o.logger.With("bucket", kv.Bucket(), "key", key, "name", name),
 		done:      make(chan struct{}),
 		metadata:  o.metadata,
 		republish: make(chan struct{}, 1),

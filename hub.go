@@ -111,10 +111,10 @@ func newHub(kv jetstream.KeyValue, keys []string, ttl time.Duration, clk Clock, 
 // held before the hub suspects its watcher: a holder renews once per
 // campaign interval, so the limit is the validity of the longest interval
 // of the elections running here, and at least that of the default interval
-// (timing.go). A holder elsewhere with a longer interval makes the hub replace
+// (defaultTiming). A holder elsewhere with a longer interval makes the hub replace
 // its watcher needlessly, once per renewal.
 func (h *hub) quietLimitLocked() time.Duration {
-	limit := newTiming(h.ttl, 0).validity
+	limit := defaultTiming(h.ttl).validity
 	for i := range h.intervals {
 		limit = max(limit, newTiming(h.ttl, i).validity)
 	}

@@ -28,7 +28,7 @@ type options struct {
 	hooks         []func(Event)
 	metadata      map[string]string
 	conn          *nats.Conn // named in the candidate record (WithConnection); nil: none
-	clock         Clock      // nil: machineClock; WithClock sets another (clock.go)
+	clock         Clock      // machineClock unless WithClock sets another (clock.go)
 }
 
 // wonCallback is a callback OnWon accepts: func(), or func(ctx) whose
@@ -145,20 +145,4 @@ func WithCampaignInterval(d time.Duration) Option {
 // often. Do not use it in production.
 func WithUnsafeShortTTL() Option {
 	return func(o *options) { o.unsafeShorter = true }
-}
-
-// clockOr returns the clock the options set, or the machine's.
-func (o *options) clockOr() Clock {
-	if o.clock == nil {
-		return machineClock{}
-	}
-	return o.clock
-}
-
-// log returns the logger the options set, or one that discards.
-func (o *options) log() *slog.Logger {
-	if o.logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return o.logger
 }

@@ -49,8 +49,8 @@ func WithPreferHigher(readyFor time.Duration) Option {
 	return func(o *options) { o.preferHigher, o.readyFor = true, readyFor }
 }
 
-// checkPriority validates the priority options and fills their defaults.
-func (o *options) checkPriority(ttl time.Duration) error {
+// checkPriority validates the priority options (resolved: resolveOptions).
+func (o *options) checkPriority() error {
 	switch {
 	case o.priority < 0:
 		return fmt.Errorf("%w: priority %d: want 0 (never leads) or more", ErrInvalidArgument, o.priority)
@@ -58,12 +58,6 @@ func (o *options) checkPriority(ttl time.Duration) error {
 		return fmt.Errorf("%w: readiness time %v: want 0 (two TTLs) or more", ErrInvalidArgument, o.readyFor)
 	case o.noPresence && (o.prioritySet || o.preferHigher):
 		return fmt.Errorf("%w: priorities travel in the candidate record, which WithoutPresence turns off", ErrInvalidArgument)
-	}
-	if !o.prioritySet {
-		o.priority = DefaultPriority
-	}
-	if o.readyFor == 0 {
-		o.readyFor = 2 * ttl
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 // plus half a second, in whole seconds, at least MinTTL.
 func TestSuggestedTTLFitsFourRoundTripsInTheRenewalWindow(t *testing.T) {
 	t.Parallel()
-	def := newTiming(10*time.Second, 0)
+	def := defaultTiming(10 * time.Second)
 	short := newTiming(30*time.Second, 10*time.Second) // window 9.2 s, at an interval a third of the TTL
 	tests := []struct {
 		rtt  time.Duration
