@@ -16,10 +16,10 @@ import (
 type campaigner struct {
 	*Election
 	callbacks *callbackQueue
-	hub       *hub                  // the watcher this election shares
-	sub       *hubSub               // wakes the campaigner when the key's view changes
-	requests  *hubSub               // wakes it when a request to the leader is written
-	sitOut    uint64                // the revision of this node's own resignation: it does not claim over it for half a TTL
+	watcher   *watcher              // the watcher this election shares
+	sub       *subscription         // wakes the campaigner when the key's view changes
+	requests  *subscription         // wakes it when a request to the leader is written
+	sitOutRev uint64                // the revision of this node's own resignation: it does not claim over it for half a TTL
 	since     time.Time             // when this node began to campaign for its next tenure
 	work      func(context.Context) // Once's work, run after OnWon when this node leads
 	workDone  atomic.Bool           // Once's run leaves a mark on the key (doOnce): the release marks the key done
@@ -38,13 +38,13 @@ type campaigner struct {
 }
 
 // newCampaigner makes the campaigner of e, which runs callbacks on
-// callbacks and watches its key through h.
-func newCampaigner(e *Election, callbacks *callbackQueue, h *hub) *campaigner {
+// callbacks and watches its key through w.
+func newCampaigner(e *Election, callbacks *callbackQueue, w *watcher) *campaigner {
 	clocks := &clockWatch{}
 	return &campaigner{
 		Election:  e,
 		callbacks: callbacks,
-		hub:       h,
+		watcher:   w,
 		kv:        &clockedKV{KeyValue: e.kv, clock: e.clock, watch: clocks},
 		clocks:    clocks,
 		clockWake: make(chan struct{}, 1),
@@ -138,14 +138,14 @@ func (c *campaigner) splay(ctx context.Context) time.Duration {
 		return 0
 	}
 	select {
-	case <-c.hub.readyCh:
+	case <-c.watcher.readyCh:
 	case <-ctx.Done():
 		return 0
 	}
-	if v := c.hub.view(c.key); !v.free() || c.prioritiesInPlay() {
+	if v := c.watcher.view(c.key); !v.free() || c.prioritiesInPlay() {
 		return 0
 	}
-	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
+	for _, other := range c.watcher.candidates(c.key, c.timing.ttl) {
 		if other.Name != c.name {
 			return rand.N(c.timing.maxSplay)
 		}
@@ -154,21 +154,21 @@ func (c *campaigner) splay(ctx context.Context) time.Duration {
 }
 
 // begin starts campaigning: it counts the campaign in the metrics and the
-// hub, subscribes to the key and to requests to its leader, and waits for
+// watcher, subscribes to the key and to requests to its leader, and waits for
 // this node's candidate record. It returns the function that undoes it.
 func (c *campaigner) begin(ctx context.Context) (end func()) {
 	c.since = c.now()
 	c.emit(Event{Kind: EventCampaigning, Duration: c.timing.interval})
-	c.sub = c.hub.subscribe(c.key)
-	c.hub.noteInterval(c.timing.interval, 1)
-	c.requests = c.hub.subscribe(requestKey(c.key))
+	c.sub = c.watcher.subscribe(c.key)
+	c.watcher.noteInterval(c.timing.interval, 1)
+	c.requests = c.watcher.subscribe(requestKey(c.key))
 	if !c.opts.noPresence {
 		c.awaitOwnRecord(ctx)
 	}
 	return func() {
-		c.hub.unsubscribe(c.requests)
-		c.hub.noteInterval(c.timing.interval, -1)
-		c.hub.unsubscribe(c.sub)
+		c.watcher.unsubscribe(c.requests)
+		c.watcher.noteInterval(c.timing.interval, -1)
+		c.watcher.unsubscribe(c.sub)
 		c.emit(Event{Kind: EventStopped, Duration: c.timing.opTimeout})
 	}
 }
@@ -198,7 +198,7 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 	lost := 0
 	tried, triedAny := uint64(0), false // the revision a lost claim expected: wait for the key to change
 	for {
-		view := c.hub.view(c.key)
+		view := c.watcher.view(c.key)
 		if end.stop != nil && view.ready {
 			if outcome := end.stop(&view); outcome != 0 {
 				return nil, outcome
@@ -239,7 +239,7 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 			if c.now().Before(at) {
 				continue // woken to give up
 			}
-			if v := c.hub.view(c.key); c.canClaim(&v, tried, triedAny) {
+			if v := c.watcher.view(c.key); c.canClaim(&v, tried, triedAny) {
 				continue // a handoff to another candidate or a resignation no longer keeps this node away
 			}
 			if c.checkClocks() != nil {
@@ -325,7 +325,7 @@ func (c *campaigner) claimableAt(v *keyView) time.Time {
 	switch {
 	case handoff && to == c.name:
 		return at
-	case handoff || (v.latest != nil && v.latest.Revision() == c.sitOut):
+	case handoff || (v.latest != nil && v.latest.Revision() == c.sitOutRev):
 		at = v.seenAt.Add(c.timing.sitOut)
 	case v.latest != nil && v.classify() == predecessorEarly:
 		at = v.seenAt.Add(c.vouchWait())
@@ -386,7 +386,7 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 		expected = over.Revision()
 	}
 	c.notifyCampaign()
-	seen := c.hub.highest()
+	seen := c.watcher.highest()
 	slept := suspended(c.clock)
 	sent := c.now()
 	// Stop does not cancel a write in flight: the server may apply it, and
@@ -403,7 +403,7 @@ func (c *campaigner) claim(ctx context.Context, over jetstream.KeyValueEntry, pr
 		}
 		return nil
 	}
-	c.hub.wrote(rev)
+	c.watcher.wrote(rev)
 	if rev <= seen && pred != predecessorEarly {
 		// The store gave out a revision it had given before: it lost
 		// acknowledged writes, so what the claim was made over proves
@@ -447,7 +447,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 			if c.clocksFail(t) {
 				return
 			}
-			switch e := c.hub.view(c.key).latest; {
+			switch e := c.watcher.view(c.key).latest; {
 			case c.lostRenewal(t, e):
 				c.adopt(t, e)
 				renewAt = c.now()
@@ -505,7 +505,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		switch {
 		case err == nil:
 			t.revision, t.unsure = rev, false
-			c.hub.wrote(rev)
+			c.watcher.wrote(rev)
 			if c.clocksFail(t) {
 				return
 			}
@@ -519,7 +519,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 				return
 			}
 		case isCASConflict(err):
-			e := c.hub.view(c.key).latest
+			e := c.watcher.view(c.key).latest
 			switch {
 			case c.lostRenewal(t, e):
 				c.adopt(t, e)
@@ -732,7 +732,7 @@ func (c *campaigner) standDownAndVouch(t *tenure, removal uint64, cause error) {
 		if over = c.markDraining(t, removal); over == 0 {
 			return // a claim came first: its winner waits out the announce delay
 		}
-		c.sitOut = over
+		c.sitOutRev = over
 		if !c.awaitWork(t, t.lastSent.Add(c.timing.workDeadline)) {
 			return // candidates claim over the mark once its time has passed
 		}
@@ -742,7 +742,7 @@ func (c *campaigner) standDownAndVouch(t *tenure, removal uint64, cause error) {
 		return
 	}
 	if rev := c.vouch(over); rev != 0 {
-		c.sitOut = rev
+		c.sitOutRev = rev
 	}
 }
 
@@ -780,7 +780,7 @@ func (c *campaigner) vouch(over uint64) uint64 {
 		c.log.Debug("could not vouch for having stood down; the next leader waits", "over", over, "error", err)
 		return 0
 	}
-	c.hub.wrote(rev)
+	c.watcher.wrote(rev)
 	c.log.Info("vouched for having stood down", "over", over, "revision", rev)
 	return rev
 }
@@ -830,7 +830,7 @@ func (c *campaigner) releaseAs(t *tenure, value string) uint64 {
 // half a TTL) or a handoff naming the candidate to take over. It reports whether
 // the tenure ended. A transfer to this node itself asks for nothing.
 func (c *campaigner) handOver(t *tenure) bool {
-	r := c.hub.view(requestKey(c.key)).latest
+	r := c.watcher.view(requestKey(c.key)).latest
 	if t.lead == nil || r == nil || r.Operation() != jetstream.KeyValuePut || r.Revision() <= t.token {
 		return false
 	}
@@ -847,7 +847,7 @@ func (c *campaigner) handOver(t *tenure) bool {
 	if to != "" {
 		value = handoffValue(to)
 	}
-	c.sitOut = c.releaseAs(t, value)
+	c.sitOutRev = c.releaseAs(t, value)
 	return true
 }
 
@@ -865,7 +865,7 @@ func (c *campaigner) handOverByPreference(t *tenure) bool {
 	}
 	c.pref.lastMove = now
 	c.standDown(t, fmt.Errorf("%w: preferring %q of priority %d over this node's %d", ErrHandedOver, to.Name, to.Priority, c.opts.priority))
-	c.sitOut = c.releaseAs(t, handoffValue(to.Name))
+	c.sitOutRev = c.releaseAs(t, handoffValue(to.Name))
 	return true
 }
 

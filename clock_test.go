@@ -55,12 +55,12 @@ func (c *manualClock) Real(d time.Duration) time.Duration { return d }
 // order) at the clock's current time, with no other candidate listed.
 func deciding(clk *manualClock, entries ...jetstream.KeyValueEntry) *campaigner {
 	e := &Election{name: "me", key: "k", timing: defaultTiming(2 * time.Second), clock: clk, opts: options{priority: DefaultPriority}}
-	h := newHub(nil, []string{"k"}, e.timing.ttl, clk, slog.New(slog.DiscardHandler))
+	h := newWatcher(nil, []string{"k"}, e.timing.ttl, clk, slog.New(slog.DiscardHandler))
 	h.resync(map[string]jetstream.KeyValueEntry{}, 0)
 	for _, en := range entries {
 		h.apply(en)
 	}
-	c := &campaigner{Election: e, hub: h, since: clk.Now()}
+	c := &campaigner{Election: e, watcher: h, since: clk.Now()}
 	return c
 }
 
@@ -92,7 +92,7 @@ func TestDecisionsFollowTheElectionsClock(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := &manualClock{at: t0}
 			c := deciding(clk, tt.entries...)
-			v := c.hub.view(c.key)
+			v := c.watcher.view(c.key)
 			if tt.claimable < 0 {
 				if v.free() {
 					t.Errorf("free, want held")
@@ -128,7 +128,7 @@ func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
 	tm := defaultTiming(2 * time.Second)
 	clk := &manualClock{at: t0}
 	held := deciding(clk, entry{1, put, "a"})
-	v := held.hub.view("k")
+	v := held.watcher.view("k")
 	if until, ok := held.patience(&v, t0.Add(time.Second)); !ok || !until.Equal(t0.Add(time.Second)) {
 		t.Errorf("patience over a live holder: %v, %v; want the wait's end", until.Sub(t0), ok)
 	}
@@ -138,7 +138,7 @@ func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
 	}
 	clk.at = t0
 	removed := deciding(clk, entry{1, put, "a"}, entry{2, jetstream.KeyValueDelete, ""})
-	v = removed.hub.view("k")
+	v = removed.watcher.view("k")
 	if until, ok := removed.patience(&v, t0); !ok || !until.Equal(t0.Add(tm.vouchFloor)) {
 		t.Errorf("patience of a wait of 0 over a removal: %v, %v; want the vouch window, %v", until.Sub(t0), ok, tm.vouchFloor)
 	}
@@ -263,8 +263,8 @@ func TestABucketsElectionsReadItsWatchersClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.clock != Clock(clk) || b.hub.clock != Clock(clk) {
-		t.Errorf("the election reads %T and the watcher %T, want both the bucket's clock", e.clock, b.hub.clock)
+	if e.clock != Clock(clk) || b.watcher.clock != Clock(clk) {
+		t.Errorf("the election reads %T and the watcher %T, want both the bucket's clock", e.clock, b.watcher.clock)
 	}
 	if _, err := b.NewElection("b", "k", WithClock(newSkewedClock(1))); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("WithClock on a Bucket's election: %v, want ErrInvalidArgument", err)

@@ -200,7 +200,7 @@ func (k *clockedKV) Create(ctx context.Context, key string, value []byte, opts .
 // into the samples, drops those it will never deliver (another write came
 // first) or has not within a TTL, and drops samples older than the window.
 // It reports whether a sample was added.
-func (w *clockWatch) stamped(h *hub, now time.Time, ttl time.Duration) bool {
+func (w *clockWatch) stamped(h *watcher, now time.Time, ttl time.Duration) bool {
 	w.mu.Lock()
 	pending := w.pending
 	w.pending = nil
@@ -422,7 +422,7 @@ func (c *campaigner) checkClocks() error {
 	}
 	w := c.clocks
 	now := c.now()
-	if w.stamped(c.hub, now, c.timing.ttl) {
+	if w.stamped(c.watcher, now, c.timing.ttl) {
 		found := measure(w.samples, c.timing.ttl)
 		for _, j := range found.jumps {
 			c.reportJump(j)

@@ -58,7 +58,7 @@ func (c *campaigner) markDraining(t *tenure, removal uint64) uint64 {
 		c.log.Debug("could not mark the key draining; the next leader waits a TTL", "removal", removal, "error", err)
 		return 0
 	}
-	c.hub.wrote(rev)
+	c.watcher.wrote(rev)
 	c.log.Info("stood down; marked the key draining until the work returns", "removal", removal, "revision", rev, "left", left)
 	return rev
 }

@@ -57,8 +57,8 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 		}
 	}
 	value := requestValue(to)
-	sub := b.hub.subscribeLog(key) // before the request, so that no entry after it is missed
-	defer b.hub.unsubscribe(sub)
+	sub := b.watcher.subscribeLog(key) // before the request, so that no entry after it is missed
+	defer b.watcher.unsubscribe(sub)
 	rev, err := b.kv.Put(ctx, requestKey(key), []byte(value))
 	if err != nil {
 		return old, fmt.Errorf("key %q of bucket %q: writing the request: %w", key, b.kv.Bucket(), err)
@@ -79,14 +79,14 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 // up: a claim after the request at revision rev by another candidate, or
 // any claim after a release, handoff or removal written after the request
 // (the old leader may claim again after sitting out).
-func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64, old string) (Leader, error) {
+func (b *Bucket) awaitSuccessor(ctx context.Context, sub *subscription, rev uint64, old string) (Leader, error) {
 	given := false
 	for {
-		_, entries := b.hub.drain(sub)
+		_, entries := b.watcher.takeEntries(sub)
 		for _, ke := range entries {
 			e := ke.entry
 			v := keyView{ready: true}
-			v.observe(e, time.Now())
+			v.advance(e, time.Now())
 			switch {
 			case e == nil || e.Revision() > rev && !v.held():
 				given = true
@@ -106,7 +106,7 @@ func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64, ol
 
 // requireCandidate returns ErrNotCandidate unless to campaigns for key.
 func (b *Bucket) requireCandidate(key, to string) error {
-	live := b.hub.candidates(key, b.info.ttl)
+	live := b.watcher.candidates(key, b.info.ttl)
 	names := make([]string, len(live))
 	for i, c := range live {
 		if c.Name == to {
@@ -124,7 +124,7 @@ func (b *Bucket) requireCandidate(key, to string) error {
 // than leader campaigns for key: a resignation would only make the leader
 // sit out and take the key back.
 func (b *Bucket) requireOtherCandidate(key, leader string) error {
-	for _, c := range b.hub.candidates(key, b.info.ttl) {
+	for _, c := range b.watcher.candidates(key, b.info.ttl) {
 		if c.Name != leader {
 			return nil
 		}

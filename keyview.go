@@ -43,10 +43,10 @@ func (v *keyView) writer() Writer {
 	return Writer{}
 }
 
-// observe records an entry the watcher delivered at now (nil: the end of
+// advance records an entry the watcher delivered at now (nil: the end of
 // its initial state) and reports whether the view changed. Revisions the
 // view has passed are ignored.
-func (v *keyView) observe(e jetstream.KeyValueEntry, now time.Time) bool {
+func (v *keyView) advance(e jetstream.KeyValueEntry, now time.Time) bool {
 	if e == nil {
 		changed := !v.ready
 		v.ready = true

@@ -278,7 +278,7 @@ func (c *campaigner) markDone(t *tenure, over uint64) {
 		c.roundTrip(sent, err)
 		switch {
 		case err == nil:
-			c.hub.wrote(rev)
+			c.watcher.wrote(rev)
 			c.marked = true
 			c.log.Info("marked the key done", "over", over, "revision", rev)
 			return
@@ -317,7 +317,7 @@ func (c *campaigner) awaitAbove(rev uint64, until time.Time) jetstream.KeyValueE
 	timer := time.NewTimer(c.wait(until))
 	defer timer.Stop()
 	for {
-		if e := c.hub.view(c.key).latest; e != nil && e.Revision() > rev {
+		if e := c.watcher.view(c.key).latest; e != nil && e.Revision() > rev {
 			return e
 		}
 		select {

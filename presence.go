@@ -128,7 +128,7 @@ func (b *Bucket) Candidates(ctx context.Context, key string) ([]Candidate, error
 	if err := b.awaitReady(ctx); err != nil {
 		return nil, err
 	}
-	return b.hub.candidates(key, b.info.ttl), nil
+	return b.watcher.candidates(key, b.info.ttl), nil
 }
 
 // AllCandidates returns the live candidates of every key of the bucket, by
@@ -138,7 +138,7 @@ func (b *Bucket) AllCandidates(ctx context.Context) (map[string][]Candidate, err
 		return nil, err
 	}
 	byKey := map[string][]Candidate{}
-	for _, c := range b.hub.candidates("", b.info.ttl) {
+	for _, c := range b.watcher.candidates("", b.info.ttl) {
 		byKey[c.Key] = append(byKey[c.Key], c)
 	}
 	return byKey, nil
@@ -369,15 +369,15 @@ func (c *campaigner) present(ctx context.Context) {
 	// The watcher's news of the record matters only while another run's is
 	// in the way or a write was refused: a subscription costs the watcher
 	// a look at each entry it delivers, so there is one only then.
-	var own *hubSub
+	var own *subscription
 	watch := func() {
 		if own == nil {
-			own = c.hub.subscribe(key)
+			own = c.watcher.subscribe(key)
 		}
 	}
 	defer func() {
 		if own != nil {
-			c.hub.unsubscribe(own)
+			c.watcher.unsubscribe(own)
 		}
 	}()
 	tick := time.NewTicker(c.clock.Real(c.timing.ttl / presenceRefreshes))
@@ -393,7 +393,7 @@ func (c *campaigner) present(ctx context.Context) {
 		due      = true      // a write is due
 	)
 	for {
-		view := c.hub.view(key)
+		view := c.watcher.view(key)
 		e := view.latest
 		if by, ok := c.othersRecord(view); ok {
 			// Another run wrote the record over this election's, or twice
@@ -439,13 +439,13 @@ func (c *campaigner) present(ctx context.Context) {
 				rev, in, overNone = written, nil, false
 				p.open()
 				if own != nil {
-					c.hub.unsubscribe(own)
+					c.watcher.unsubscribe(own)
 					own = nil
 				}
 			case isCASConflict(err):
 				overNone = !overNone && over != 0 // the watcher will show why, or there is no record
 				watch()
-				if v := c.hub.view(key).latest; v != nil && (e == nil || v.Revision() != e.Revision()) {
+				if v := c.watcher.view(key).latest; v != nil && (e == nil || v.Revision() != e.Revision()) {
 					due = true
 					continue // the watcher showed why before this election listened
 				}
@@ -466,7 +466,7 @@ func (c *campaigner) present(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			c.deleteRecord(key, max(rev, c.ownRevision(c.hub.view(key))))
+			c.deleteRecord(key, max(rev, c.ownRevision(c.watcher.view(key))))
 			return
 		case <-tick.C:
 			due = true
@@ -475,7 +475,7 @@ func (c *campaigner) present(ctx context.Context) {
 		case <-retry.C:
 			due = true
 		case <-changed:
-			if v := c.hub.view(key).latest; v != nil && v.Revision() != rev {
+			if v := c.watcher.view(key).latest; v != nil && v.Revision() != rev {
 				due = true // news of another writer, or of a write of this election's lost answer
 			}
 		case <-gate.C:

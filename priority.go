@@ -72,11 +72,11 @@ const maxPriorityWait = time.Second
 // moment.
 func (c *campaigner) priorityDelay() time.Duration {
 	released := ""
-	if e := c.hub.view(c.key).latest; e != nil && e.Operation() == jetstream.KeyValuePut {
+	if e := c.watcher.view(c.key).latest; e != nil && e.Operation() == jetstream.KeyValuePut {
 		released, _ = releasedBy(string(e.Value()))
 	}
 	var higher []int
-	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
+	for _, other := range c.watcher.candidates(c.key, c.timing.ttl) {
 		if other.Name != c.name && other.Name != released && other.Priority > c.opts.priority && !slices.Contains(higher, other.Priority) {
 			higher = append(higher, other.Priority)
 		}
@@ -104,7 +104,7 @@ type candidateID struct {
 // that it has seen listed for readyFor, once a flap window has passed since
 // its last handover by preference.
 func (c *campaigner) preferred(now time.Time) (Candidate, bool) {
-	live := c.hub.candidates(c.key, c.timing.ttl)
+	live := c.watcher.candidates(c.key, c.timing.ttl)
 	seen := make(map[candidateID]time.Time, len(live))
 	var best Candidate
 	var bestFirst time.Time
@@ -136,12 +136,12 @@ func (c *campaigner) preferred(now time.Time) (Candidate, bool) {
 // before it is then known too, so that a candidate that starts after a
 // higher one sees it before it claims.
 func (c *campaigner) awaitOwnRecord(ctx context.Context) {
-	own := c.hub.subscribe(candidateKey(c.key, c.name))
-	defer c.hub.unsubscribe(own)
+	own := c.watcher.subscribe(candidateKey(c.key, c.name))
+	defer c.watcher.unsubscribe(own)
 	timeout := time.NewTimer(c.clock.Real(c.timing.opTimeout))
 	defer timeout.Stop()
 	for {
-		if slices.ContainsFunc(c.hub.candidates(c.key, c.timing.ttl), func(other Candidate) bool { return other.Name == c.name }) {
+		if slices.ContainsFunc(c.watcher.candidates(c.key, c.timing.ttl), func(other Candidate) bool { return other.Name == c.name }) {
 			return
 		}
 		select {
@@ -182,7 +182,7 @@ func (c *campaigner) prioritiesInPlay() bool {
 	if c.opts.priority != DefaultPriority {
 		return true
 	}
-	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
+	for _, other := range c.watcher.candidates(c.key, c.timing.ttl) {
 		if other.Priority != DefaultPriority {
 			return true
 		}
@@ -218,13 +218,13 @@ func (c *campaigner) awaitListing(ctx context.Context) bool {
 // move the key needlessly or leave a lower leader in place; safety does not
 // depend on them.
 func (c *campaigner) requestIfStartedTogether(ctx context.Context) {
-	v := c.hub.view(c.key)
+	v := c.watcher.view(c.key)
 	if !v.held() {
 		return
 	}
 	holder := string(v.latest.Value())
 	var leader *Candidate
-	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
+	for _, other := range c.watcher.candidates(c.key, c.timing.ttl) {
 		switch {
 		case other.Name == holder:
 			leader = &other
