@@ -60,7 +60,7 @@ func deciding(clk *manualClock, entries ...jetstream.KeyValueEntry) *campaigner 
 	for _, en := range entries {
 		h.apply(en)
 	}
-	c := &campaigner{Election: e, watcher: h, since: clk.Now()}
+	c := &campaigner{e: e, watcher: h, since: clk.Now()}
 	return c
 }
 
@@ -92,7 +92,7 @@ func TestDecisionsFollowTheElectionsClock(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := &manualClock{at: t0}
 			c := deciding(clk, tt.entries...)
-			v := c.watcher.view(c.key)
+			v := c.watcher.view(c.e.key)
 			if tt.claimable < 0 {
 				if v.free() {
 					t.Errorf("free, want held")

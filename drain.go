@@ -38,8 +38,8 @@ import (
 // can have left, the earliest expiry.
 func (c *campaigner) drainedAt(v *keyView) time.Time {
 	left, ok := drainingLeft(v.latest.Value())
-	if !ok || left > c.timing.hardEnd {
-		left = c.timing.hardEnd
+	if !ok || left > c.e.timing.hardEnd {
+		left = c.e.timing.hardEnd
 	}
 	return v.seenAt.Add(outlast(left))
 }
@@ -48,18 +48,18 @@ func (c *campaigner) drainedAt(v *keyView) time.Time {
 // which another client wrote over its tenure t, and returns the revision
 // written, 0 if the key moved on first.
 func (c *campaigner) markDraining(t *tenure, removal uint64) uint64 {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.e.timing.opTimeout)
 	defer cancel()
-	left := t.lastSent.Add(c.timing.hardEnd).Sub(c.now())
-	sent := c.now()
-	rev, err := c.kv.Update(ctx, c.key, []byte(drainingValue(c.name, left)), removal)
+	left := t.lastSent.Add(c.e.timing.hardEnd).Sub(c.e.now())
+	sent := c.e.now()
+	rev, err := c.kv.Update(ctx, c.e.key, []byte(drainingValue(c.e.name, left)), removal)
 	c.roundTrip(sent, err)
 	if err != nil {
-		c.log.Debug("could not mark the key draining; the next leader waits a TTL", "removal", removal, "error", err)
+		c.e.log.Debug("could not mark the key draining; the next leader waits a TTL", "removal", removal, "error", err)
 		return 0
 	}
 	c.watcher.wrote(rev)
-	c.log.Info("stood down; marked the key draining until the work returns", "removal", removal, "revision", rev, "left", left)
+	c.e.log.Info("stood down; marked the key draining until the work returns", "removal", removal, "revision", rev, "left", left)
 	return rev
 }
 

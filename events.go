@@ -103,8 +103,8 @@ func WithEventHook(hook func(Event)) Option {
 
 // emit sends ev, stamped with the election's key and name, to every hook.
 func (c *campaigner) emit(ev Event) {
-	ev.Key, ev.Name = c.key, c.name
-	for _, hook := range c.opts.hooks {
+	ev.Key, ev.Name = c.e.key, c.e.name
+	for _, hook := range c.e.opts.hooks {
 		hook(ev)
 	}
 }

@@ -30,7 +30,7 @@ type deadlines struct {
 func readDeadlines(t *testing.T, tm timing) deadlines {
 	t.Helper()
 	base := time.Now()
-	c := &campaigner{Election: &Election{timing: tm, clock: machineClock{}}}
+	c := &campaigner{e: &Election{timing: tm, clock: machineClock{}}}
 	validUntil := c.deadline(&tenure{lastSent: base})
 	e := &Election{timing: tm, clock: machineClock{}, state: LeaderState, validUntil: validUntil, token: 7}
 	ctx := context.WithValue(context.Background(), leadershipKey{}, leadershipRef{token: 7, e: e})
@@ -44,7 +44,7 @@ func readDeadlines(t *testing.T, tm timing) deadlines {
 		fleet:    validUntil.Sub(base) + workMargin(tm),
 		announce: tm.announceDelay,
 		drainWait: func(left time.Duration) time.Duration {
-			c := &campaigner{Election: &Election{timing: tm, clock: machineClock{}}}
+			c := &campaigner{e: &Election{timing: tm, clock: machineClock{}}}
 			mark := drainingValue("a", left)
 			return c.drainedAt(&keyView{latest: entry{rev: 3, op: jetstream.KeyValuePut, value: mark}, seenAt: base}).Sub(base)
 		},
