@@ -16,24 +16,28 @@ import (
 //	key                             value                   written by, and what it says
 //	KEY                             A                       A's claim (over a free key) or renewal (over its own
 //	                                                        latest revision): A holds KEY
-//	KEY                             released:A              A, over its own latest revision or a removal, after
-//	                                                        standing down and once its work returned: KEY is
-//	                                                        free, and a winner over it announces at once
+//	KEY                             released:A              A, after standing down and once its work returned,
+//	                                                        over its own latest revision, or over another
+//	                                                        client's removal or its own draining mark (a vouch):
+//	                                                        KEY is free, and a winner over it announces at once
 //	KEY                             handoff:B               A, as released:, handing KEY to B: B claims it at
 //	                                                        once, everyone else (A too) keeps away half a TTL
-//	KEY                             draining:A for 1.234s   A, over a removal of its key while its work still
-//	                                                        runs: claimable once the time named has passed
-//	                                                        (drain.go)
+//	KEY                             draining:A for 1.234s   A, over another client's removal of its key while
+//	                                                        its work still runs: claimable once the time named
+//	                                                        has surely passed (drain.go)
 //	KEY                             done:A                  Election.Once of A, its work done: nobody claims
 //	                                                        KEY until it ages out a TTL later
-//	KEY                             (delete or purge)       another client: KEY is free, and a winner waits out
-//	                                                        the announce delay unless the old leader vouches
+//	KEY                             (delete or purge)       another client, or the server (an expiry marker):
+//	                                                        KEY is free, and a winner waits out the announce
+//	                                                        delay unless the old leader vouches
 //	_kvelect.request.KEY            resign                  Bucket.Resign: the leader of KEY stands down
 //	_kvelect.request.KEY            transfer:B              Bucket.Transfer, or a higher priority started with
 //	                                                        the leader: the leader hands KEY to B
 //	_kvelect.candidate.KEY.<name>   {"name":"A",…}          A's candidate record (JSON, candidateRecord), every
 //	                                                        third of a TTL, deleted when it stops; <name> is
 //	                                                        the name in unpadded base64url (presence.go)
+//	_kvelect.verify.<n>             verify                  election verify --write (the command): a probe key
+//	                                                        that elections ignore
 //
 // Names and keys cannot hold a colon (CheckCandidate, CheckKey), so no
 // holder's name reads as a release, handoff, draining or done mark, and no
