@@ -19,7 +19,7 @@ type Bucket struct {
 	kv       jetstream.KeyValue
 	info     bucketInfo
 	defaults []Option
-	hub      *hub
+	watcher  *watcher
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the watcher has stopped
 
@@ -40,23 +40,20 @@ func OpenBucket(ctx context.Context, kv jetstream.KeyValue, defaults ...Option) 
 	if err != nil {
 		return nil, err
 	}
-	var o options
-	for _, opt := range defaults {
-		opt(&o)
-	}
-	hubCtx, cancel := context.WithCancel(context.Background())
+	o := resolveOptions(defaults, info.ttl)
+	watchCtx, cancel := context.WithCancel(context.Background())
 	b := &Bucket{
 		kv:        kv,
 		info:      info,
 		defaults:  defaults,
-		hub:       newHub(kv, nil, info.ttl, o.clockOr(), o.log().With("bucket", kv.Bucket())),
+		watcher:   newWatcher(kv, nil, info.ttl, o.clock, o.logger.With("bucket", kv.Bucket())),
 		cancel:    cancel,
 		done:      make(chan struct{}),
 		elections: make(map[*Election]struct{}),
 	}
 	go func() {
 		defer close(b.done)
-		b.hub.run(hubCtx)
+		b.watcher.run(watchCtx)
 	}()
 	return b, nil
 }
@@ -75,7 +72,7 @@ func (b *Bucket) NewElection(name, key string, opts ...Option) (*Election, error
 	if own.clock != nil {
 		return nil, fmt.Errorf("%w: WithClock on an election of a Bucket: give it to OpenBucket, whose watcher every election of the bucket shares", ErrInvalidArgument)
 	}
-	e, err := newElection(name, key, b.kv, b.info, b.hub, append(append([]Option(nil), b.defaults...), opts...))
+	e, err := newElection(name, key, b.kv, b.info, b.watcher, append(append([]Option(nil), b.defaults...), opts...))
 	if err != nil {
 		return nil, err
 	}

@@ -54,13 +54,13 @@ func (c *manualClock) Real(d time.Duration) time.Duration { return d }
 // interval, on the manual clock clk, whose watcher has delivered entries (in
 // order) at the clock's current time, with no other candidate listed.
 func deciding(clk *manualClock, entries ...jetstream.KeyValueEntry) *campaigner {
-	e := &Election{name: "me", key: "k", timing: newTiming(2*time.Second, 0), clock: clk, opts: options{priority: DefaultPriority}}
-	h := newHub(nil, []string{"k"}, e.timing.ttl, clk, slog.New(slog.DiscardHandler))
+	e := &Election{name: "me", key: "k", timing: defaultTiming(2 * time.Second), clock: clk, opts: options{priority: DefaultPriority}}
+	h := newWatcher(nil, []string{"k"}, e.timing.ttl, clk, slog.New(slog.DiscardHandler))
 	h.resync(map[string]jetstream.KeyValueEntry{}, 0)
 	for _, en := range entries {
 		h.apply(en)
 	}
-	c := &campaigner{Election: e, hub: h, since: clk.Now()}
+	c := &campaigner{e: e, watcher: h, since: clk.Now()}
 	return c
 }
 
@@ -71,7 +71,7 @@ func TestDecisionsFollowTheElectionsClock(t *testing.T) {
 	t.Parallel()
 	const put = jetstream.KeyValuePut
 	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-	tm := newTiming(2*time.Second, 0)
+	tm := defaultTiming(2 * time.Second)
 	tests := []struct {
 		name      string
 		entries   []jetstream.KeyValueEntry
@@ -92,7 +92,7 @@ func TestDecisionsFollowTheElectionsClock(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := &manualClock{at: t0}
 			c := deciding(clk, tt.entries...)
-			v := c.hub.view(c.key)
+			v := c.watcher.view(c.e.key)
 			if tt.claimable < 0 {
 				if v.free() {
 					t.Errorf("free, want held")
@@ -125,10 +125,10 @@ func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
 	t.Parallel()
 	const put = jetstream.KeyValuePut
 	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-	tm := newTiming(2*time.Second, 0)
+	tm := defaultTiming(2 * time.Second)
 	clk := &manualClock{at: t0}
 	held := deciding(clk, entry{1, put, "a"})
-	v := held.hub.view("k")
+	v := held.watcher.view("k")
 	if until, ok := held.patience(&v, t0.Add(time.Second)); !ok || !until.Equal(t0.Add(time.Second)) {
 		t.Errorf("patience over a live holder: %v, %v; want the wait's end", until.Sub(t0), ok)
 	}
@@ -138,7 +138,7 @@ func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
 	}
 	clk.at = t0
 	removed := deciding(clk, entry{1, put, "a"}, entry{2, jetstream.KeyValueDelete, ""})
-	v = removed.hub.view("k")
+	v = removed.watcher.view("k")
 	if until, ok := removed.patience(&v, t0); !ok || !until.Equal(t0.Add(tm.vouchFloor)) {
 		t.Errorf("patience of a wait of 0 over a removal: %v, %v; want the vouch window, %v", until.Sub(t0), ok, tm.vouchFloor)
 	}
@@ -149,7 +149,7 @@ func TestPatienceEndsWithTheWaitButNotForAKeyAboutToAgeOut(t *testing.T) {
 func TestIsLeaderEndsWhenTheClockPassesValidity(t *testing.T) {
 	t.Parallel()
 	clk := newSkewedClock(1)
-	e := &Election{timing: newTiming(2*time.Second, 0), clock: clk, state: LeaderState, token: 9}
+	e := &Election{timing: defaultTiming(2 * time.Second), clock: clk, state: LeaderState, token: 9}
 	e.validUntil = clk.Now().Add(e.timing.validity)
 	ctx := context.WithValue(context.Background(), leadershipKey{}, leadershipRef{token: 9, e: e})
 	if !e.IsLeader() || e.Token() != 9 {
@@ -263,8 +263,8 @@ func TestABucketsElectionsReadItsWatchersClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.clock != Clock(clk) || b.hub.clock != Clock(clk) {
-		t.Errorf("the election reads %T and the watcher %T, want both the bucket's clock", e.clock, b.hub.clock)
+	if e.clock != Clock(clk) || b.watcher.clock != Clock(clk) {
+		t.Errorf("the election reads %T and the watcher %T, want both the bucket's clock", e.clock, b.watcher.clock)
 	}
 	if _, err := b.NewElection("b", "k", WithClock(newSkewedClock(1))); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("WithClock on a Bucket's election: %v, want ErrInvalidArgument", err)

@@ -200,7 +200,7 @@ func (k *clockedKV) Create(ctx context.Context, key string, value []byte, opts .
 // into the samples, drops those it will never deliver (another write came
 // first) or has not within a TTL, and drops samples older than the window.
 // It reports whether a sample was added.
-func (w *clockWatch) stamped(h *hub, now time.Time, ttl time.Duration) bool {
+func (w *clockWatch) stamped(h *watcher, now time.Time, ttl time.Duration) bool {
 	w.mu.Lock()
 	pending := w.pending
 	w.pending = nil
@@ -421,9 +421,9 @@ func (c *campaigner) checkClocks() error {
 		return nil
 	}
 	w := c.clocks
-	now := c.now()
-	if w.stamped(c.hub, now, c.timing.ttl) {
-		found := measure(w.samples, c.timing.ttl)
+	now := c.e.now()
+	if w.stamped(c.watcher, now, c.e.timing.ttl) {
+		found := measure(w.samples, c.e.timing.ttl)
 		for _, j := range found.jumps {
 			c.reportJump(j)
 		}
@@ -432,7 +432,7 @@ func (c *campaigner) checkClocks() error {
 			err := found.rate.rateError()
 			if err != nil && (w.warnedAt.IsZero() || now.Sub(w.warnedAt) >= clockWarnEvery) {
 				w.warnedAt = now
-				c.log.Warn("the clock rate is beyond the clock assumption's allowance", "error", err,
+				c.e.log.Warn("the clock rate is beyond the clock assumption's allowance", "error", err,
 					"rate", found.rate.Rate, "rate_low", found.rate.RateLow, "rate_high", found.rate.RateHigh, "span", found.rate.Span.Round(time.Millisecond))
 			}
 			c.clockRate.Store(math.Float64bits(found.rate.Rate))
@@ -448,15 +448,15 @@ func (c *campaigner) checkClocks() error {
 // reportJump publishes a jump of the stream leader's stamps, a warning
 // when it exceeds the offset the deadlines allow for.
 func (c *campaigner) reportJump(j ClockCheck) {
-	offset := serverOffset(c.timing.ttl)
+	offset := serverOffset(c.e.timing.ttl)
 	var err error
 	if j.Jump.Abs()-j.JumpError > offset {
 		err = fmt.Errorf("%w: the stream leader's stamps jumped by %v (± %v) between two writes of this node: the stream leader changed to one whose clock is that far off the old one's, or its clock stepped; the deadlines allow for %v",
 			ErrClockOffset, j.Jump.Round(time.Millisecond), j.JumpError.Round(time.Millisecond), offset)
-		c.log.Warn("the servers' clocks disagree beyond the clock assumption; keep every server of the bucket on NTP or chrony", "error", err,
+		c.e.log.Warn("the servers' clocks disagree beyond the clock assumption; keep every server of the bucket on NTP or chrony", "error", err,
 			"jump", j.Jump, "jump_error", j.JumpError, "allowed", offset)
 	} else {
-		c.log.Info("the stream leader's stamps jumped between two writes of this node: the stream leader changed, or its clock stepped",
+		c.e.log.Info("the stream leader's stamps jumped between two writes of this node: the stream leader changed, or its clock stepped",
 			"jump", j.Jump, "jump_error", j.JumpError, "allowed", offset)
 	}
 	c.emit(Event{Kind: EventClockJump, Clock: j, Err: err})
@@ -465,7 +465,7 @@ func (c *campaigner) reportJump(j ClockCheck) {
 // slept reports whether the machine slept since the tenure's latest
 // acknowledged write was sent (see sleptSince).
 func (c *campaigner) slept(t *tenure) bool {
-	return sleptSince(c.clock, t.slept)
+	return sleptSince(c.e.clock, t.slept)
 }
 
 // clocksFail ends the tenure t, and reports true, when the clocks can no
@@ -478,14 +478,14 @@ func (c *campaigner) clocksFail(t *tenure) bool {
 	var cause error
 	if c.slept(t) {
 		cause = fmt.Errorf("%w for %v since the leader sent its latest acknowledged write",
-			ErrSuspended, (suspended(c.clock) - t.slept).Round(time.Millisecond))
+			ErrSuspended, (suspended(c.e.clock) - t.slept).Round(time.Millisecond))
 	} else {
 		cause = c.checkClocks()
 	}
 	if cause == nil {
 		return false
 	}
-	c.log.Warn("the clocks cannot vouch for the lease; standing down", "error", cause, "revision", t.revision)
+	c.e.log.Warn("the clocks cannot vouch for the lease; standing down", "error", cause, "revision", t.revision)
 	c.standDown(t, cause)
 	c.release(t)
 	return true
@@ -509,15 +509,15 @@ type leaseWatch struct {
 // watchLease starts the lease watch of a leadership whose context cancel
 // cancels, if the election's clock can report a suspend; nil otherwise.
 func (c *campaigner) watchLease(cancel context.CancelFunc) *leaseWatch {
-	if _, ok := c.clock.(SuspendReporter); !ok {
+	if _, ok := c.e.clock.(SuspendReporter); !ok {
 		return nil
 	}
-	every := c.clock.Real(leasePoll)
+	every := c.e.clock.Real(leasePoll)
 	w := &leaseWatch{}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.timer = time.AfterFunc(every, func() {
-		if !c.IsLeader() {
+		if !c.e.IsLeader() {
 			cancel()
 			select {
 			case c.clockWake <- struct{}{}:

@@ -109,10 +109,10 @@ func TestSleptSinceIgnoresOnlyNoise(t *testing.T) {
 func TestASleepVoidsEveryDecisionThatTrustsTheLease(t *testing.T) {
 	t.Parallel()
 	clk := newSleepyClock(1)
-	tm := newTiming(2*time.Second, 0)
+	tm := defaultTiming(2 * time.Second)
 	e := &Election{name: "me", key: "k", timing: tm, clock: clk, state: LeaderState, token: 9, opts: options{priority: DefaultPriority}}
 	e.validUntil = clk.Now().Add(tm.validity)
-	c := &campaigner{Election: e}
+	c := &campaigner{e: e}
 	lead := &leadership{}
 	tn := &tenure{token: 9, revision: 9, lastSent: clk.Now(), lead: lead, announced: true, unsure: true}
 	ctx := context.WithValue(context.Background(), leadershipKey{}, leadershipRef{token: 9, e: e})

@@ -13,7 +13,7 @@ var errCut = errors.New("cut off from the servers")
 
 // cutKV is a real bucket whose writes fail, and whose watchers deliver
 // nothing, while cut, as when its client is cut off from the servers.
-// reopen ends its watchers, so the hub starts a new one whose initial state
+// reopen ends its watchers, so the watcher starts a new one whose initial state
 // shows only the key's latest entry (as after a reconnect): what happened
 // meanwhile is never delivered one by one.
 type cutKV struct {
@@ -71,7 +71,7 @@ func (k *cutKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstr
 	return cw, nil
 }
 
-// reopen ends every watcher: the hub replaces it.
+// reopen ends every KV watcher: the watcher replaces it.
 func (k *cutKV) reopen() {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -3,7 +3,6 @@ package election
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,43 +26,8 @@ import (
 // then.
 //
 // Only a node that may vouch writes the mark (campaigner.vouch says why):
-// the announced leader, within its validity, when it saw the removal. Like a
-// release, a mark is never written by hand: names cannot hold a colon.
-const drainingPrefix = "draining:"
-
-// drainingSep separates the name from the time left in a draining mark.
-const drainingSep = " for "
-
-// drainingValue is the draining mark of the candidate name whose work stops
-// within left, rounded up to the millisecond.
-func drainingValue(name string, left time.Duration) string {
-	if r := left.Truncate(time.Millisecond); r != left {
-		left = r + time.Millisecond
-	}
-	return drainingPrefix + name + drainingSep + left.String()
-}
-
-func isDraining(value []byte) bool {
-	return strings.HasPrefix(string(value), drainingPrefix)
-}
-
-// drainingLeft parses a draining mark: the time its writer's work had left
-// when it wrote it. ok is false for a value that is no well-formed mark.
-func drainingLeft(value []byte) (left time.Duration, ok bool) {
-	rest, ok := strings.CutPrefix(string(value), drainingPrefix)
-	if !ok {
-		return 0, false
-	}
-	i := strings.LastIndex(rest, drainingSep)
-	if i < 0 {
-		return 0, false
-	}
-	left, err := time.ParseDuration(rest[i+len(drainingSep):])
-	if err != nil || left < 0 {
-		return 0, false
-	}
-	return left, true
-}
+// the announced leader, within its validity, when it saw the removal. The
+// mark's format is in wire.go.
 
 // drainedAt is when a candidate may claim over v's latest entry, a draining
 // mark seen at v.seenAt: once the time it names has surely passed. The
@@ -74,8 +38,8 @@ func drainingLeft(value []byte) (left time.Duration, ok bool) {
 // can have left, the earliest expiry.
 func (c *campaigner) drainedAt(v *keyView) time.Time {
 	left, ok := drainingLeft(v.latest.Value())
-	if !ok || left > c.timing.hardEnd {
-		left = c.timing.hardEnd
+	if !ok || left > c.e.timing.hardEnd {
+		left = c.e.timing.hardEnd
 	}
 	return v.seenAt.Add(outlast(left))
 }
@@ -84,26 +48,22 @@ func (c *campaigner) drainedAt(v *keyView) time.Time {
 // which another client wrote over its tenure t, and returns the revision
 // written, 0 if the key moved on first.
 func (c *campaigner) markDraining(t *tenure, removal uint64) uint64 {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.e.timing.opTimeout)
 	defer cancel()
-	left := t.lastSent.Add(c.timing.hardEnd).Sub(c.now())
-	sent := c.now()
-	rev, err := c.kv.Update(ctx, c.key, []byte(drainingValue(c.name, left)), removal)
+	left := t.lastSent.Add(c.e.timing.hardEnd).Sub(c.e.now())
+	sent := c.e.now()
+	rev, err := c.kv.Update(ctx, c.e.key, []byte(drainingValue(c.e.name, left)), removal)
 	c.roundTrip(sent, err)
 	if err != nil {
-		c.log.Debug("could not mark the key draining; the next leader waits a TTL", "removal", removal, "error", err)
+		c.e.log.Debug("could not mark the key draining; the next leader waits a TTL", "removal", removal, "error", err)
 		return 0
 	}
-	c.hub.wrote(rev)
-	c.log.Info("stood down; marked the key draining until the work returns", "removal", removal, "revision", rev, "left", left)
+	c.watcher.wrote(rev)
+	c.e.log.Info("stood down; marked the key draining until the work returns", "removal", removal, "revision", rev, "left", left)
 	return rev
 }
 
 // drainedBy names the writer of a draining mark, for the history.
 func drainedBy(over jetstream.KeyValueEntry) string {
-	rest, _ := strings.CutPrefix(string(over.Value()), drainingPrefix)
-	if i := strings.LastIndex(rest, drainingSep); i >= 0 {
-		rest = rest[:i]
-	}
-	return fmt.Sprintf("drained by %s", rest)
+	return fmt.Sprintf("drained by %s", drainingName(over.Value()))
 }

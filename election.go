@@ -24,8 +24,8 @@ type Election struct {
 	clock  Clock // every reading of the time and every timer of the election
 	log    *slog.Logger
 
-	hub    *hub    // shared with the Bucket that made this election; nil: its own
-	bucket *Bucket // the Bucket that made this election, if one did
+	watcher *watcher // shared with the Bucket that made this election; nil: its own
+	bucket  *Bucket  // the Bucket that made this election, if one did
 
 	mu         sync.Mutex
 	state      State
@@ -111,28 +111,19 @@ func readBucket(ctx context.Context, kv jetstream.KeyValue) (bucketInfo, error) 
 	return bucketInfo{ttl: ttl, absenceProvesExpiry: keysOnlyAgeOut(status)}, nil
 }
 
-// newElection makes an election on a bucket already read; h is the shared
+// newElection makes an election on a bucket already read; w is the shared
 // watcher, or nil for one of its own.
-func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hub, opts []Option) (*Election, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, w *watcher, opts []Option) (*Election, error) {
+	o := resolveOptions(opts, info.ttl)
 	t := newTiming(info.ttl, o.interval)
 	t.absenceProvesExpiry = info.absenceProvesExpiry
-	if err := checkLimits(t.ttl, t.interval, o.unsafeShorter); err != nil {
-		return nil, err
-	}
-	if err := o.checkPriority(info.ttl); err != nil {
-		return nil, err
-	}
-	if err := checkMetadata(o.metadata, o.noPresence); err != nil {
+	if err := checkOptions(&o, t); err != nil {
 		return nil, err
 	}
 
-	clk := o.clockOr()
-	if h != nil {
-		clk = h.clock // a Bucket's elections read its watcher's clock
+	clk := o.clock
+	if w != nil {
+		clk = w.clock // a Bucket's elections read its watcher's clock
 	}
 	return &Election{
 		name:      name,
@@ -141,8 +132,8 @@ func newElection(name, key string, kv jetstream.KeyValue, info bucketInfo, h *hu
 		kv:        kv,
 		opts:      o,
 		timing:    t,
-		hub:       h,
-		log:       o.log().With("bucket", kv.Bucket(), "key", key, "name", name),
+		watcher:   w,
+		log:       o.logger.With("bucket", kv.Bucket(), "key", key, "name", name),
 		done:      make(chan struct{}),
 		metadata:  o.metadata,
 		republish: make(chan struct{}, 1),
@@ -224,15 +215,15 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 
 	callbacks := newCallbackQueue()
 	defer callbacks.closeAndWait()
-	h, stopHub := e.hub, func() {}
-	if h == nil { // not made by a Bucket: watch the key alone, with its requests and candidates
-		h = newHub(e.kv, []string{e.key, requestKey(e.key), candidatePrefix + e.key + ".*"}, e.timing.ttl, e.clock, e.log)
-		hubCtx, cancel := context.WithCancel(ctx)
-		hubDone := make(chan struct{})
-		go func() { defer close(hubDone); h.run(hubCtx) }()
-		stopHub = func() { cancel(); <-hubDone }
+	w, stopWatcher := e.watcher, func() {}
+	if w == nil { // not made by a Bucket: watch the key alone, with its requests and candidates
+		w = newWatcher(e.kv, []string{e.key, requestKey(e.key), candidateKeys(e.key)}, e.timing.ttl, e.clock, e.log)
+		watchCtx, cancel := context.WithCancel(ctx)
+		watchDone := make(chan struct{})
+		go func() { defer close(watchDone); w.run(watchCtx) }()
+		stopWatcher = func() { cancel(); <-watchDone }
 	}
-	c := newCampaigner(e, callbacks, h)
+	c := newCampaigner(e, callbacks, w)
 	presenceCtx, endPresence := context.WithCancel(context.WithoutCancel(ctx))
 	presenceDone := make(chan struct{})
 	go func() {
@@ -244,7 +235,7 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 	body(ctx, c)
 	endPresence() // after the campaign: a candidate shows until it has released the key
 	<-presenceDone
-	stopHub()
+	stopWatcher()
 
 	e.mu.Lock()
 	e.state = UnknownState

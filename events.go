@@ -2,7 +2,6 @@ package election
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,8 +103,8 @@ func WithEventHook(hook func(Event)) Option {
 
 // emit sends ev, stamped with the election's key and name, to every hook.
 func (c *campaigner) emit(ev Event) {
-	ev.Key, ev.Name = c.key, c.name
-	for _, hook := range c.opts.hooks {
+	ev.Key, ev.Name = c.e.key, c.e.name
+	for _, hook := range c.e.opts.hooks {
 		hook(ev)
 	}
 }
@@ -122,10 +121,10 @@ func freedBy(over jetstream.KeyValueEntry) string {
 		return "purged"
 	}
 	value := string(over.Value())
-	if name, ok := strings.CutPrefix(value, releasePrefix); ok {
+	if name, ok := releasedBy(value); ok {
 		return "released by " + name
 	}
-	if to, ok := strings.CutPrefix(value, handoffPrefix); ok {
+	if to, ok := handoffTarget(value); ok {
 		return "handed over to " + to
 	}
 	if isDraining(over.Value()) {

@@ -7,32 +7,6 @@ import (
 	"time"
 )
 
-// Requests to a key's leader travel through the bucket: Bucket.Resign and
-// Bucket.Transfer write the key "_kvelect.request." and the election key,
-// which every candidate of the key watches. The leader acts on a request
-// written after its own claim (a higher revision), so a request is served
-// once, by the leader it was meant for, and ages out with the bucket's TTL.
-const (
-	// reservedPrefix starts every key kvelect writes for itself; no election
-	// key may start with it.
-	reservedPrefix = "_kvelect."
-	requestPrefix  = reservedPrefix + "request."
-	resignRequest  = "resign"
-	transferPrefix = "transfer:"
-)
-
-func requestKey(key string) string { return requestPrefix + key }
-
-// parseRequest returns the candidate a request asks the leader to hand the
-// key to: "" for a resignation (any other candidate).
-func parseRequest(value []byte) (to string, ok bool) {
-	if string(value) == resignRequest {
-		return "", true
-	}
-	to, ok = strings.CutPrefix(string(value), transferPrefix)
-	return to, ok && to != ""
-}
-
 // Resign asks the leader of key to stand down and let another candidate
 // lead, and waits until a candidate claims the key or ctx is done. The
 // leader writes a release, over which any other candidate claims the key
@@ -82,12 +56,9 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 			return old, err
 		}
 	}
-	value := resignRequest
-	if to != "" {
-		value = transferPrefix + to
-	}
-	sub := b.hub.subscribeLog(key) // before the request, so that no entry after it is missed
-	defer b.hub.unsubscribe(sub)
+	value := requestValue(to)
+	sub := b.watcher.subscribeLog(key) // before the request, so that no entry after it is missed
+	defer b.watcher.unsubscribe(sub)
 	rev, err := b.kv.Put(ctx, requestKey(key), []byte(value))
 	if err != nil {
 		return old, fmt.Errorf("key %q of bucket %q: writing the request: %w", key, b.kv.Bucket(), err)
@@ -108,14 +79,14 @@ func (b *Bucket) request(ctx context.Context, key, to string) (Leader, error) {
 // up: a claim after the request at revision rev by another candidate, or
 // any claim after a release, handoff or removal written after the request
 // (the old leader may claim again after sitting out).
-func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64, old string) (Leader, error) {
+func (b *Bucket) awaitSuccessor(ctx context.Context, sub *subscription, rev uint64, old string) (Leader, error) {
 	given := false
 	for {
-		_, entries := b.hub.drain(sub)
+		_, entries := b.watcher.takeEntries(sub)
 		for _, ke := range entries {
 			e := ke.entry
 			v := keyView{ready: true}
-			v.observe(e, time.Now())
+			v.advance(e, time.Now())
 			switch {
 			case e == nil || e.Revision() > rev && !v.held():
 				given = true
@@ -135,7 +106,7 @@ func (b *Bucket) awaitSuccessor(ctx context.Context, sub *hubSub, rev uint64, ol
 
 // requireCandidate returns ErrNotCandidate unless to campaigns for key.
 func (b *Bucket) requireCandidate(key, to string) error {
-	live := b.hub.candidates(key, b.info.ttl)
+	live := b.watcher.candidates(key, b.info.ttl)
 	names := make([]string, len(live))
 	for i, c := range live {
 		if c.Name == to {
@@ -153,7 +124,7 @@ func (b *Bucket) requireCandidate(key, to string) error {
 // than leader campaigns for key: a resignation would only make the leader
 // sit out and take the key back.
 func (b *Bucket) requireOtherCandidate(key, leader string) error {
-	for _, c := range b.hub.candidates(key, b.info.ttl) {
+	for _, c := range b.watcher.candidates(key, b.info.ttl) {
 		if c.Name != leader {
 			return nil
 		}

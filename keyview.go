@@ -2,31 +2,10 @@ package election
 
 import (
 	"bytes"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// A leader that gives up the key after standing down writes over it one of
-// two values, both releases: "released:" and its own name when it stops or
-// resigns, or "handoff:" and the name of the candidate it hands the key to.
-// NewElection refuses names that start with either prefix, so no holder's
-// value can be mistaken for a release.
-const (
-	releasePrefix = "released:"
-	handoffPrefix = "handoff:"
-)
-
-// donePrefix marks a key whose work Election.Once ran: "done:" and the name
-// of the candidate that ran it. The marker holds the key like a holder that
-// does not renew, so that nobody runs the work again until it ages out a TTL
-// later. NewElection refuses names that start with it.
-const donePrefix = "done:"
-
-func isDone(value []byte) bool {
-	return strings.HasPrefix(string(value), donePrefix)
-}
 
 // keyView is what a node knows of the key from its watcher: the latest entry,
 // which tells whether the key is free and how it came to be.
@@ -64,10 +43,10 @@ func (v *keyView) writer() Writer {
 	return Writer{}
 }
 
-// observe records an entry the watcher delivered at now (nil: the end of
+// advance records an entry the watcher delivered at now (nil: the end of
 // its initial state) and reports whether the view changed. Revisions the
 // view has passed are ignored.
-func (v *keyView) observe(e jetstream.KeyValueEntry, now time.Time) bool {
+func (v *keyView) advance(e jetstream.KeyValueEntry, now time.Time) bool {
 	if e == nil {
 		changed := !v.ready
 		v.ready = true
@@ -171,15 +150,11 @@ func (v *keyView) classify() predecessor {
 	}
 }
 
-func isRelease(value []byte) bool {
-	return strings.HasPrefix(string(value), releasePrefix) || strings.HasPrefix(string(value), handoffPrefix)
-}
-
 // handoffTo returns the candidate a handoff names, if the latest entry is
 // one.
 func (v *keyView) handoffTo() (string, bool) {
 	if v.latest == nil || v.latest.Operation() != jetstream.KeyValuePut {
 		return "", false
 	}
-	return strings.CutPrefix(string(v.latest.Value()), handoffPrefix)
+	return handoffTarget(string(v.latest.Value()))
 }

@@ -44,9 +44,9 @@ func TestKeyViewTellsHowTheKeyBecameFree(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var v keyView
 			for _, e := range tt.entries {
-				v.observe(e, time.Now())
+				v.advance(e, time.Now())
 			}
-			v.observe(nil, time.Now()) // the watcher's end of initial values
+			v.advance(nil, time.Now()) // the watcher's end of initial values
 			if v.free() != tt.free {
 				t.Fatalf("free() = %v, want %v", v.free(), tt.free)
 			}

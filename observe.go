@@ -47,7 +47,7 @@ func (b *Bucket) Leader(ctx context.Context, key string) (Leader, error) {
 	if err := b.awaitReady(ctx); err != nil {
 		return Leader{Key: key}, err
 	}
-	v := b.hub.view(key)
+	v := b.watcher.view(key)
 	return b.holderOf(key, &v), nil
 }
 
@@ -55,7 +55,7 @@ func (b *Bucket) Leader(ctx context.Context, key string) (Leader, error) {
 // that a holder not heard from for a TTL holds nothing: its key has aged out
 // even if the bucket, keeping no expiry markers, did not say so.
 func (b *Bucket) holderOf(key string, v *keyView) Leader {
-	if v.held() && b.hub.clock.Now().Sub(v.seenAt) >= b.info.ttl {
+	if v.held() && b.watcher.clock.Now().Sub(v.seenAt) >= b.info.ttl {
 		return Leader{Key: key}
 	}
 	return leaderOf(key, v)
@@ -68,7 +68,7 @@ func (b *Bucket) Leaders(ctx context.Context) ([]Leader, error) {
 		return nil, err
 	}
 	var leaders []Leader
-	for key, v := range b.hub.snapshot() {
+	for key, v := range b.watcher.snapshot() {
 		if l := b.holderOf(key, &v); l.Name != "" && !strings.HasPrefix(key, reservedPrefix) {
 			leaders = append(leaders, l)
 		}
@@ -79,7 +79,7 @@ func (b *Bucket) Leaders(ctx context.Context) ([]Leader, error) {
 // awaitReady waits until the bucket's watcher has read the bucket.
 func (b *Bucket) awaitReady(ctx context.Context) error {
 	select {
-	case <-b.hub.readyCh:
+	case <-b.watcher.readyCh:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("bucket %q: %w", b.kv.Bucket(), ctx.Err())
@@ -110,12 +110,12 @@ func (b *Bucket) Observe(ctx context.Context, key string) (<-chan Leader, error)
 		return nil, err
 	}
 	out := make(chan Leader)
-	sub := b.hub.subscribeLog(key)
+	sub := b.watcher.subscribeLog(key)
 	go func() {
 		defer close(out)
-		defer b.hub.unsubscribe(sub)
+		defer b.watcher.unsubscribe(sub)
 		o := observer{key: key, ttl: b.info.ttl, current: Leader{Key: key}}
-		o.run(ctx, b.done, sub, b.hub, out)
+		o.run(ctx, b.done, sub, b.watcher, out)
 	}()
 	return out, nil
 }
@@ -134,7 +134,7 @@ type observer struct {
 	written string
 }
 
-func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub, h *hub, out chan<- Leader) {
+func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *subscription, w *watcher, out chan<- Leader) {
 	expiry := time.NewTimer(time.Hour)
 	expiry.Stop()
 	defer expiry.Stop()
@@ -152,7 +152,7 @@ func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub,
 		case send <- next:
 			o.pending = o.pending[1:]
 		case <-sub.changed:
-			ready, entries := h.drain(sub)
+			ready, entries := w.takeEntries(sub)
 			for _, ke := range entries {
 				o.see(ke)
 			}
@@ -174,7 +174,7 @@ func (o *observer) run(ctx context.Context, closed <-chan struct{}, sub *hubSub,
 // see applies one entry (nil: the key has none).
 func (o *observer) see(ke keyEntry) {
 	v := keyView{ready: true}
-	v.observe(ke.entry, time.Now())
+	v.advance(ke.entry, time.Now())
 	l := leaderOf(o.key, &v)
 	previous := o.written
 	o.written = l.Name

@@ -12,7 +12,7 @@ import (
 func TestAHolderSilentForATTLHoldsNothing(t *testing.T) {
 	t.Parallel()
 	ttl := 2 * time.Second
-	b := &Bucket{info: bucketInfo{ttl: ttl}, hub: &hub{clock: machineClock{}}} // the watcher's clock ages the views
+	b := &Bucket{info: bucketInfo{ttl: ttl}, watcher: &watcher{clock: machineClock{}}} // the watcher's clock ages the views
 	tests := []struct {
 		name   string
 		silent time.Duration

@@ -18,13 +18,13 @@ import (
 // bucket's watcher does: it polls nothing.
 func (b *Bucket) ObservePrefix(ctx context.Context, prefix string) (<-chan Leader, error) {
 	out := make(chan Leader)
-	sub := b.hub.subscribePrefix(prefix)
+	sub := b.watcher.subscribePrefix(prefix)
 	go func() {
 		defer close(out)
-		defer b.hub.unsubscribe(sub)
+		defer b.watcher.unsubscribe(sub)
 		o := prefixObserver{ttl: b.info.ttl, current: map[string]*observer{}, expiry: time.NewTimer(time.Hour)}
 		defer o.expiry.Stop()
-		o.run(ctx, b.done, sub, b.hub, out)
+		o.run(ctx, b.done, sub, b.watcher, out)
 	}()
 	return out, nil
 }
@@ -44,7 +44,7 @@ type prefixObserver struct {
 	armed     time.Time // when expiry fires; zero: stopped
 }
 
-func (p *prefixObserver) run(ctx context.Context, closed <-chan struct{}, sub *hubSub, h *hub, out chan<- Leader) {
+func (p *prefixObserver) run(ctx context.Context, closed <-chan struct{}, sub *subscription, w *watcher, out chan<- Leader) {
 	p.expiry.Stop()
 	for {
 		var send chan<- Leader
@@ -60,7 +60,7 @@ func (p *prefixObserver) run(ctx context.Context, closed <-chan struct{}, sub *h
 		case send <- next:
 			p.pending = p.pending[1:]
 		case <-sub.changed:
-			ready, entries := h.drain(sub)
+			ready, entries := w.takeEntries(sub)
 			for _, ke := range entries {
 				p.see(ke)
 			}

@@ -130,7 +130,7 @@ func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx c
 // before wait has passed, and runs work if the claim leads.
 func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(context.Context) error, o *onceOptions) (OnceOutcome, error) {
 	defer c.begin(ctx)()
-	t, outcome := c.campaign(ctx, campaignEnd{until: c.now().Add(wait), stop: c.onceStop})
+	t, outcome := c.campaign(ctx, campaignEnd{until: c.e.now().Add(wait), stop: c.onceStop})
 	switch {
 	case t != nil:
 		return c.runOnce(ctx, t, work, o)
@@ -150,9 +150,9 @@ func (c *campaigner) onceStop(v *keyView) OnceOutcome {
 		return 0
 	}
 	switch holder := v.latest.Value(); {
-	case string(holder) == c.name:
+	case string(holder) == c.e.name:
 		return OnceAlreadyLeader
-	case isDone(holder) && c.now().Before(v.seenAt.Add(c.timing.ttl)):
+	case isDone(holder) && c.e.now().Before(v.seenAt.Add(c.e.timing.ttl)):
 		return OnceDone
 	}
 	return 0
@@ -223,16 +223,16 @@ func (c *campaigner) doOnce(leading context.Context, token uint64, work func(con
 	// The leadership context ends at the next poll of the lease after a
 	// suspend (clockcheck.go), IsLeader at once: a run counts as led only
 	// if both say this node leads when the work returns.
-	if leading.Err() != nil || !c.IsLeader() {
+	if leading.Err() != nil || !c.e.IsLeader() {
 		return onceRun{outcome: OnceConflict}
 	}
-	begun := c.now()
+	begun := c.e.now()
 	err := runWork(leading, work)
-	ended := c.now()
-	r := onceRun{outcome: OnceRan, err: err, led: leading.Err() == nil && c.IsLeader()}
+	ended := c.e.now()
+	r := onceRun{outcome: OnceRan, err: err, led: leading.Err() == nil && c.e.IsLeader()}
 	r.marks = (err == nil && r.led) || o.noRetry
 	if o.log != nil {
-		run := Run{Name: c.name, Token: token, Ended: true, Duration: ended.Sub(begun), Status: exitStatus(err), Interrupted: !r.led}
+		run := Run{Name: c.e.name, Token: token, Ended: true, Duration: ended.Sub(begun), Status: exitStatus(err), Interrupted: !r.led}
 		if err != nil {
 			run.Error = err.Error()
 		}
@@ -241,7 +241,7 @@ func (c *campaigner) doOnce(leading context.Context, token uint64, work func(con
 		}
 		r.logged = c.recordOutcome(o.log, started, run, ended)
 	}
-	if r.marks && r.led && o.marksKey(r.logged && o.doneFor > 0, c.timing.ttl) {
+	if r.marks && r.led && o.marksKey(r.logged && o.doneFor > 0, c.e.timing.ttl) {
 		c.workDone.Store(true)
 	}
 	return r
@@ -264,47 +264,47 @@ func (c *campaigner) doOnce(leading context.Context, token uint64, work func(con
 // from landing over a claim this node has not seen.
 func (c *campaigner) markDone(t *tenure, over uint64) {
 	deadline := c.deadline(t)
-	value := donePrefix + c.name
+	value := doneValue(c.e.name)
 	unsure := false // a try went unanswered: the server may have applied it
 	for {
-		sent := c.now()
+		sent := c.e.now()
 		if !sent.Before(deadline) {
-			c.log.Warn("the done mark is not confirmed and the validity deadline has passed; another host may run the work again", "over", over)
+			c.e.log.Warn("the done mark is not confirmed and the validity deadline has passed; another host may run the work again", "over", over)
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.wait(earliest(deadline, sent.Add(c.timing.opTimeout))))
-		rev, err := c.kv.Update(ctx, c.key, []byte(value), over)
+		ctx, cancel := context.WithTimeout(context.Background(), c.e.wait(earliest(deadline, sent.Add(c.e.timing.opTimeout))))
+		rev, err := c.kv.Update(ctx, c.e.key, []byte(value), over)
 		cancel()
 		c.roundTrip(sent, err)
 		switch {
 		case err == nil:
-			c.hub.wrote(rev)
+			c.watcher.wrote(rev)
 			c.marked = true
-			c.log.Info("marked the key done", "over", over, "revision", rev)
+			c.e.log.Info("marked the key done", "over", over, "revision", rev)
 			return
 		case !isCASConflict(err):
 			unsure = true
-			c.log.Warn("could not write the done mark; retrying until the validity deadline", append(errAttrs(err), "over", over)...)
-			c.sleep(context.Background(), earliest(c.now().Add(c.timing.renewRetry), deadline).Sub(c.now()))
+			c.e.log.Warn("could not write the done mark; retrying until the validity deadline", append(errAttrs(err), "over", over)...)
+			c.e.sleep(context.Background(), earliest(c.e.now().Add(c.e.timing.renewRetry), deadline).Sub(c.e.now()))
 			continue
 		}
 		e := c.awaitAbove(over, deadline)
 		switch {
 		case e == nil:
-			c.log.Warn("the done mark is not confirmed and the validity deadline has passed; another host may run the work again", "over", over)
+			c.e.log.Warn("the done mark is not confirmed and the validity deadline has passed; another host may run the work again", "over", over)
 			return
 		case unsure && e.Operation() == jetstream.KeyValuePut && string(e.Value()) == value:
 			// This node's own mark, whose answer was lost: nobody else
 			// writes this node's done mark over a revision it saw.
 			c.marked = true
-			c.log.Info("the watcher shows the done mark whose answer was lost", "over", over, "revision", e.Revision())
+			c.e.log.Info("the watcher shows the done mark whose answer was lost", "over", over, "revision", e.Revision())
 			return
 		case over == t.revision && c.lostRenewal(t, e):
 			c.adopt(t, e)
 		case e.Operation() != jetstream.KeyValuePut:
-			c.log.Info("another client removed the key before the done mark; marking it over the removal", "over", over, "removal", e.Revision())
+			c.e.log.Info("another client removed the key before the done mark; marking it over the removal", "over", over, "removal", e.Revision())
 		default:
-			c.log.Warn("another client wrote over the key before the done mark; another host may run the work again", "over", over, "revision", e.Revision(), "value", string(e.Value()))
+			c.e.log.Warn("another client wrote over the key before the done mark; another host may run the work again", "over", over, "revision", e.Revision(), "value", string(e.Value()))
 			return
 		}
 		over, unsure = e.Revision(), false
@@ -314,10 +314,10 @@ func (c *campaigner) markDone(t *tenure, over uint64) {
 // awaitAbove waits until the watcher shows an entry of the key above
 // revision rev and returns it, or nil if the moment until passes first.
 func (c *campaigner) awaitAbove(rev uint64, until time.Time) jetstream.KeyValueEntry {
-	timer := time.NewTimer(c.wait(until))
+	timer := time.NewTimer(c.e.wait(until))
 	defer timer.Stop()
 	for {
-		if e := c.hub.view(c.key).latest; e != nil && e.Revision() > rev {
+		if e := c.watcher.view(c.e.key).latest; e != nil && e.Revision() > rev {
 			return e
 		}
 		select {

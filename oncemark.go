@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -27,7 +26,7 @@ import (
 // like a holder that never renews, until it ages out a TTL after Written.
 // A mark that DoneFor made last longer lives in the run log (RunLog).
 func (l Leader) DoneBy() (name string, ok bool) {
-	return strings.CutPrefix(l.Name, donePrefix)
+	return doneBy(l.Name)
 }
 
 // Run is a record of one of Election.Once's runs of a key in a RunLog: the
@@ -203,7 +202,7 @@ func serverClockAt(reading, received, now time.Time) time.Time {
 // from a reading of the log's servers' clock that arrived at received, on
 // this candidate's clock.
 func (c *campaigner) markStands(run Run, reading, received time.Time) bool {
-	return run.standsAt(serverClockAt(reading, received, c.now()))
+	return run.standsAt(serverClockAt(reading, received, c.e.now()))
 }
 
 // exitStatus is the Status a run's record gives err.
@@ -232,44 +231,44 @@ func (c *campaigner) checkRuns(leading context.Context, token uint64, o *onceOpt
 	log := o.log
 	// Under NoRetry the run's first record is a mark already: a run whose
 	// host dies before it records its outcome is not run again either.
-	first := Run{Name: c.name, Token: token}
+	first := Run{Name: c.e.name, Token: token}
 	if o.noRetry {
 		first.DoneFor = o.doneFor
 	}
 	var last error
 	for try := range runLogTries {
-		if try > 0 && !c.sleep(leading, firstRetry<<try) {
+		if try > 0 && !c.e.sleep(leading, firstRetry<<try) {
 			break
 		}
-		opCtx, cancel := context.WithTimeout(leading, c.timing.opTimeout)
-		run, reading, err := log.LastRun(opCtx, c.key)
-		received := c.now()
+		opCtx, cancel := context.WithTimeout(leading, c.e.timing.opTimeout)
+		run, reading, err := log.LastRun(opCtx, c.e.key)
+		received := c.e.now()
 		if err != nil {
 			cancel()
 			last = fmt.Errorf("reading the key's last run: %w", err)
-			c.log.Warn("could not read the run log; retrying", "error", err)
+			c.e.log.Warn("could not read the run log; retrying", "error", err)
 			continue
 		}
-		if run.Name == c.name && run.Token == token && !run.Ended {
+		if run.Name == c.e.name && run.Token == token && !run.Ended {
 			cancel() // this run's own first record, whose answer was lost
 			return run.Seq, nil, nil
 		}
 		if c.markStands(run, reading, received) {
 			cancel()
-			c.log.Info("the run log shows a done mark that still stands; not running the work",
+			c.e.log.Info("the run log shows a done mark that still stands; not running the work",
 				"ran_by", run.Name, "stored", run.Stored, "done_for", run.DoneFor)
 			return 0, &run, nil
 		}
-		seq, err := log.AppendRun(opCtx, c.key, first, run.Seq)
+		seq, err := log.AppendRun(opCtx, c.e.key, first, run.Seq)
 		cancel()
 		switch {
 		case err == nil:
 			return seq, nil, nil
 		case errors.Is(err, ErrRunConflict):
-			c.log.Info("another record reached the run log first; reading it", "over", run.Seq)
+			c.e.log.Info("another record reached the run log first; reading it", "over", run.Seq)
 		default:
 			last = fmt.Errorf("recording the run's start: %w", err)
-			c.log.Warn("could not record the run's start; retrying", "error", err)
+			c.e.log.Warn("could not record the run's start; retrying", "error", err)
 		}
 	}
 	if last == nil {
@@ -286,26 +285,26 @@ func (c *campaigner) recordOutcome(log RunLog, started uint64, run Run, ended ti
 	ctx := context.Background()
 	for try := range runLogTries {
 		if try > 0 {
-			c.sleep(ctx, firstRetry<<try)
+			c.e.sleep(ctx, firstRetry<<try)
 		}
-		run.Delay = c.now().Sub(ended)
-		opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
-		_, err := log.AppendRun(opCtx, c.key, run, started)
+		run.Delay = c.e.now().Sub(ended)
+		opCtx, cancel := context.WithTimeout(ctx, c.e.timing.opTimeout)
+		_, err := log.AppendRun(opCtx, c.e.key, run, started)
 		cancel()
 		if err == nil {
 			return true
 		}
-		opCtx, cancel = context.WithTimeout(ctx, c.timing.opTimeout)
-		last, _, readErr := log.LastRun(opCtx, c.key)
+		opCtx, cancel = context.WithTimeout(ctx, c.e.timing.opTimeout)
+		last, _, readErr := log.LastRun(opCtx, c.e.key)
 		cancel()
 		switch {
 		case readErr == nil && last.Ended && last.Name == run.Name && last.Token == run.Token:
 			return true // an earlier try landed
 		case errors.Is(err, ErrRunConflict) && readErr == nil && last.Seq > started:
-			c.log.Warn("another run was recorded after this one began; its outcome is not recorded", "started", started, "latest", last.Seq, "by", last.Name)
+			c.e.log.Warn("another run was recorded after this one began; its outcome is not recorded", "started", started, "latest", last.Seq, "by", last.Name)
 			return false
 		}
-		c.log.Warn("could not record the run's outcome; retrying", "error", err)
+		c.e.log.Warn("could not record the run's outcome; retrying", "error", err)
 	}
 	return false
 }

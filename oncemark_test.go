@@ -41,10 +41,10 @@ func TestDoneMarkEndsOnlyOnceItsTimeHasPassedOnItsServer(t *testing.T) {
 			t.Run(fmt.Sprintf("rate %v offset %v", rate, offset), func(t *testing.T) {
 				t.Parallel()
 				real := t0
-				c := &campaigner{Election: &Election{name: "b", key: "k", clock: simClock{origin: t0, real: &real, rate: rate}, log: slog.New(slog.DiscardHandler)}}
+				c := &campaigner{e: &Election{name: "b", key: "k", clock: simClock{origin: t0, real: &real, rate: rate}, log: slog.New(slog.DiscardHandler)}}
 				for read := end.Add(-2 * time.Minute); read.Before(end.Add(3 * ServerClockOffset)); read = read.Add(10 * time.Millisecond) {
 					real = read
-					reading, received := read.Add(offset), c.now()
+					reading, received := read.Add(offset), c.e.now()
 					for _, later := range []time.Duration{0, time.Second, time.Minute} {
 						real = read.Add(later)
 						if !c.markStands(mark, reading, received) && real.Before(end) {

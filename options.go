@@ -28,12 +28,13 @@ type options struct {
 	hooks         []func(Event)
 	metadata      map[string]string
 	conn          *nats.Conn // named in the candidate record (WithConnection); nil: none
-	clock         Clock      // nil: machineClock; WithClock sets another (clock.go)
+	clock         Clock      // machineClock unless WithClock sets another (clock.go)
 }
 
-// wonCallback is a callback OnWon accepts: func(), or func(ctx) whose
-// context is cancelled the moment leadership ends.
-type wonCallback interface {
+// WonCallback is the constraint on the callback OnWon accepts: a func(),
+// or a func(ctx) whose context is cancelled the moment leadership ends. As
+// a constraint it names no type of its own: pass either function to OnWon.
+type WonCallback interface {
 	func() | func(ctx context.Context)
 }
 
@@ -49,7 +50,7 @@ type wonCallback interface {
 // OnWon and OnLost run one at a time, in order, on a goroutine of the
 // election's own, never while it holds a lock: they may call IsLeader, State
 // or Token. OnLost runs only after OnWon has returned.
-func OnWon[F wonCallback](cb F) Option {
+func OnWon[F WonCallback](cb F) Option {
 	return func(o *options) {
 		switch f := any(cb).(type) {
 		case func():
@@ -60,11 +61,12 @@ func OnWon[F wonCallback](cb F) Option {
 	}
 }
 
-// lostCallback is a callback OnLost accepts: func(), or func(cause) with
-// the reason leadership ended: an error matching ErrRevisionGone,
-// ErrRenewDeadline, ErrStopped, ErrHandedOver, ErrSuspended or
-// ErrClockRate.
-type lostCallback interface {
+// LostCallback is the constraint on the callback OnLost accepts: a
+// func(), or a func(cause) given the reason leadership ended, an error
+// matching ErrRevisionGone, ErrRenewDeadline, ErrStopped, ErrHandedOver,
+// ErrSuspended or ErrClockRate. As a constraint it names no type of its
+// own: pass either function to OnLost.
+type LostCallback interface {
 	func() | func(cause error)
 }
 
@@ -73,7 +75,7 @@ type lostCallback interface {
 // matching ErrRevisionGone, ErrRenewDeadline, ErrStopped, ErrHandedOver,
 // ErrSuspended or ErrClockRate. It runs only if OnWon ran before it, and
 // after IsLeader has turned false.
-func OnLost[F lostCallback](cb F) Option {
+func OnLost[F LostCallback](cb F) Option {
 	return func(o *options) {
 		switch f := any(cb).(type) {
 		case func():
@@ -145,20 +147,4 @@ func WithCampaignInterval(d time.Duration) Option {
 // often. Do not use it in production.
 func WithUnsafeShortTTL() Option {
 	return func(o *options) { o.unsafeShorter = true }
-}
-
-// clockOr returns the clock the options set, or the machine's.
-func (o *options) clockOr() Clock {
-	if o.clock == nil {
-		return machineClock{}
-	}
-	return o.clock
-}
-
-// log returns the logger the options set, or one that discards.
-func (o *options) log() *slog.Logger {
-	if o.logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return o.logger
 }

@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -18,17 +16,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Every running election keeps a record of its candidacy in the bucket, so
-// that any process can tell who campaigns for a key: the key
-// "_kvelect.candidate." + election key + "." + the name in unpadded base64url
-// (which has no dots, so the election key is everything before the last
-// dot). The record is written when the election starts, written again every
-// third of a TTL, and deleted when it stops; a crashed candidate's record is
-// live until a TTL after its last write. Records carry no authority: the
-// election itself never depends on them, only what is read from them
-// (Candidates, and a transfer's check that its target campaigns).
+// Every running election keeps a record of its candidacy in the bucket
+// (its key and value: wire.go), so that any process can tell who campaigns
+// for a key. The record is written when the election starts, written again
+// every third of a TTL, and deleted when it stops; a crashed candidate's
+// record is live until a TTL after its last write. Records carry no
+// authority: the election itself never depends on them, only what is read
+// from them (Candidates, and a transfer's check that its target campaigns).
 const (
-	candidatePrefix = reservedPrefix + "candidate."
 	// presenceRefreshes is how many times per TTL a record is rewritten,
 	// so that one late write does not make a live candidate look gone.
 	presenceRefreshes = 3
@@ -58,55 +53,10 @@ type Candidate struct {
 	ClockRate float64
 }
 
-// candidateRecord is the value of a candidate's record.
-type candidateRecord struct {
-	Name     string            `json:"name"`
-	Priority int               `json:"priority"`
-	Since    time.Time         `json:"since"`
-	Metadata map[string]string `json:"metadata,omitempty"`
-	// RoundTripMS is the median of the candidate's recent round trips to
-	// the bucket, in milliseconds.
-	RoundTripMS float64 `json:"round_trip_ms,omitempty"`
-	Writer      Writer  `json:"writer"`
-	// ClockRate is the latest measured ClockCheck.Rate, to six decimals.
-	ClockRate float64 `json:"clock_rate,omitempty"`
-}
-
-func candidateKey(key, name string) string {
-	return candidatePrefix + key + "." + base64.RawURLEncoding.EncodeToString([]byte(name))
-}
-
-// recordOf reads entry as a candidate's record, or returns nil if it is
-// not a live one: there is no entry, its key is not a record's, it was
-// deleted, or it is not valid.
-func recordOf(entry jetstream.KeyValueEntry) *candidateRecord {
-	if entry == nil || entry.Operation() != jetstream.KeyValuePut {
-		return nil
-	}
-	if _, ok := electionKeyOf(entry.Key()); !ok {
-		return nil
-	}
-	var r candidateRecord
-	if json.Unmarshal(entry.Value(), &r) != nil || r.Name == "" {
-		return nil
-	}
-	return &r
-}
-
 // candidate is the candidate r records for electionKey.
 func (r *candidateRecord) candidate(electionKey string) Candidate {
 	rtt := time.Duration(r.RoundTripMS * float64(time.Millisecond))
 	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt, Writer: r.Writer, ClockRate: r.ClockRate}
-}
-
-// electionKeyOf returns the election key of a candidate record's key.
-func electionKeyOf(recordKey string) (string, bool) {
-	rest, ok := strings.CutPrefix(recordKey, candidatePrefix)
-	dot := strings.LastIndexByte(rest, '.')
-	if !ok || dot < 0 {
-		return "", false
-	}
-	return rest[:dot], true
 }
 
 // maxMetadata bounds the size of a candidate's metadata, keys and values
@@ -178,7 +128,7 @@ func (b *Bucket) Candidates(ctx context.Context, key string) ([]Candidate, error
 	if err := b.awaitReady(ctx); err != nil {
 		return nil, err
 	}
-	return b.hub.candidates(key, b.info.ttl), nil
+	return b.watcher.candidates(key, b.info.ttl), nil
 }
 
 // AllCandidates returns the live candidates of every key of the bucket, by
@@ -188,7 +138,7 @@ func (b *Bucket) AllCandidates(ctx context.Context) (map[string][]Candidate, err
 		return nil, err
 	}
 	byKey := map[string][]Candidate{}
-	for _, c := range b.hub.candidates("", b.info.ttl) {
+	for _, c := range b.watcher.candidates("", b.info.ttl) {
 		byKey[c.Key] = append(byKey[c.Key], c)
 	}
 	return byKey, nil
@@ -336,8 +286,8 @@ func (p *presence) takenBy(err *DuplicateError) {
 // writerNow is this election as its record names it now: with the
 // connection's client id and server, which change when it reconnects.
 func (c *campaigner) writerNow() Writer {
-	w := c.presence.writer
-	if nc := c.opts.conn; nc != nil {
+	w := c.e.presence.writer
+	if nc := c.e.opts.conn; nc != nil {
 		w.Connection = nc.Opts.Name
 		if id, err := nc.GetClientID(); err == nil {
 			w.Client = id
@@ -352,28 +302,28 @@ func (c *campaigner) writerNow() Writer {
 // name turns out taken, returning the *DuplicateError then. An election
 // WithoutPresence campaigns at once.
 func (c *campaigner) runUnique(ctx context.Context) error {
-	if c.opts.noPresence {
+	if c.e.opts.noPresence {
 		c.run(ctx)
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(c.presence.taken, cancel)
+	stop := context.AfterFunc(c.e.presence.taken, cancel)
 	defer stop()
 	select {
-	case <-c.presence.settled:
+	case <-c.e.presence.settled:
 	case <-ctx.Done():
 	}
-	if err := c.presence.refused(); err != nil {
-		c.log.Error("refused: another live election runs under this name for this key", "error", err)
+	if err := c.e.presence.refused(); err != nil {
+		c.e.log.Error("refused: another live election runs under this name for this key", "error", err)
 		return err
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
 	c.run(ctx)
-	if err := c.presence.refused(); err != nil {
-		c.log.Error("stopped: another live election runs under this name for this key", "error", err)
+	if err := c.e.presence.refused(); err != nil {
+		c.e.log.Error("stopped: another live election runs under this name for this key", "error", err)
 		return err
 	}
 	return nil
@@ -413,28 +363,28 @@ func (h *heldRecord) rewritten(w Writer, revision uint64, now time.Time) bool {
 // it read. A failed write is logged and tried again at the next refresh:
 // the record informs others, and the election does not depend on it.
 func (c *campaigner) present(ctx context.Context) {
-	p := c.presence
-	since := c.now().UTC()
-	key := candidateKey(c.key, c.name)
+	p := c.e.presence
+	since := c.e.now().UTC()
+	key := candidateKey(c.e.key, c.e.name)
 	// The watcher's news of the record matters only while another run's is
 	// in the way or a write was refused: a subscription costs the watcher
 	// a look at each entry it delivers, so there is one only then.
-	var own *hubSub
+	var own *subscription
 	watch := func() {
 		if own == nil {
-			own = c.hub.subscribe(key)
+			own = c.watcher.subscribe(key)
 		}
 	}
 	defer func() {
 		if own != nil {
-			c.hub.unsubscribe(own)
+			c.watcher.unsubscribe(own)
 		}
 	}()
-	tick := time.NewTicker(c.clock.Real(c.timing.ttl / presenceRefreshes))
+	tick := time.NewTicker(c.e.clock.Real(c.e.timing.ttl / presenceRefreshes))
 	defer tick.Stop()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
-	gate := time.NewTimer(c.clock.Real(c.nameWait()))
+	gate := time.NewTimer(c.e.clock.Real(c.nameWait()))
 	defer gate.Stop()
 	var (
 		rev      uint64      // this election's latest revision of the record; 0: none
@@ -443,17 +393,17 @@ func (c *campaigner) present(ctx context.Context) {
 		due      = true      // a write is due
 	)
 	for {
-		view := c.hub.view(key)
+		view := c.watcher.view(key)
 		e := view.latest
 		if by, ok := c.othersRecord(view); ok {
 			// Another run wrote the record over this election's, or twice
 			// more while this one waited: it is live.
 			overOurs := rev != 0 && e.Revision() > rev
-			again := in != nil && e.Revision() > in.revision && in.rewritten(by, e.Revision(), c.now())
+			again := in != nil && e.Revision() > in.revision && in.rewritten(by, e.Revision(), c.e.now())
 			switch {
 			case overOurs || again:
-				p.takenBy(&DuplicateError{Key: c.key, Name: c.name, Running: by, Refused: c.writerNow()})
-				c.log.Warn("the candidate record is another live election's: this one is not listed", "running", by.String())
+				p.takenBy(&DuplicateError{Key: c.e.key, Name: c.e.name, Running: by, Refused: c.writerNow()})
+				c.e.log.Warn("the candidate record is another live election's: this one is not listed", "running", by.String())
 				return
 			case rev == 0 && in == nil:
 				// It ages out a TTL after its last write, which came
@@ -461,8 +411,8 @@ func (c *campaigner) present(ctx context.Context) {
 				// started long after, it may have aged out already.
 				watch()
 				in = &heldRecord{by: by, revision: e.Revision(), seen: view.seenAt}
-				if c.now().Before(in.seen.Add(c.timing.ttl)) {
-					c.log.Warn("the candidate record of this name is another run's: waiting for it to age out (its writer crashed) or be written again (a live duplicate: refused)",
+				if c.e.now().Before(in.seen.Add(c.e.timing.ttl)) {
+					c.e.log.Warn("the candidate record of this name is another run's: waiting for it to age out (its writer crashed) or be written again (a live duplicate: refused)",
 						"held_by", by.String(), "wait_at_most", c.nameWait())
 				}
 			}
@@ -474,7 +424,7 @@ func (c *campaigner) present(ctx context.Context) {
 			rev = ours // a write of this election whose answer was lost
 		}
 
-		if due && ctx.Err() == nil && (in == nil || !c.now().Before(in.seen.Add(c.timing.ttl))) {
+		if due && ctx.Err() == nil && (in == nil || !c.e.now().Before(in.seen.Add(c.e.timing.ttl))) {
 			due = false
 			over := rev
 			switch {
@@ -489,18 +439,18 @@ func (c *campaigner) present(ctx context.Context) {
 				rev, in, overNone = written, nil, false
 				p.open()
 				if own != nil {
-					c.hub.unsubscribe(own)
+					c.watcher.unsubscribe(own)
 					own = nil
 				}
 			case isCASConflict(err):
 				overNone = !overNone && over != 0 // the watcher will show why, or there is no record
 				watch()
-				if v := c.hub.view(key).latest; v != nil && (e == nil || v.Revision() != e.Revision()) {
+				if v := c.watcher.view(key).latest; v != nil && (e == nil || v.Revision() != e.Revision()) {
 					due = true
 					continue // the watcher showed why before this election listened
 				}
 			case ctx.Err() == nil:
-				c.log.Warn("writing the candidate record", errAttrs(err)...)
+				c.e.log.Warn("writing the candidate record", errAttrs(err)...)
 				if in == nil {
 					p.open() // the name cannot be checked now: campaign, and check at the next refresh
 				}
@@ -512,25 +462,25 @@ func (c *campaigner) present(ctx context.Context) {
 			changed = own.changed
 		}
 		if in != nil {
-			retry.Reset(c.wait(c.retryRecordAt(in)))
+			retry.Reset(c.e.wait(c.retryRecordAt(in)))
 		}
 		select {
 		case <-ctx.Done():
-			c.deleteRecord(key, max(rev, c.ownRevision(c.hub.view(key))))
+			c.deleteRecord(key, max(rev, c.ownRevision(c.watcher.view(key))))
 			return
 		case <-tick.C:
 			due = true
-		case <-c.republish:
+		case <-c.e.republish:
 			due = true
 		case <-retry.C:
 			due = true
 		case <-changed:
-			if v := c.hub.view(key).latest; v != nil && v.Revision() != rev {
+			if v := c.watcher.view(key).latest; v != nil && v.Revision() != rev {
 				due = true // news of another writer, or of a write of this election's lost answer
 			}
 		case <-gate.C:
 			if in != nil && !p.isOpen() {
-				c.log.Warn("the record in the way neither aged out nor was written again; campaigning, and checking the name at each refresh", "held_by", in.by.String())
+				c.e.log.Warn("the record in the way neither aged out nor was written again; campaigning, and checking the name at each refresh", "held_by", in.by.String())
 			}
 			p.open()
 		}
@@ -545,13 +495,13 @@ func (c *campaigner) othersRecord(v keyView) (Writer, bool) {
 		return Writer{}, false
 	}
 	w := v.writer()
-	return w, w.Instance != c.presence.writer.Instance
+	return w, w.Instance != c.e.presence.writer.Instance
 }
 
 // ownRevision returns the revision of the view's latest entry if it is a
 // candidate record this election wrote, and 0 otherwise.
 func (c *campaigner) ownRevision(v keyView) uint64 {
-	if v.latest == nil || v.latest.Operation() != jetstream.KeyValuePut || v.writer().Instance != c.presence.writer.Instance {
+	if v.latest == nil || v.latest.Operation() != jetstream.KeyValuePut || v.writer().Instance != c.e.presence.writer.Instance {
 		return 0
 	}
 	return v.latest.Revision()
@@ -562,7 +512,7 @@ func (c *campaigner) ownRevision(v keyView) uint64 {
 // last write, and a third of a TTL more covers the server's expiry lag.
 // Past it, the election campaigns anyway and goes on checking.
 func (c *campaigner) nameWait() time.Duration {
-	return c.timing.ttl + c.timing.ttl/presenceRefreshes
+	return c.e.timing.ttl + c.e.timing.ttl/presenceRefreshes
 }
 
 // retryRecordAt is when to try to write the record again while another
@@ -572,13 +522,13 @@ func (c *campaigner) nameWait() time.Duration {
 // say so: a key that ages out leaves no trace on a bucket without expiry
 // markers).
 func (c *campaigner) retryRecordAt(in *heldRecord) time.Time {
-	now := c.now()
-	expiry := in.seen.Add(c.timing.ttl)
+	now := c.e.now()
+	expiry := in.seen.Add(c.e.timing.ttl)
 	if now.Before(expiry) {
 		return expiry
 	}
 	in.tries++
-	return now.Add(min(firstRetry<<min(in.tries-1, 16), c.timing.ttl/presenceRefreshes))
+	return now.Add(min(firstRetry<<min(in.tries-1, 16), c.e.timing.ttl/presenceRefreshes))
 }
 
 // writeRecord writes the record by compare-and-set over revision over (0:
@@ -588,18 +538,18 @@ func (c *campaigner) retryRecordAt(in *heldRecord) time.Time {
 // answer would be lost and the delete refused, leaving a stopped
 // candidate's record live for a TTL.
 func (c *campaigner) writeRecord(ctx context.Context, key string, since time.Time, over uint64) (uint64, error) {
-	c.mu.Lock()
-	metadata := c.metadata
-	c.mu.Unlock()
+	c.e.mu.Lock()
+	metadata := c.e.metadata
+	c.e.mu.Unlock()
 	rtt := float64(c.rtt.median().Round(time.Microsecond)) / float64(time.Millisecond) // to the microsecond: no float noise in the record
 	rate := math.Round(math.Float64frombits(c.clockRate.Load())*1e6) / 1e6             // no float noise in the record
-	value, err := json.Marshal(candidateRecord{Name: c.name, Priority: c.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt, Writer: c.writerNow(), ClockRate: rate})
+	value, err := recordValue(candidateRecord{Name: c.e.name, Priority: c.e.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt, Writer: c.writerNow(), ClockRate: rate})
 	if err != nil {
 		return 0, fmt.Errorf("encoding the candidate record: %w", err)
 	}
-	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timing.opTimeout)
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.e.timing.opTimeout)
 	defer cancel()
-	sent := c.now()
+	sent := c.e.now()
 	rev, err := c.kv.Update(opCtx, key, value, over)
 	c.roundTrip(sent, err)
 	return rev, err
@@ -611,10 +561,10 @@ func (c *campaigner) deleteRecord(key string, rev uint64) {
 	if rev == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timing.opTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.e.timing.opTimeout)
 	defer cancel()
 	err := c.kv.Delete(ctx, key, jetstream.LastRevision(rev))
 	if err != nil && !isCASConflict(err) {
-		c.log.Warn("deleting the candidate record", "error", err)
+		c.e.log.Warn("deleting the candidate record", "error", err)
 	}
 }

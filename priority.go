@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,8 +49,8 @@ func WithPreferHigher(readyFor time.Duration) Option {
 	return func(o *options) { o.preferHigher, o.readyFor = true, readyFor }
 }
 
-// checkPriority validates the priority options and fills their defaults.
-func (o *options) checkPriority(ttl time.Duration) error {
+// checkPriority validates the priority options (resolved: resolveOptions).
+func (o *options) checkPriority() error {
 	switch {
 	case o.priority < 0:
 		return fmt.Errorf("%w: priority %d: want 0 (never leads) or more", ErrInvalidArgument, o.priority)
@@ -59,12 +58,6 @@ func (o *options) checkPriority(ttl time.Duration) error {
 		return fmt.Errorf("%w: readiness time %v: want 0 (two TTLs) or more", ErrInvalidArgument, o.readyFor)
 	case o.noPresence && (o.prioritySet || o.preferHigher):
 		return fmt.Errorf("%w: priorities travel in the candidate record, which WithoutPresence turns off", ErrInvalidArgument)
-	}
-	if !o.prioritySet {
-		o.priority = DefaultPriority
-	}
-	if o.readyFor == 0 {
-		o.readyFor = 2 * ttl
 	}
 	return nil
 }
@@ -79,16 +72,16 @@ const maxPriorityWait = time.Second
 // moment.
 func (c *campaigner) priorityDelay() time.Duration {
 	released := ""
-	if e := c.hub.view(c.key).latest; e != nil && e.Operation() == jetstream.KeyValuePut {
-		released, _ = strings.CutPrefix(string(e.Value()), releasePrefix)
+	if e := c.watcher.view(c.e.key).latest; e != nil && e.Operation() == jetstream.KeyValuePut {
+		released, _ = releasedBy(string(e.Value()))
 	}
 	var higher []int
-	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
-		if other.Name != c.name && other.Name != released && other.Priority > c.opts.priority && !slices.Contains(higher, other.Priority) {
+	for _, other := range c.watcher.candidates(c.e.key, c.e.timing.ttl) {
+		if other.Name != c.e.name && other.Name != released && other.Priority > c.e.opts.priority && !slices.Contains(higher, other.Priority) {
 			higher = append(higher, other.Priority)
 		}
 	}
-	return time.Duration(len(higher)) * c.timing.priorityWait
+	return time.Duration(len(higher)) * c.e.timing.priorityWait
 }
 
 // preference tracks, for a leader that prefers higher priorities, since
@@ -111,13 +104,13 @@ type candidateID struct {
 // that it has seen listed for readyFor, once a flap window has passed since
 // its last handover by preference.
 func (c *campaigner) preferred(now time.Time) (Candidate, bool) {
-	live := c.hub.candidates(c.key, c.timing.ttl)
+	live := c.watcher.candidates(c.e.key, c.e.timing.ttl)
 	seen := make(map[candidateID]time.Time, len(live))
 	var best Candidate
 	var bestFirst time.Time
 	found := false
 	for _, other := range live {
-		if other.Name == c.name || other.Priority <= c.opts.priority {
+		if other.Name == c.e.name || other.Priority <= c.e.opts.priority {
 			continue
 		}
 		id := candidateID{other.Name, other.Since.UnixNano()}
@@ -126,13 +119,13 @@ func (c *campaigner) preferred(now time.Time) (Candidate, bool) {
 			first = now
 		}
 		seen[id] = first
-		ready := now.Sub(first) >= c.opts.readyFor
+		ready := now.Sub(first) >= c.e.opts.readyFor
 		if ready && (!found || other.Priority > best.Priority || other.Priority == best.Priority && first.Before(bestFirst)) {
 			best, bestFirst, found = other, first, true
 		}
 	}
 	c.pref.seen = seen
-	if found && !c.pref.lastMove.IsZero() && now.Sub(c.pref.lastMove) < 5*c.opts.readyFor {
+	if found && !c.pref.lastMove.IsZero() && now.Sub(c.pref.lastMove) < 5*c.e.opts.readyFor {
 		return Candidate{}, false
 	}
 	return best, found
@@ -143,12 +136,12 @@ func (c *campaigner) preferred(now time.Time) (Candidate, bool) {
 // before it is then known too, so that a candidate that starts after a
 // higher one sees it before it claims.
 func (c *campaigner) awaitOwnRecord(ctx context.Context) {
-	own := c.hub.subscribe(candidateKey(c.key, c.name))
-	defer c.hub.unsubscribe(own)
-	timeout := time.NewTimer(c.clock.Real(c.timing.opTimeout))
+	own := c.watcher.subscribe(candidateKey(c.e.key, c.e.name))
+	defer c.watcher.unsubscribe(own)
+	timeout := time.NewTimer(c.e.clock.Real(c.e.timing.opTimeout))
 	defer timeout.Stop()
 	for {
-		if slices.ContainsFunc(c.hub.candidates(c.key, c.timing.ttl), func(other Candidate) bool { return other.Name == c.name }) {
+		if slices.ContainsFunc(c.watcher.candidates(c.e.key, c.e.timing.ttl), func(other Candidate) bool { return other.Name == c.e.name }) {
 			return
 		}
 		select {
@@ -183,13 +176,13 @@ func (c *campaigner) awaitOwnRecord(ctx context.Context) {
 // default, or a live candidate of the key has one that is not. A candidate
 // of the default priority that sees no other priority claims at once.
 func (c *campaigner) prioritiesInPlay() bool {
-	if c.opts.noPresence {
+	if c.e.opts.noPresence {
 		return false // nobody sees this node's record, so nobody defers to it
 	}
-	if c.opts.priority != DefaultPriority {
+	if c.e.opts.priority != DefaultPriority {
 		return true
 	}
-	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
+	for _, other := range c.watcher.candidates(c.e.key, c.e.timing.ttl) {
 		if other.Priority != DefaultPriority {
 			return true
 		}
@@ -205,8 +198,8 @@ func (c *campaigner) awaitListing(ctx context.Context) bool {
 	if !c.prioritiesInPlay() {
 		return true
 	}
-	c.listed = c.now().Add(c.timing.priorityWait)
-	if !c.sleep(ctx, c.timing.priorityWait) {
+	c.listed = c.e.now().Add(c.e.timing.priorityWait)
+	if !c.e.sleep(ctx, c.e.timing.priorityWait) {
 		return false
 	}
 	c.requestIfStartedTogether(ctx)
@@ -225,17 +218,17 @@ func (c *campaigner) awaitListing(ctx context.Context) bool {
 // move the key needlessly or leave a lower leader in place; safety does not
 // depend on them.
 func (c *campaigner) requestIfStartedTogether(ctx context.Context) {
-	v := c.hub.view(c.key)
+	v := c.watcher.view(c.e.key)
 	if !v.held() {
 		return
 	}
 	holder := string(v.latest.Value())
 	var leader *Candidate
-	for _, other := range c.hub.candidates(c.key, c.timing.ttl) {
+	for _, other := range c.watcher.candidates(c.e.key, c.e.timing.ttl) {
 		switch {
 		case other.Name == holder:
 			leader = &other
-		case other.Name != c.name && other.Priority > c.opts.priority:
+		case other.Name != c.e.name && other.Priority > c.e.opts.priority:
 			return
 		}
 	}
@@ -244,18 +237,18 @@ func (c *campaigner) requestIfStartedTogether(ctx context.Context) {
 	// after the claim): it saw nobody and claimed at once. A holder that
 	// waited for the key (behind another holder, or for a higher priority
 	// that did not claim) keeps it.
-	if leader == nil || leader.Priority >= c.opts.priority ||
-		v.latest.Created().Sub(leader.Since) > c.timing.priorityWait/2 || c.since.Sub(leader.Since).Abs() > c.timing.maxSplay {
+	if leader == nil || leader.Priority >= c.e.opts.priority ||
+		v.latest.Created().Sub(leader.Since) > c.e.timing.priorityWait/2 || c.since.Sub(leader.Since).Abs() > c.e.timing.maxSplay {
 		return
 	}
-	opCtx, cancel := context.WithTimeout(ctx, c.timing.opTimeout)
+	opCtx, cancel := context.WithTimeout(ctx, c.e.timing.opTimeout)
 	defer cancel()
-	sent := c.now()
-	_, err := c.kv.Put(opCtx, requestKey(c.key), []byte(transferPrefix+c.name))
+	sent := c.e.now()
+	_, err := c.kv.Put(opCtx, requestKey(c.e.key), []byte(requestValue(c.e.name)))
 	c.roundTrip(sent, err)
 	if err != nil {
-		c.log.Warn("could not ask the leader, started with this node at a lower priority, for the key", append(errAttrs(err), "leader", holder)...)
+		c.e.log.Warn("could not ask the leader, started with this node at a lower priority, for the key", append(errAttrs(err), "leader", holder)...)
 		return
 	}
-	c.log.Info("asked the leader, started with this node at a lower priority, to hand the key over", "leader", holder, "priority", leader.Priority)
+	c.e.log.Info("asked the leader, started with this node at a lower priority, to hand the key over", "leader", holder, "priority", leader.Priority)
 }

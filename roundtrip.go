@@ -46,10 +46,10 @@ type roundTrips struct {
 	warnedAt time.Time
 }
 
-// observe records d, measured at now, and reports whether the round trip
+// add records d, measured at now, and reports whether the round trip
 // now calls for a warning: it exceeds budget and none was given within
 // roundTripWarnEvery.
-func (r *roundTrips) observe(d, budget time.Duration, now time.Time) bool {
+func (r *roundTrips) add(d, budget time.Duration, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.samples) == roundTripSamples {
@@ -85,12 +85,12 @@ func (c *campaigner) roundTrip(sent time.Time, err error) {
 	if err != nil && !isCASConflict(err) {
 		return // a timeout or a broken connection measures nothing
 	}
-	now := c.clock.Now()
-	if c.rtt.observe(now.Sub(sent), c.timing.renewRetry, now) {
+	now := c.e.clock.Now()
+	if c.rtt.add(now.Sub(sent), c.e.timing.renewRetry, now) {
 		rtt := c.rtt.median()
-		c.log.Warn("the round trip to the bucket is long for its TTL: fewer than four tries of a renewal fit in the renewal window, so one late acknowledgement can end leadership; use a longer TTL (see docs/topologies.md)",
-			"round_trip", rtt.Round(time.Millisecond), "ttl", c.timing.ttl, "renewal_window", c.timing.validity-c.timing.interval,
-			"smallest_ttl", suggestedTTL(rtt, c.timing))
+		c.e.log.Warn("the round trip to the bucket is long for its TTL: fewer than four tries of a renewal fit in the renewal window, so one late acknowledgement can end leadership; use a longer TTL (see docs/topologies.md)",
+			"round_trip", rtt.Round(time.Millisecond), "ttl", c.e.timing.ttl, "renewal_window", c.e.timing.validity-c.e.timing.interval,
+			"smallest_ttl", suggestedTTL(rtt, c.e.timing))
 	}
 }
 
@@ -111,8 +111,8 @@ func suggestedTTL(d time.Duration, t timing) time.Duration {
 // leader's vouch before claiming: see the top of this file.
 func (c *campaigner) vouchWait() time.Duration {
 	longest := c.rtt.median()
-	for _, cand := range c.hub.candidates(c.key, c.timing.ttl) {
+	for _, cand := range c.watcher.candidates(c.e.key, c.e.timing.ttl) {
 		longest = max(longest, cand.RoundTrip)
 	}
-	return min(max(c.timing.vouchFloor, 3*longest), c.timing.ttl/4)
+	return min(max(c.e.timing.vouchFloor, 3*longest), c.e.timing.ttl/4)
 }

@@ -11,7 +11,7 @@ import (
 // plus half a second, in whole seconds, at least MinTTL.
 func TestSuggestedTTLFitsFourRoundTripsInTheRenewalWindow(t *testing.T) {
 	t.Parallel()
-	def := newTiming(10*time.Second, 0)
+	def := defaultTiming(10 * time.Second)
 	short := newTiming(30*time.Second, 10*time.Second) // window 9.2 s, at an interval a third of the TTL
 	tests := []struct {
 		rtt  time.Duration
@@ -45,9 +45,9 @@ func TestRoundTripsWarnOnceInAWhileOnTheMedian(t *testing.T) {
 		t.Errorf("median before any call = %v, want 0", r.median())
 	}
 	for range 5 {
-		r.observe(time.Millisecond, budget, now)
+		r.add(time.Millisecond, budget, now)
 	}
-	if r.observe(10*budget, budget, now) {
+	if r.add(10*budget, budget, now) {
 		t.Error("one spike among fast calls warned")
 	}
 	if got := r.median(); got != time.Millisecond {
@@ -55,7 +55,7 @@ func TestRoundTripsWarnOnceInAWhileOnTheMedian(t *testing.T) {
 	}
 	warned := 0
 	for range roundTripSamples {
-		if r.observe(3*budget, budget, now) {
+		if r.add(3*budget, budget, now) {
 			warned++
 		}
 	}
@@ -66,7 +66,7 @@ func TestRoundTripsWarnOnceInAWhileOnTheMedian(t *testing.T) {
 		t.Errorf("median after %d slow calls = %v, want %v: the older calls are forgotten", roundTripSamples, got, 3*budget)
 	}
 	now = now.Add(roundTripWarnEvery)
-	if !r.observe(3*budget, budget, now) {
+	if !r.add(3*budget, budget, now) {
 		t.Errorf("a median above the budget did not warn %v after the last warning", roundTripWarnEvery)
 	}
 }

@@ -154,12 +154,9 @@ func outlast(d time.Duration) time.Duration {
 }
 
 // newTiming derives every duration of an election from its bucket's TTL and
-// its campaign interval (0: the default, three quarters of the TTL). It is
-// the one place each is computed.
+// its campaign interval (resolved: defaultInterval). It is the one place
+// each is computed.
 func newTiming(ttl, interval time.Duration) timing {
-	if interval == 0 {
-		interval = ttl * 3 / 4
-	}
 	end := hardEnd(ttl)
 	gap := end - interval
 	validity := interval + gap/2
@@ -207,6 +204,9 @@ type Timing struct {
 // TTL and with the given campaign interval (0: the default, three quarters
 // of the TTL). It does not check the limits; NewElection does.
 func TimingFor(ttl, interval time.Duration) Timing {
+	if interval == 0 {
+		interval = defaultInterval(ttl)
+	}
 	t := newTiming(ttl, interval)
 	return Timing{TTL: t.ttl, Interval: t.interval, Validity: t.validity, WorkDeadline: t.workDeadline, EarliestExpiry: t.hardEnd, AnnounceDelay: t.announceDelay}
 }

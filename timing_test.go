@@ -30,7 +30,7 @@ type deadlines struct {
 func readDeadlines(t *testing.T, tm timing) deadlines {
 	t.Helper()
 	base := time.Now()
-	c := &campaigner{Election: &Election{timing: tm, clock: machineClock{}}}
+	c := &campaigner{e: &Election{timing: tm, clock: machineClock{}}}
 	validUntil := c.deadline(&tenure{lastSent: base})
 	e := &Election{timing: tm, clock: machineClock{}, state: LeaderState, validUntil: validUntil, token: 7}
 	ctx := context.WithValue(context.Background(), leadershipKey{}, leadershipRef{token: 7, e: e})
@@ -44,7 +44,7 @@ func readDeadlines(t *testing.T, tm timing) deadlines {
 		fleet:    validUntil.Sub(base) + workMargin(tm),
 		announce: tm.announceDelay,
 		drainWait: func(left time.Duration) time.Duration {
-			c := &campaigner{Election: &Election{timing: tm, clock: machineClock{}}}
+			c := &campaigner{e: &Election{timing: tm, clock: machineClock{}}}
 			mark := drainingValue("a", left)
 			return c.drainedAt(&keyView{latest: entry{rev: 3, op: jetstream.KeyValuePut, value: mark}, seenAt: base}).Sub(base)
 		},
@@ -138,7 +138,7 @@ func timingCases(t *testing.T) []timing {
 		if unsafe {
 			shortest, gap = unsafeMinCampaignInterval, unsafeMinIntervalGap
 		}
-		for _, interval := range []time.Duration{shortest, 0, ttl / 2, hardEnd(ttl) - gap} {
+		for _, interval := range []time.Duration{shortest, defaultInterval(ttl), ttl / 2, hardEnd(ttl) - gap} {
 			if err := checkLimits(ttl, newTiming(ttl, interval).interval, unsafe); err != nil {
 				t.Fatalf("TTL %v, interval %v: %v", ttl, interval, err)
 			}
@@ -180,7 +180,7 @@ func TestDeadlineCheckCatchesEachDeadlineMovedPastTheBound(t *testing.T) {
 		{name: "a draining mark's time capped below what the work has left", mutate: func(tm *timing) { tm.hardEnd = tm.interval / 2 }},
 		// The work deadline before the clock assumption was stated, at
 		// the TTL floor with the default interval.
-		{name: "work deadline at 15/16 of the TTL", mutate: func(tm *timing) { tm.workDeadline = tm.ttl * 15 / 16 }, only: ptr(newTiming(MinTTL, 0))},
+		{name: "work deadline at 15/16 of the TTL", mutate: func(tm *timing) { tm.workDeadline = tm.ttl * 15 / 16 }, only: ptr(defaultTiming(MinTTL))},
 	}
 	for _, m := range mutations {
 		cases := timingCases(t)
@@ -214,7 +214,7 @@ func TestDefaultTimings(t *testing.T) {
 		{10 * time.Second, "9.429s", "8.464s", "9.187s", "10.421s"},
 		{time.Minute, "57.048s", "51.024s", "55.542s", "1m3.053s"},
 	} {
-		tm := newTiming(tt.ttl, 0)
+		tm := defaultTiming(tt.ttl)
 		got := []string{fmtMS(tm.hardEnd), fmtMS(tm.validity), fmtMS(tm.workDeadline), fmtMS(tm.announceDelay)}
 		want := []string{tt.hardEnd, tt.validity, tt.work, tt.announce}
 		if fmt.Sprint(got) != fmt.Sprint(want) {

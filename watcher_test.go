@@ -10,32 +10,32 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// hubFixture runs a hub on key "k" of a fresh bucket with a 2 s TTL.
-type hubFixture struct {
-	t   *testing.T
-	js  jetstream.JetStream
-	kv  jetstream.KeyValue
-	hub *hub
-	sub *hubSub
+// watcherFixture runs a watcher on key "k" of a fresh bucket with a 2 s TTL.
+type watcherFixture struct {
+	t       *testing.T
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue
+	watcher *watcher
+	sub     *subscription
 }
 
-func startHub(t *testing.T) *hubFixture {
+func startWatcher(t *testing.T) *watcherFixture {
 	t.Helper()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "HUB", TTL: 2 * time.Second, Storage: jetstream.MemoryStorage})
-	h := newHub(kv, []string{"k"}, 2*time.Second, machineClock{}, slog.New(slog.DiscardHandler))
+	h := newWatcher(kv, []string{"k"}, 2*time.Second, machineClock{}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); h.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	f := &hubFixture{t: t, js: js, kv: kv, hub: h, sub: h.subscribe("k")}
+	f := &watcherFixture{t: t, js: js, kv: kv, watcher: h, sub: h.subscribe("k")}
 	t.Cleanup(func() { h.unsubscribe(f.sub) })
 	return f
 }
 
-// put writes value to k and waits until the hub shows it.
-func (f *hubFixture) put(value string) uint64 {
+// put writes value to k and waits until the watcher shows it.
+func (f *watcherFixture) put(value string) uint64 {
 	f.t.Helper()
 	rev, err := f.kv.Put(context.Background(), "k", []byte(value))
 	if err != nil {
@@ -45,29 +45,29 @@ func (f *hubFixture) put(value string) uint64 {
 	return rev
 }
 
-// await waits until the hub's view of k satisfies ok.
-func (f *hubFixture) await(what string, ok func(keyView) bool) {
+// await waits until the watcher's view of k satisfies ok.
+func (f *watcherFixture) await(what string, ok func(keyView) bool) {
 	f.t.Helper()
 	timeout := time.After(30 * time.Second)
-	for !ok(f.hub.view("k")) {
+	for !ok(f.watcher.view("k")) {
 		select {
 		case <-f.sub.changed:
 		case <-timeout:
-			f.t.Fatalf("the hub never showed %s", what)
+			f.t.Fatalf("the watcher never showed %s", what)
 		}
 	}
 }
 
-// stall deletes the hub's consumer on the server: its watcher gets nothing
+// stall deletes the watcher's consumer on the server: its KV watcher gets nothing
 // more, as when its server dies, and would recover by itself only after the
 // ordered consumer's heartbeat check (about 10 s).
-func (f *hubFixture) stall() {
+func (f *watcherFixture) stall() {
 	f.t.Helper()
 	f.stallStream("KV_HUB")
 }
 
-// stallStream deletes the one consumer on the stream, the hub's.
-func (f *hubFixture) stallStream(name string) {
+// stallStream deletes the one consumer on the stream, the watcher's.
+func (f *watcherFixture) stallStream(name string) {
 	f.t.Helper()
 	ctx := context.Background()
 	stream, err := f.js.Stream(ctx, name)
@@ -83,39 +83,39 @@ func (f *hubFixture) stallStream(name string) {
 		deleted++
 	}
 	if names.Err() != nil || deleted != 1 {
-		f.t.Fatalf("deleted %d consumers (%v), want the hub's one", deleted, names.Err())
+		f.t.Fatalf("deleted %d consumers (%v), want the watcher's one", deleted, names.Err())
 	}
 }
 
-func (f *hubFixture) replaced() (int, string) {
-	f.hub.mu.Lock()
-	defer f.hub.mu.Unlock()
-	return f.hub.replaced, f.hub.reason
+func (f *watcherFixture) replaced() (int, string) {
+	f.watcher.mu.Lock()
+	defer f.watcher.mu.Unlock()
+	return f.watcher.replaced, f.watcher.reason
 }
 
-func TestHubReplacesAWatcherThatMissesThisProcesssWrite(t *testing.T) {
+func TestWatcherReplacesAKVWatcherThatMissesThisProcesssWrite(t *testing.T) {
 	t.Parallel()
-	f := startHub(t)
+	f := startWatcher(t)
 	f.put("released:x") // not held: the silence rule does not apply
 	f.stall()
 	rev, err := f.kv.Put(context.Background(), "k", []byte("released:y"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.hub.wrote(rev)
+	f.watcher.wrote(rev)
 	f.await("the write after the stall", func(v keyView) bool { return v.latest != nil && v.latest.Revision() == rev })
 	if n, reason := f.replaced(); n != 1 || reason != "a write of this process was not delivered" {
 		t.Errorf("replaced %d watchers, last because %q; want 1, for the missing write", n, reason)
 	}
 }
 
-func TestHubReplacesAWatcherSilentWhileAKeyIsHeld(t *testing.T) {
+func TestWatcherReplacesAKVWatcherSilentWhileAKeyIsHeld(t *testing.T) {
 	t.Parallel()
-	f := startHub(t)
+	f := startWatcher(t)
 	f.put("holder")
 	f.stall()
-	// Polled: the hub has no event for this.
-	testenv.Eventually(t, "the hub to replace its silent watcher", 30*time.Second, func() bool {
+	// Polled: the watcher has no event for this.
+	testenv.Eventually(t, "the watcher to replace its silent KV watcher", 30*time.Second, func() bool {
 		n, _ := f.replaced()
 		return n > 0
 	})
@@ -125,22 +125,22 @@ func TestHubReplacesAWatcherSilentWhileAKeyIsHeld(t *testing.T) {
 	f.put("holder") // the new watcher delivers
 }
 
-func TestHubShowsAKeyThatAgedOutWhileItsWatcherStalled(t *testing.T) {
+func TestWatcherShowsAKeyThatAgedOutWhileItsKVWatcherStalled(t *testing.T) {
 	t.Parallel()
-	f := startHub(t)
+	f := startWatcher(t)
 	f.put("holder")
 	f.stall()
 	// Without expiry markers the key vanishes silently; only a new
 	// watcher's initial state shows it gone.
 	f.await("the key gone", func(v keyView) bool { return v.ready && v.latest == nil })
 	if n, _ := f.replaced(); n == 0 {
-		t.Error("the hub showed the key gone without replacing its watcher")
+		t.Error("the watcher showed the key gone without replacing its KV watcher")
 	}
 }
 
-func TestHubReplacesAWatcherThatFallsBehindWhileThisProcessKeepsWriting(t *testing.T) {
+func TestWatcherReplacesAKVWatcherThatFallsBehindWhileThisProcessKeepsWriting(t *testing.T) {
 	t.Parallel()
-	f := startHub(t)
+	f := startWatcher(t)
 	f.put("released:x") // not held: the silence rule does not apply
 	f.stall()
 	// Writes every 200 ms, none delivered: the watcher owes them for more
@@ -148,13 +148,13 @@ func TestHubReplacesAWatcherThatFallsBehindWhileThisProcessKeepsWriting(t *testi
 	deadline := time.Now().Add(30 * time.Second)
 	for n, _ := f.replaced(); n == 0; n, _ = f.replaced() {
 		if time.Now().After(deadline) {
-			t.Fatal("the hub never replaced a watcher that delivered none of this process's writes")
+			t.Fatal("the watcher never replaced a KV watcher that delivered none of this process's writes")
 		}
 		rev, err := f.kv.Put(context.Background(), "k", []byte("released:y"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.hub.wrote(rev)
+		f.watcher.wrote(rev)
 		time.Sleep(200 * time.Millisecond) // the pace of this process's writes
 	}
 	if _, reason := f.replaced(); reason != "a write of this process was not delivered" {
@@ -195,7 +195,7 @@ func TestObserveCarriesOnAcrossAStalledWatcher(t *testing.T) {
 	}
 	next("a")
 
-	f := &hubFixture{t: t, js: js, kv: kv, hub: b.hub}
+	f := &watcherFixture{t: t, js: js, kv: kv, watcher: b.watcher}
 	f.stallStream("KV_OBS")
 	for _, v := range []string{"released:a", "b"} {
 		if _, err := kv.Put(ctx, "k", []byte(v)); err != nil {
@@ -203,7 +203,7 @@ func TestObserveCarriesOnAcrossAStalledWatcher(t *testing.T) {
 		}
 	}
 	// Either nats.go's ordered consumer notices the deletion and resumes
-	// where it stopped (the release, then b), or the hub replaces the
+	// where it stopped (the release, then b), or the watcher replaces the
 	// watcher once the held key's bucket stays silent, and the new watcher
 	// finds b (the release left no trace). Either way b is reported.
 	timeout := time.After(30 * time.Second)
