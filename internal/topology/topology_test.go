@@ -1,4 +1,4 @@
-package topology
+package topology_test
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
 func TestMain(m *testing.M) {
-	ServeIfAsked()
+	topology.ServeIfAsked()
 	testenv.VerifyNoLeaks(m)
 }
 
@@ -24,7 +25,7 @@ const formTimeout = 60 * time.Second
 
 // startEmbedded starts every server of topo in this process and waits until
 // they have formed; all stop, and the proxies close, when the test ends.
-func startEmbedded(t *testing.T, topo *Topology) map[string]*server.Server {
+func startEmbedded(t *testing.T, topo *topology.Topology) map[string]*server.Server {
 	t.Helper()
 	t.Cleanup(topo.Close)
 	servers := map[string]*server.Server{}
@@ -51,12 +52,12 @@ func startEmbedded(t *testing.T, topo *Topology) map[string]*server.Server {
 // it sets with the options of the same server started in this process.
 func TestConfigSaysWhatTheEmbeddedOptionsSay(t *testing.T) {
 	dir := t.TempDir()
-	sc, err := Supercluster([]int{2, 1}, Options{Dir: dir, SyncAlways: true})
+	sc, err := topology.Supercluster([]int{2, 1}, topology.Options{Dir: dir, SyncAlways: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	leaf, err := Leaf(Options{Dir: dir, Direct: true})
+	leaf, err := topology.Leaf(topology.Options{Dir: dir, Direct: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestConfigSaysWhatTheEmbeddedOptionsSay(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", s.Name, err, s.Config())
 		}
 		want := &server.Options{}
-		s.configure(want)
+		topology.Configure(s, want)
 		for _, f := range []struct {
 			name      string
 			got, want any
@@ -122,7 +123,7 @@ func TestConfigSaysWhatTheEmbeddedOptionsSay(t *testing.T) {
 // their routes to it, heals, and sees the cluster whole again.
 func TestClusterFormsAndARouteCutIsSeen(t *testing.T) {
 	t.Parallel()
-	topo, err := Cluster("kit", 3, Options{Dir: t.TempDir(), ProxyRoutes: true})
+	topo, err := topology.Cluster("kit", 3, topology.Options{Dir: t.TempDir(), ProxyRoutes: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func routedTo(s *server.Server, peer string) bool {
 // heals, and sees the supercluster whole again.
 func TestSuperclusterFormsAndARegionCutIsSeen(t *testing.T) {
 	t.Parallel()
-	topo, err := Supercluster([]int{1, 1}, Options{Dir: t.TempDir()})
+	topo, err := topology.Supercluster([]int{1, 1}, topology.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestSuperclusterFormsAndARegionCutIsSeen(t *testing.T) {
 // link back.
 func TestLeafServerInAChildProcessIsKilledAndStartsAgain(t *testing.T) {
 	t.Parallel()
-	topo, err := Leaf(Options{Dir: t.TempDir()})
+	topo, err := topology.Leaf(topology.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestLeafServerInAChildProcessIsKilledAndStartsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { embedded.Shutdown(hub) })
-	leaf := NewProcess(topo.Server("leaf"), Self(), os.Stderr)
+	leaf := topology.NewProcess(topo.Server("leaf"), topology.Self(), os.Stderr)
 	if err := leaf.Start(); err != nil {
 		t.Fatal(err)
 	}
