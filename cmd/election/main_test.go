@@ -48,12 +48,6 @@ func buildElection(t *testing.T) string {
 	return e2e.BuildElection(t)
 }
 
-// buildOnce returns the path of pkg's binary, named name, built once.
-func buildOnce(t *testing.T, name, pkg string) string {
-	t.Helper()
-	return e2e.BuildOnce(t, name, pkg)
-}
-
 // daemon is an election process of a test.
 type daemon struct {
 	*e2e.Process

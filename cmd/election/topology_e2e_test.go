@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	kit "github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,44 +27,6 @@ import (
 // A sampler reads /proc every few milliseconds for the workload's sleep
 // processes, each carrying its fencing token in its environment, and the
 // tests fail if two tokens ever run at once.
-
-// buildNATSServer builds nats-server, at the version go.mod requires, once
-// for the run.
-func buildNATSServer(t *testing.T) string {
-	t.Helper()
-	return buildOnce(t, "nats-server", "github.com/nats-io/nats-server/v2")
-}
-
-// startNATSServers starts every server of topo as a standalone nats-server
-// process (bin), configured with a file, its log in a file of the test's;
-// each is killed when the test ends if it still runs. It returns once every
-// server takes clients and they have formed.
-func startNATSServers(t *testing.T, bin string, topo *kit.Topology) map[string]*kit.Process {
-	t.Helper()
-	logs := t.TempDir()
-	servers := map[string]*kit.Process{}
-	for _, s := range topo.Servers {
-		log, err := os.Create(filepath.Join(logs, "nats-server-"+s.Name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := kit.NewProcess(s, kit.Binary(bin), log)
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			p.Kill()
-			log.Close()
-		})
-		servers[s.Name] = p
-	}
-	// Three servers' gateways and a meta leader elected across them: on a
-	// machine busy with the other packages' tests this took over 30 s once.
-	if err := topo.AwaitFormed(context.Background(), 2*waitTimeout); err != nil {
-		t.Fatal(err)
-	}
-	return servers
-}
 
 // workloads samples the live sleep processes of the commands carrying a
 // mark, by fencing token, until the test ends.
@@ -231,7 +194,6 @@ func awaitWatching(t *testing.T, js jetstream.JetStream, p *kit.Process, name, b
 // bucket"). Two workloads never run at once.
 func TestSuperclusterPlacementAndFailover(t *testing.T) {
 	t.Parallel()
-	natsServer := buildNATSServer(t)
 	bin := buildElection(t)
 	// Three one-server clusters, each server named after its region and
 	// tagged with it, linked straight to each other.
@@ -242,7 +204,7 @@ func TestSuperclusterPlacementAndFailover(t *testing.T) {
 	for _, s := range topo.Servers {
 		s.Name, s.Tags = s.Region, []string{"region:" + s.Region}
 	}
-	servers := startNATSServers(t, natsServer, topo)
+	servers := e2e.StartNATSServers(t, topo)
 
 	c3 := servers["C3"].Server.ClientURL()
 	code, stdout, stderr := runCLI(t, "bucket", "create", "-s", c3, "--bucket", "HOME", "--ttl", "2s", "--cluster", "C1")
@@ -347,14 +309,13 @@ func TestSuperclusterPlacementAndFailover(t *testing.T) {
 // does not exist.
 func TestLeafNodeCandidateOfTheHubsBucket(t *testing.T) {
 	t.Parallel()
-	natsServer := buildNATSServer(t)
 	bin := buildElection(t)
 	topo, err := kit.Leaf(kit.Options{Dir: t.TempDir(), Direct: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	topo.Server("leaf").PingInterval = time.Second
-	servers := startNATSServers(t, natsServer, topo)
+	servers := e2e.StartNATSServers(t, topo)
 	hub, leaf := servers["hub"], servers["leaf"]
 
 	code, stdout, stderr := runCLI(t, "bucket", "create", "-s", hub.Server.ClientURL(), "--bucket", "GLOBAL", "--ttl", "2s")

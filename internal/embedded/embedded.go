@@ -1,9 +1,10 @@
-// Package embedded starts JetStream nats-server instances inside the process,
-// on free loopback ports: for tests, the demo and the chaos harness.
+// Package embedded starts single JetStream nats-server instances inside the
+// process, on free loopback ports: for tests, the demo and the chaos
+// harness. Topologies of several servers are package topology's, which
+// starts each of its servers here.
 package embedded
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// readyTimeout bounds how long a server, or a cluster, may take to start.
+// readyTimeout bounds how long a server may take to take clients.
 const readyTimeout = 30 * time.Second
 
 // Server starts a single JetStream server storing its data in dir.
@@ -34,44 +35,6 @@ func Configured(dir string, configure func(*server.Options)) (*server.Server, er
 	}
 	configure(opts)
 	return start(opts)
-}
-
-// Cluster starts one JetStream server per directory in dirs, clustered over
-// loopback routes, and returns once they have elected a meta leader and every
-// node is current.
-func Cluster(name string, dirs []string) ([]*server.Server, error) {
-	ports, err := FreePorts(len(dirs))
-	if err != nil {
-		return nil, err
-	}
-	var routes []string
-	for _, p := range ports {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
-	}
-	var nodes []*server.Server
-	for i, dir := range dirs {
-		s, err := start(&server.Options{
-			ServerName: fmt.Sprintf("%s-n%d", name, i+1),
-			Host:       "127.0.0.1",
-			Port:       server.RANDOM_PORT,
-			JetStream:  true,
-			StoreDir:   dir,
-			NoLog:      true,
-			NoSigs:     true,
-			Cluster:    server.ClusterOpts{Name: name, Host: "127.0.0.1", Port: ports[i]},
-			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		if err != nil {
-			Shutdown(nodes...)
-			return nil, err
-		}
-		nodes = append(nodes, s)
-	}
-	if err := waitClusterReady(nodes); err != nil {
-		Shutdown(nodes...)
-		return nil, err
-	}
-	return nodes, nil
 }
 
 // ClientURLs returns the servers' client URLs joined by commas, as
@@ -105,30 +68,6 @@ func start(opts *server.Options) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded nats-server %s: not ready for connections after %v", opts.ServerName, readyTimeout)
 	}
 	return s, nil
-}
-
-func waitClusterReady(nodes []*server.Server) error {
-	deadline := time.Now().Add(readyTimeout)
-	for time.Now().Before(deadline) {
-		if clusterReady(nodes) {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return errors.New("embedded nats-server cluster: no meta leader with all peers current after " + readyTimeout.String())
-}
-
-func clusterReady(nodes []*server.Server) bool {
-	leader := false
-	for _, s := range nodes {
-		if !s.JetStreamIsCurrent() {
-			return false
-		}
-		if s.JetStreamIsLeader() {
-			leader = len(s.JetStreamClusterPeers()) == len(nodes)
-		}
-	}
-	return leader
 }
 
 // FreePorts finds n free loopback ports and releases them for the caller, for

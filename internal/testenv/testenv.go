@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election/internal/embedded"
+	"github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,14 +42,31 @@ func ConfiguredServer(t testing.TB, configure func(*server.Options)) *server.Ser
 	return s
 }
 
-// Cluster starts a 3-node JetStream cluster for the test.
+// clusterFormTimeout bounds how long Cluster's servers may take to form.
+const clusterFormTimeout = 60 * time.Second
+
+// Cluster starts a 3-node JetStream cluster named kvelect for the test, in
+// this process and linked directly (topology.Cluster), and returns its
+// servers once they have formed: routed to each other, with a meta leader
+// that sees every other server current.
 func Cluster(t testing.TB) []*server.Server {
 	t.Helper()
-	nodes, err := embedded.Cluster("kvelect", []string{t.TempDir(), t.TempDir(), t.TempDir()})
+	topo, err := topology.Cluster("kvelect", 3, topology.Options{Dir: t.TempDir(), Direct: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var nodes []*server.Server
 	t.Cleanup(func() { embedded.Shutdown(nodes...) })
+	for _, s := range topo.Servers {
+		n, err := s.StartEmbedded()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	if err := topo.AwaitFormed(context.Background(), clusterFormTimeout); err != nil {
+		t.Fatal(err)
+	}
 	return nodes
 }
 

@@ -14,7 +14,7 @@ import (
 
 // Server is how one nats-server of a topology is configured. The builders
 // (Single, Cluster, Supercluster, Leaf) fill it in; a caller may change a
-// field (a name, tags, a ping interval) before the server starts.
+// field (a name, tags, a ping interval, accounts) before the server starts.
 type Server struct {
 	Name   string // the server's name, as JetStream and the monitoring endpoints give it
 	Region string // the cluster of a supercluster (C1, C2, …), hub or leaf; "" otherwise
@@ -48,6 +48,27 @@ type Server struct {
 	// PingInterval is the server's ping interval, for its clients and its
 	// leaf node link (0: nats-server's default, 2 minutes).
 	PingInterval time.Duration
+	// Accounts are the server's accounts and their users; with none, every
+	// client is in the global account, without logging in.
+	Accounts []Account
+	// SystemAccount names the account of Accounts that is the system
+	// account ("" for nats-server's own, $SYS).
+	SystemAccount string
+}
+
+// Account is an account of a server, with its users.
+type Account struct {
+	Name      string
+	JetStream bool // the account's users may use JetStream
+	Users     []User
+}
+
+// User is a user of an account, who logs in with a password.
+type User struct {
+	Name, Password string
+	// DenyPublish lists the subjects the user may not publish to (none:
+	// it may publish to any).
+	DenyPublish []string
 }
 
 // ClientURL returns the server's client URL.
@@ -84,6 +105,43 @@ func (s *Server) configure(o *server.Options) {
 	if s.LeafRemote != "" {
 		o.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: []*url.URL{mustParse(s.LeafRemote)}, IgnoreDiscoveredServers: true}}
 	}
+	if accounts := s.accountsConfig(); accounts != "" {
+		// An account made in Go cannot be given JetStream before its
+		// server starts (the switch is unexported), so the server takes its
+		// accounts from the block Config writes.
+		if err := o.ProcessConfigString(accounts); err != nil {
+			panic(fmt.Sprintf("topology: the accounts of %s: %v\n%s", s.Name, err, accounts))
+		}
+	}
+}
+
+// accountsConfig returns the server's accounts and system account as a
+// configuration file's lines, "" if it has none.
+func (s *Server) accountsConfig() string {
+	var b strings.Builder
+	if len(s.Accounts) > 0 {
+		b.WriteString("accounts {\n")
+		for _, a := range s.Accounts {
+			fmt.Fprintf(&b, "  %q {\n", a.Name)
+			if a.JetStream {
+				b.WriteString("    jetstream: enabled\n")
+			}
+			b.WriteString("    users: [\n")
+			for _, u := range a.Users {
+				fmt.Fprintf(&b, "      {user: %q, password: %q", u.Name, u.Password)
+				if len(u.DenyPublish) > 0 {
+					fmt.Fprintf(&b, ", permissions: {publish: {deny: %s}}", quoted(u.DenyPublish))
+				}
+				b.WriteString("}\n")
+			}
+			b.WriteString("    ]\n  }\n")
+		}
+		b.WriteString("}\n")
+	}
+	if s.SystemAccount != "" {
+		fmt.Fprintf(&b, "system_account: %q\n", s.SystemAccount)
+	}
+	return b.String()
 }
 
 // mustParse parses a URL the builders made.
@@ -149,6 +207,7 @@ func (s *Server) Config() string {
 	case s.LeafRemote != "":
 		fmt.Fprintf(&b, "leafnodes {\n  remotes: [{url: %q, ignore_discovered_servers: true}]\n}\n", s.LeafRemote)
 	}
+	b.WriteString(s.accountsConfig())
 	return b.String()
 }
 

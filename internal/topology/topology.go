@@ -1,7 +1,7 @@
-// Package topology starts the multi-server NATS topologies that the
-// integration tests, the end-to-end tests and the chaos harness run: a
-// cluster, a supercluster (clusters joined by gateways) and a hub with a leaf
-// node, on loopback ports.
+// Package topology starts every multi-server NATS topology that the tests
+// (testenv.Cluster among them), the end-to-end tests and the chaos harness
+// run: a cluster, a supercluster (clusters joined by gateways) and a hub with
+// a leaf node, on loopback ports.
 //
 // A builder (Single, Cluster, Supercluster, Leaf) chooses the ports and
 // describes every server as a Server, which a caller starts in this process

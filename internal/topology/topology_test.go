@@ -1,21 +1,27 @@
-package topology
+package topology_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/internal/topology"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestMain(m *testing.M) {
-	ServeIfAsked()
+	topology.ServeIfAsked()
 	testenv.VerifyNoLeaks(m)
 }
 
@@ -24,7 +30,7 @@ const formTimeout = 60 * time.Second
 
 // startEmbedded starts every server of topo in this process and waits until
 // they have formed; all stop, and the proxies close, when the test ends.
-func startEmbedded(t *testing.T, topo *Topology) map[string]*server.Server {
+func startEmbedded(t *testing.T, topo *topology.Topology) map[string]*server.Server {
 	t.Helper()
 	t.Cleanup(topo.Close)
 	servers := map[string]*server.Server{}
@@ -51,17 +57,18 @@ func startEmbedded(t *testing.T, topo *Topology) map[string]*server.Server {
 // it sets with the options of the same server started in this process.
 func TestConfigSaysWhatTheEmbeddedOptionsSay(t *testing.T) {
 	dir := t.TempDir()
-	sc, err := Supercluster([]int{2, 1}, Options{Dir: dir, SyncAlways: true})
+	sc, err := topology.Supercluster([]int{2, 1}, topology.Options{Dir: dir, SyncAlways: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	leaf, err := Leaf(Options{Dir: dir, Direct: true})
+	leaf, err := topology.Leaf(topology.Options{Dir: dir, Direct: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	leaf.Servers[1].PingInterval = time.Second
 	leaf.Servers[0].Tags = []string{"region:hub"}
+	leaf.Servers[0].Accounts, leaf.Servers[0].SystemAccount = testAccounts, "SYS"
 	for _, s := range append(sc.Servers, leaf.Servers...) {
 		file := filepath.Join(dir, s.Name+".conf")
 		if err := os.WriteFile(file, []byte(s.Config()), 0o600); err != nil {
@@ -72,7 +79,7 @@ func TestConfigSaysWhatTheEmbeddedOptionsSay(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", s.Name, err, s.Config())
 		}
 		want := &server.Options{}
-		s.configure(want)
+		topology.Configure(s, want)
 		for _, f := range []struct {
 			name      string
 			got, want any
@@ -93,6 +100,9 @@ func TestConfigSaysWhatTheEmbeddedOptionsSay(t *testing.T) {
 			{"gateway port", fromFile.Gateway.Port, want.Gateway.Port},
 			{"gateway advertise", fromFile.Gateway.Advertise, want.Gateway.Advertise},
 			{"leaf port", fromFile.LeafNode.Port, want.LeafNode.Port},
+			{"accounts", accountNames(fromFile), accountNames(want)},
+			{"users", users(fromFile), users(want)},
+			{"system account", fromFile.SystemAccount, want.SystemAccount},
 		} {
 			if !reflect.DeepEqual(f.got, f.want) {
 				t.Errorf("%s: %s from the file %v, embedded %v", s.Name, f.name, f.got, f.want)
@@ -117,12 +127,92 @@ func TestConfigSaysWhatTheEmbeddedOptionsSay(t *testing.T) {
 	}
 }
 
+// testAccounts are an account with JetStream and two users, one of whom
+// may not publish to $SYS subjects, and a system account.
+var testAccounts = []topology.Account{
+	{Name: "APP", JetStream: true, Users: []topology.User{
+		{Name: "app", Password: "s3cret"},
+		{Name: "limited", Password: "s3cret", DenyPublish: []string{"$SYS.>"}},
+	}},
+	{Name: "SYS", Users: []topology.User{{Name: "sys", Password: "s3cret"}}},
+}
+
+// accountNames returns the names of the accounts o configures, in order
+// (the parser takes them from a map).
+func accountNames(o *server.Options) []string {
+	var names []string
+	for _, a := range o.Accounts {
+		names = append(names, a.GetName())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// users returns the users o configures, each with its password, account
+// and the subjects it may not publish to, in order.
+func users(o *server.Options) []string {
+	var list []string
+	for _, u := range o.Users {
+		var deny []string
+		if u.Permissions != nil && u.Permissions.Publish != nil {
+			deny = u.Permissions.Publish.Deny
+		}
+		list = append(list, fmt.Sprintf("%s:%s@%s deny %v", u.Username, u.Password, u.Account.GetName(), deny))
+	}
+	slices.Sort(list)
+	return list
+}
+
+// TestAccountsLetTheirUsersIn starts a server with accounts in this process:
+// a user of the account with JetStream uses it, a user of the system
+// account sees its account's name, and a client without a user is refused.
+func TestAccountsLetTheirUsersIn(t *testing.T) {
+	t.Parallel()
+	topo, err := topology.Single(topology.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := topo.Servers[0]
+	s.Accounts, s.SystemAccount = testAccounts, "SYS"
+	startEmbedded(t, topo)
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("app", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.AccountInfo(context.Background()); err != nil {
+		t.Errorf("app's account without JetStream: %v", err)
+	}
+	sys, err := nats.Connect(s.ClientURL(), nats.UserInfo("sys", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	var info struct {
+		Data struct {
+			Account string `json:"account"`
+		} `json:"data"`
+	}
+	msg, err := sys.Request("$SYS.REQ.USER.INFO", nil, formTimeout)
+	if err != nil || json.Unmarshal(msg.Data, &info) != nil || info.Data.Account != "SYS" {
+		t.Errorf("sys's user info %+v (%v), want account SYS", info, err)
+	}
+	if nc, err := nats.Connect(s.ClientURL()); err == nil {
+		nc.Close()
+		t.Error("a client without a user got in")
+	}
+}
+
 // TestClusterFormsAndARouteCutIsSeen forms a cluster of three whose routes
 // cross proxies, cuts one server off its peers loudly, sees the others lose
 // their routes to it, heals, and sees the cluster whole again.
 func TestClusterFormsAndARouteCutIsSeen(t *testing.T) {
 	t.Parallel()
-	topo, err := Cluster("kit", 3, Options{Dir: t.TempDir(), ProxyRoutes: true})
+	topo, err := topology.Cluster("kit", 3, topology.Options{Dir: t.TempDir(), ProxyRoutes: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +252,7 @@ func routedTo(s *server.Server, peer string) bool {
 // heals, and sees the supercluster whole again.
 func TestSuperclusterFormsAndARegionCutIsSeen(t *testing.T) {
 	t.Parallel()
-	topo, err := Supercluster([]int{1, 1}, Options{Dir: t.TempDir()})
+	topo, err := topology.Supercluster([]int{1, 1}, topology.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +276,7 @@ func TestSuperclusterFormsAndARegionCutIsSeen(t *testing.T) {
 // link back.
 func TestLeafServerInAChildProcessIsKilledAndStartsAgain(t *testing.T) {
 	t.Parallel()
-	topo, err := Leaf(Options{Dir: t.TempDir()})
+	topo, err := topology.Leaf(topology.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +286,7 @@ func TestLeafServerInAChildProcessIsKilledAndStartsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { embedded.Shutdown(hub) })
-	leaf := NewProcess(topo.Server("leaf"), Self(), os.Stderr)
+	leaf := topology.NewProcess(topo.Server("leaf"), topology.Self(), os.Stderr)
 	if err := leaf.Start(); err != nil {
 		t.Fatal(err)
 	}

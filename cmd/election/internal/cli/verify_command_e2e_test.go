@@ -14,50 +14,34 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/cmd/election/internal/e2e"
-	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
+	kit "github.com/kvelect/election/internal/topology"
 )
 
-// verifyClusterConfig is the configuration of one server of a standalone
-// cluster of three, for the tests of verify and bucket check: account APP
-// has JetStream and two users, app (any subject) and limited (no $SYS
-// subject); account SYS is the system account, with its user sys.
-const verifyClusterConfig = `server_name: %[1]s
-listen: 127.0.0.1:CLIENT
-http: 127.0.0.1:HTTP
-jetstream { store_dir: %[2]q }
-cluster { name: verify, listen: 127.0.0.1:%[3]d, routes: [%[4]s] }
-accounts {
-  APP { jetstream: enabled, users: [
-    {user: app, password: %[5]q}
-    {user: limited, password: %[5]q, permissions: {publish: {deny: ["$SYS.>"]}}}
-  ] }
-  SYS { users: [{user: sys, password: %[5]q}] }
-}
-system_account: SYS
-`
-
 // startVerifyCluster starts a standalone cluster of three nats-server
-// processes and returns the client URL of the first.
+// processes, v1 to v3, of the cluster verify, and returns the client URL of
+// the first. Account APP has JetStream and two users, app (any subject) and
+// limited (no $SYS subject); account SYS is the system account, with its
+// user sys; all log in with the password secret.
 func startVerifyCluster(t *testing.T) string {
 	t.Helper()
-	routes, err := embedded.FreePorts(3)
+	topo, err := kit.Cluster("verify", 3, kit.Options{Dir: t.TempDir(), Direct: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var urls []string
-	for _, port := range routes {
-		urls = append(urls, fmt.Sprintf("nats-route://127.0.0.1:%d", port))
-	}
-	var first string
-	for i, port := range routes {
-		name := fmt.Sprintf("v%d", i+1)
-		url := e2e.StartNATSServer(t, name, fmt.Sprintf(verifyClusterConfig, name, t.TempDir(), port, strings.Join(urls, ", "), secret))
-		if first == "" {
-			first = url
+	for i, s := range topo.Servers {
+		s.Name = fmt.Sprintf("v%d", i+1)
+		s.Accounts = []kit.Account{
+			{Name: "APP", JetStream: true, Users: []kit.User{
+				{Name: "app", Password: secret},
+				{Name: "limited", Password: secret, DenyPublish: []string{"$SYS.>"}},
+			}},
+			{Name: "SYS", Users: []kit.User{{Name: "sys", Password: secret}}},
 		}
+		s.SystemAccount = "SYS"
 	}
-	return first
+	e2e.StartNATSServers(t, topo)
+	return topo.Servers[0].ClientURL()
 }
 
 // asVerifyUser runs election args as user of the verify cluster at url.

@@ -2,20 +2,20 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/kvelect/election/internal/embedded"
 	"github.com/kvelect/election/internal/testenv"
+	"github.com/kvelect/election/internal/topology"
 )
 
 // Process is an election process of a test, its output logged to a file.
@@ -231,22 +231,35 @@ func (p *Process) ExitCode() int { return p.code }
 // Stderr is what the command has written on its standard error so far.
 func (w *Watched) Stderr() string { return w.stderr.String() }
 
-// StartNATSServer runs a nats-server process, built from the module this
-// one requires, with config, whose ports CLIENT and HTTP it fills in with
-// free ones; it returns the server's client URL. The server is killed when
-// the test ends.
-func StartNATSServer(t *testing.T, name, config string) (clientURL string) {
+// StartNATSServers starts every server of topo as a standalone nats-server
+// process, built from the module this one requires and configured with a
+// file (topology.Binary), its log in a file of the test's; each is killed
+// when the test ends if it still runs. It returns the processes by server
+// name once every server takes clients and they have formed.
+func StartNATSServers(t *testing.T, topo *topology.Topology) map[string]*topology.Process {
 	t.Helper()
 	bin := BuildOnce(t, "nats-server", "github.com/nats-io/nats-server/v2")
-	ports, err := embedded.FreePorts(2)
-	if err != nil {
+	logs := t.TempDir()
+	servers := map[string]*topology.Process{}
+	for _, s := range topo.Servers {
+		log, err := os.Create(filepath.Join(logs, "nats-server-"+s.Name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := topology.NewProcess(s, topology.Binary(bin), log)
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			p.Kill()
+			log.Close()
+		})
+		servers[s.Name] = p
+	}
+	// Three servers' gateways and a meta leader elected across them: on a
+	// machine busy with the other packages' tests this took over 30 s once.
+	if err := topo.AwaitFormed(context.Background(), 2*WaitTimeout); err != nil {
 		t.Fatal(err)
 	}
-	config = strings.NewReplacer("CLIENT", strconv.Itoa(ports[0]), "HTTP", strconv.Itoa(ports[1])).Replace(config)
-	file := filepath.Join(t.TempDir(), name+".conf")
-	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	StartProcess(t, bin, "nats-server-"+name, "-c", file)
-	return fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
+	return servers
 }
