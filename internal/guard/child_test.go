@@ -4,8 +4,10 @@ package guard
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -340,5 +342,36 @@ func TestAwaitStartFindsTheCommandOfAStoppedGuard(t *testing.T) {
 	early.Wait()
 	if took := time.Since(began); took < 200*time.Millisecond {
 		t.Errorf("awaitStart gave up after %v, before the deadline", took)
+	}
+}
+
+// TestAwaitStartLeavesNothingOfAGuardThatNeverReports stands a shell in for
+// a guard that runs but has reported nothing by the deadline, as a guard
+// late on a loaded machine, and that keeps starting processes until it is
+// killed, as such a guard may start COMMAND at any moment: once awaitStart
+// has given up at the deadline, nothing the stand-in started runs, not
+// even what it started while awaitStart was killing the rest.
+func TestAwaitStartLeavesNothingOfAGuardThatNeverReports(t *testing.T) {
+	mark := testenv.NewMark()
+	late := exec.Command("sh", "-c", testenv.WithMark(`while :; do sleep MARK & done`, mark))
+	late.Env = append(os.Environ(), "KVELECT_TOKEN=7")
+	if err := late.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		late.Process.Kill()
+		late.Wait()
+		for pid := range testenv.Marked(mark) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+	pid, err := awaitStart(late, make(chan string), time.Now())
+	if err == nil || !strings.Contains(err.Error(), "reported nothing") {
+		t.Errorf("awaitStart of a stand-in that never reports: %d, %v; want an error at the deadline", pid, err)
+	}
+	late.Wait()
+	if left := testenv.Marked(mark); len(left) > 0 {
+		t.Errorf("%d processes of the stand-in run on after awaitStart gave up on it, such as %d", len(left), slices.Min(slices.Collect(maps.Keys(left))))
 	}
 }

@@ -119,7 +119,7 @@ const startPoll = 5 * time.Millisecond
 // reports nothing: COMMAND is then its child that leads a process group of
 // its own, found in /proc (on Linux). A guard that reports nothing and has
 // no such child by the work deadline until is killed with whatever it
-// started.
+// started (killUnreported) before awaitStart returns.
 func awaitStart(cmd *exec.Cmd, lines <-chan string, until time.Time) (int, error) {
 	deadline := time.NewTimer(time.Until(until))
 	defer deadline.Stop()
@@ -148,13 +148,53 @@ func awaitStart(cmd *exec.Cmd, lines <-chan string, until time.Time) (int, error
 				}
 			}
 		case <-deadline.C:
-			for _, pid := range descendants(cmd.Process.Pid) {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-			cmd.Process.Kill()
+			killUnreported(cmd.Process)
 			return 0, errors.New("the guard of COMMAND reported nothing until the leadership's work deadline (was it stopped?): killed it")
 		}
 	}
+}
+
+// killUnreported kills a guard that reported nothing by the work deadline,
+// and everything it started. Such a guard may be running late (a loaded
+// machine) and start COMMAND at any moment until it dies: a COMMAND it
+// started after its descendants were listed, and before it was killed,
+// would be reparented away from it and run on unseen, past the leadership.
+// So the guard is stopped first (SIGSTOP, which it cannot catch): once all
+// its threads have stopped it starts nothing more and reaps nothing, and
+// whatever it started stays in its tree. Its live descendants are then
+// killed, again until none is left (a killed process runs until the kernel
+// has ended it; zombies run no more), and only then the guard itself, which
+// the caller reaps. When killUnreported returns, nothing the guard started
+// runs.
+func killUnreported(guard *os.Process) {
+	syscall.Kill(guard.Pid, syscall.SIGSTOP)
+	// A thread in the middle of starting COMMAND (vfork) stops once COMMAND
+	// has been executed. One that does not stop (uninterruptible) is given
+	// guardConfirm; its tree is killed all the same then.
+	giveUp := time.NewTimer(guardConfirm)
+	defer giveUp.Stop()
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	for waiting := true; waiting && !stoppedWhole(guard.Pid); {
+		select {
+		case <-giveUp.C:
+			waiting = false
+		case <-poll.C:
+		}
+	}
+	pause := time.Millisecond
+	for {
+		live := descendants(guard.Pid)
+		if len(live) == 0 {
+			break
+		}
+		for _, pid := range live {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(pause) // no event tells of the end of a process that is not a child: look again
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+	guard.Kill()
 }
 
 // readReports sends each line the guard reports on lines, and closes lines

@@ -88,6 +88,34 @@ func isStopped(pid int) bool {
 	return ok && p.stopped
 }
 
+// stoppedWhole reports whether every thread of process pid is stopped (by
+// a signal or a debugger), or pid is a zombie or gone: it runs no more
+// code. /proc/PID/stat shows the main thread alone, and a multithreaded
+// process (the guard is a Go program) stops thread by thread.
+func stoppedWhole(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return true // gone
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(dir + task.Name() + "/stat")
+		if err != nil {
+			continue // the thread has exited
+		}
+		fields := bytes.Fields(stat[bytes.LastIndexByte(stat, ')')+1:])
+		if len(fields) == 0 {
+			continue
+		}
+		switch string(fields[0]) {
+		case "T", "t", "Z", "X":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // groupLeaderChild returns the child of process parent that leads a
 // process group of its own, or 0 if it has none.
 func groupLeaderChild(parent int) int {

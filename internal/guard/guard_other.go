@@ -32,6 +32,10 @@ func descendants(root int) []int { return nil }
 // not known.
 func isStopped(pid int) bool { return false }
 
+// stoppedWhole reports true: without /proc there is no tree to list, so
+// waiting for a process to stop gains nothing.
+func stoppedWhole(pid int) bool { return true }
+
 // groupLeaderChild returns 0: without /proc, a process's children are not
 // known.
 func groupLeaderChild(parent int) int { return 0 }

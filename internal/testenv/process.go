@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -47,18 +48,36 @@ func WithMark(script, mark string) string { return strings.ReplaceAll(script, "M
 // arguments hold the command.
 func Marked(mark string) map[int]uint64 {
 	found := map[int]uint64{}
+	for pid, p := range MarkedProcs(mark) {
+		found[pid] = p.Token
+	}
+	return found
+}
+
+// MarkedProc is a process Marked found: its fencing token, and its start
+// time, which tells it from a later process given the same ID.
+type MarkedProc struct {
+	Token uint64
+	Start uint64 // clock ticks after boot (StartTime)
+}
+
+// MarkedProcs is Marked with each process's start time, read as it was
+// found.
+func MarkedProcs(mark string) map[int]MarkedProc {
+	found := map[int]MarkedProc{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
+		start := StartTime(pid) // before the rest: a process found with it started then
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err != nil || !bytes.Contains(cmdline, []byte(mark)) || !Alive(pid) {
 			continue
 		}
-		if token := tokenOf(pid); token != 0 {
-			found[pid] = token
+		if token := tokenOf(pid); token != 0 && StartTime(pid) == start {
+			found[pid] = MarkedProc{Token: token, Start: start}
 		}
 	}
 	return found
@@ -115,6 +134,46 @@ func Parent(pid int) int {
 	ppid, _ := strconv.Atoi(fields[1])
 	return ppid
 }
+
+// StartTime is when process pid started, in clock ticks after boot (field
+// 22 of /proc/PID/stat), 0 if pid does not exist: with the ID, it names one
+// process, as IDs are given again once their process is gone.
+func StartTime(pid int) uint64 {
+	fields := statFields(pid)
+	if len(fields) < 20 {
+		return 0
+	}
+	start, _ := strconv.ParseUint(fields[19], 10, 64)
+	return start
+}
+
+// Dying reports whether process pid has been killed and is ending, though
+// not a zombie yet: it has begun to exit (PF_EXITING in its flags), or a
+// SIGKILL is pending for it. It runs none of its code any more.
+func Dying(pid int) bool {
+	fields := statFields(pid)
+	if len(fields) < 7 {
+		return false
+	}
+	if flags, _ := strconv.ParseUint(fields[6], 10, 64); flags&pfExiting != 0 {
+		return true
+	}
+	status, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, line := range strings.Split(string(status), "\n") {
+		name, mask, ok := strings.Cut(line, ":")
+		if !ok || (name != "SigPnd" && name != "ShdPnd") {
+			continue
+		}
+		if bits, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && bits&(1<<(syscall.SIGKILL-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pfExiting is the kernel's PF_EXITING process flag: the process is
+// exiting.
+const pfExiting = 0x4
 
 // Comm is process pid's command name (its /proc comm, as ps shows it), ""
 // if pid does not exist.

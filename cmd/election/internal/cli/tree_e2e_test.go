@@ -173,6 +173,15 @@ func TestAgentLeavesNothingOfAKilledDaemon(t *testing.T) {
 		name := fmt.Sprintf("node%d", i)
 		agents[name] = e2e.StartProcess(t, bin, name, append([]string{"agent", "--name", name, "--log-format", "json"}, args...)...)
 	}
+	t.Cleanup(func() {
+		// The agents' logs go with the test's temporary directory: a
+		// failure keeps them, to tell each daemon's tenures on each node.
+		if t.Failed() {
+			for _, name := range slices.Sorted(maps.Keys(agents)) {
+				t.Logf("%s's log:\n%s", name, agents[name].Logged(t))
+			}
+		}
+	})
 	// Placement settles at two daemons a node.
 	where := map[string]string{} // mark → node
 	tokens := map[string]uint64{}
@@ -218,27 +227,24 @@ func TestAgentLeavesNothingOfAKilledDaemon(t *testing.T) {
 }
 
 // copyWatch looks every 10 ms at the processes carrying each mark and
-// records every moment at which those of one mark carry two different
-// tokens: two copies of one command running at once.
+// fails the test at every moment (the first ten) at which those of one
+// mark carry two different tokens: two copies of one command running at
+// once. It fails the test at once, so that the test's own cleanups can
+// tell it failed (and keep what explains it).
 type copyWatch struct {
+	t     *testing.T
 	marks []string
 	stop  chan struct{}
 	done  chan struct{}
-
-	twice []string // what was seen running twice, and when; read once done is closed
 }
 
-// watchCopies starts watching marks until the test ends, and then fails
-// the test if any mark ever ran twice at once.
+// watchCopies starts watching marks until the test ends.
 func watchCopies(t *testing.T, marks ...string) {
-	w := &copyWatch{marks: marks, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &copyWatch{t: t, marks: marks, stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	t.Cleanup(func() {
 		close(w.stop)
 		<-w.done
-		for _, twice := range w.twice {
-			t.Error(twice)
-		}
 	})
 }
 
@@ -248,27 +254,14 @@ func (w *copyWatch) run() {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	started := time.Now()
+	seen := 0
 	for {
 		for _, mark := range w.marks {
-			running := map[uint64]bool{}
-			procs := testenv.Marked(mark)
-			if len(slices.Compact(slices.Sorted(maps.Values(procs)))) > 1 {
-				// One scan takes a while: look again at the processes it
-				// found. Each found alive again was alive over the whole
-				// span from its first sighting, so two found alive now
-				// ran at once.
-				for pid := range procs {
-					if !testenv.Alive(pid) {
-						delete(procs, pid)
-					}
-				}
-			}
-			for _, token := range procs {
-				running[token] = true
-			}
-			if len(running) > 1 && len(w.twice) < 10 {
-				w.twice = append(w.twice, fmt.Sprintf("%s ran twice at once %v after the watch began: tokens %v in %s",
-					mark, time.Since(started).Round(time.Millisecond), slices.Sorted(maps.Keys(running)), describeProcs(procs)))
+			running := runningAtOnce(testenv.MarkedProcs(mark), sameProcess)
+			if tokens := tokensOf(running); len(tokens) > 1 && seen < 10 {
+				seen++
+				w.t.Errorf("%s ran twice at once %v after the watch began: tokens %v in %s",
+					mark, time.Since(started).Round(time.Millisecond), slices.Sorted(maps.Keys(tokens)), describeProcs(running))
 			}
 		}
 		select {
@@ -277,6 +270,69 @@ func (w *copyWatch) run() {
 		case <-tick.C:
 		}
 	}
+}
+
+// runningAtOnce returns, of the processes one scan found, those that ran
+// at one moment: all of them if they carry one token. One scan takes a
+// while, and a process found early may have gone before one found late
+// started; so when they carry two tokens or more, each is looked at again
+// (still, a function of its ID and start time): each still running was
+// running over the whole span from its sighting to now, and so all those
+// still running ran together, now. The start time tells a process from a
+// later one given its ID again, which would be no copy of the command.
+func runningAtOnce(found map[int]testenv.MarkedProc, still func(pid int, start uint64) bool) map[int]testenv.MarkedProc {
+	if len(tokensOf(found)) < 2 {
+		return found
+	}
+	running := map[int]testenv.MarkedProc{}
+	for pid, p := range found {
+		if still(pid, p.Start) {
+			running[pid] = p
+		}
+	}
+	return running
+}
+
+// TestRunningAtOnceCountsOnlyTheProcessesFoundStillRunning: of a scan that
+// found a copy of token 16 early and one of token 51 late, the early one
+// ran with the late one only if it is still running: not gone, and not
+// replaced by a later process given its ID (the IDs come round), which the
+// old recheck, by ID alone, counted as the copy it had found.
+func TestRunningAtOnceCountsOnlyTheProcessesFoundStillRunning(t *testing.T) {
+	found := map[int]testenv.MarkedProc{100: {Token: 16, Start: 5}, 200: {Token: 51, Start: 9}}
+	for _, c := range []struct {
+		what string
+		now  map[int]uint64 // the start time of each process ID now
+		want []uint64
+	}{
+		{"both still run", map[int]uint64{100: 5, 200: 9}, []uint64{16, 51}},
+		{"the early one has gone", map[int]uint64{200: 9}, []uint64{51}},
+		{"the early one's ID is another process's", map[int]uint64{100: 12, 200: 9}, []uint64{51}},
+	} {
+		still := func(pid int, start uint64) bool { return c.now[pid] == start }
+		if got := slices.Sorted(maps.Keys(tokensOf(runningAtOnce(found, still)))); !slices.Equal(got, c.want) {
+			t.Errorf("%s: tokens running at once %v, want %v", c.what, got, c.want)
+		}
+	}
+	one := map[int]testenv.MarkedProc{100: {Token: 16, Start: 5}, 101: {Token: 16, Start: 6}}
+	if got := runningAtOnce(one, func(int, uint64) bool { return false }); len(got) != 2 {
+		t.Errorf("the processes of one token: %v, want both as found, none looked at again", got)
+	}
+}
+
+// sameProcess reports whether process pid, started at start, still runs:
+// neither gone, nor a zombie, nor replaced by a later process of its ID.
+func sameProcess(pid int, start uint64) bool {
+	return testenv.Alive(pid) && testenv.StartTime(pid) == start
+}
+
+// tokensOf returns the tokens procs carry.
+func tokensOf(procs map[int]testenv.MarkedProc) map[uint64]bool {
+	tokens := map[uint64]bool{}
+	for _, p := range procs {
+		tokens[p.Token] = true
+	}
+	return tokens
 }
 
 // awaitGone waits until no process carries mark.
@@ -288,12 +344,21 @@ func awaitGone(t *testing.T, mark string) {
 	})
 }
 
-// describeProcs says of each process its ID, parent, name and token.
-func describeProcs(procs map[int]uint64) string {
+// describeProcs says of each process its ID, name, state, parent, who ran
+// it (KVELECT_NODE of an agent's daemon, KVELECT_LEADER of election run's
+// command), its token and start time, and whether it was
+// dying already (killed, not yet a zombie): what tells, of two copies at
+// once, which agent ran each and whether the older one was still running.
+func describeProcs(procs map[int]testenv.MarkedProc) string {
 	var out []string
 	for _, pid := range slices.Sorted(maps.Keys(procs)) {
-		stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		out = append(out, fmt.Sprintf("[%s token %d]", strings.TrimSpace(string(stat[:min(len(stat), 60)])), procs[pid]))
+		p := procs[pid]
+		dying := ""
+		if testenv.Dying(pid) {
+			dying = ", dying"
+		}
+		out = append(out, fmt.Sprintf("[%d %s %s parent %d run by %q token %d start %d%s]",
+			pid, testenv.Comm(pid), testenv.State(pid), testenv.Parent(pid), envOf(pid, "KVELECT_LEADER")+envOf(pid, "KVELECT_NODE"), p.Token, p.Start, dying))
 	}
 	return strings.Join(out, " ")
 }
