@@ -12,7 +12,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=devel
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.buildVersion=${VERSION}" -o /election ./cmd/election
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/kvelect/election/cmd/election/internal/cli.buildVersion=${VERSION}" -o /election ./cmd/election
 
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/

@@ -8,7 +8,7 @@ import (
 )
 
 // buildVersion is a release's version, set when it is built with
-// -ldflags "-X main.buildVersion=v1.2.3"; empty otherwise.
+// -ldflags "-X github.com/kvelect/election/cmd/election/internal/cli.buildVersion=v1.2.3"; empty otherwise.
 var buildVersion string
 
 // version says which build this is: the release's version, the module
