@@ -2,11 +2,14 @@ package election_test
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -97,4 +100,104 @@ func TestCandidatesOfTwoCallersDoNotRace(t *testing.T) {
 		}
 	}()
 	wg.Wait()
+}
+
+// TestCandidatesFollowRecordChangesAcrossWatcherRestarts changes a
+// candidate record (its priority and metadata rewritten, the record
+// deleted, purged, made invalid, written again) both while the Bucket's
+// watcher follows and while its connection is cut (the watcher restarts
+// and resyncs on reconnect): Candidates must show what the bucket holds
+// each time, never a parse cached from an earlier entry.
+func TestCandidatesFollowRecordChangesAcrossWatcherRestarts(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTRESYNC", TTL: 30 * time.Second})
+	p, err := faultproxy.New(s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	_, kv := namedConn(t, p.URL(), "watcher", "ATTRESYNC")
+	b, err := election.OpenBucket(context.Background(), kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	key := "_kvelect.candidate.job." + base64.RawURLEncoding.EncodeToString([]byte("web"))
+	record := func(priority int, zone string) []byte {
+		return []byte(fmt.Sprintf(`{"name":"web","priority":%d,"since":"2026-01-01T00:00:00Z","metadata":{"zone":%q},"writer":{"instance":"abcdefabcdef","host":"h","pid":1}}`, priority, zone))
+	}
+	put := func(v []byte) {
+		t.Helper()
+		if _, err := admin.Put(context.Background(), key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// want waits until Candidates shows one candidate of priority and zone
+	// (priority < 0: none).
+	want := func(what string, priority int, zone string) {
+		t.Helper()
+		testenv.Poll(t, what, awaitTimeout, func() ([]election.Candidate, bool) {
+			cs, err := b.Candidates(context.Background(), "job")
+			if err != nil {
+				return nil, false
+			}
+			if priority < 0 {
+				return cs, len(cs) == 0
+			}
+			return cs, len(cs) == 1 && cs[0].Priority == priority && cs[0].Metadata["zone"] == zone
+		})
+		// And it stays so: the watcher read it, nothing else is coming.
+		time.Sleep(50 * time.Millisecond)
+		cs, _ := b.Candidates(context.Background(), "job")
+		if priority < 0 && len(cs) != 0 || priority >= 0 && (len(cs) != 1 || cs[0].Priority != priority || cs[0].Metadata["zone"] != zone) {
+			t.Fatalf("%s: Candidates then shows %+v", what, cs)
+		}
+	}
+
+	put(record(1, "a"))
+	want("the first record", 1, "a")
+	put(record(5, "b"))
+	want("the rewritten record", 5, "b")
+	put([]byte(`{"name":"","priority":3}`))
+	want("an invalid record: none", -1, "")
+	put(record(2, "c"))
+	want("a valid record again", 2, "c")
+	if err := admin.Delete(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	want("the record deleted: none", -1, "")
+	put(record(4, "d"))
+	want("written after the delete", 4, "d")
+
+	// Cut: changes the watcher hears of only as it resyncs.
+	for i, change := range []func(){
+		func() { put(record(7, "e")); put(record(8, "f")) },
+		func() {
+			if err := admin.Purge(context.Background(), key); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() { put(record(9, "g")) },
+		func() { put([]byte(`not json`)) },
+		func() { put(record(6, "h")) },
+	} {
+		p.Refuse()
+		time.Sleep(100 * time.Millisecond)
+		change()
+		p.Heal()
+		switch i {
+		case 0:
+			want("rewritten twice while cut", 8, "f")
+		case 1:
+			want("purged while cut: none", -1, "")
+		case 2:
+			want("written while cut", 9, "g")
+		case 3:
+			want("made invalid while cut: none", -1, "")
+		case 4:
+			want("valid again while cut", 6, "h")
+		}
+	}
 }
