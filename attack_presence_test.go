@@ -178,3 +178,69 @@ func TestAttackACrashedRecordIsWaitedOutAtSkewedRates(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackTwoRunsOfOneNameStartedTogetherInOneBucket starts two elections
+// of "web" from one Bucket (one watcher, so each finds the other's record
+// with the moment the watcher delivered it) at the same instant, over many
+// rounds: exactly one must be refused with a *DuplicateError, and the two
+// must never lead at once.
+func TestAttackTwoRunsOfOneNameStartedTogetherInOneBucket(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTTWIN", TTL: attackTTL})
+	b, err := OpenBucket(context.Background(), admin, WithoutSplay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	for round := range 5 {
+		var mu sync.Mutex
+		leading := 0
+		var es [2]*Election
+		ended := make(chan error, 2)
+		start := make(chan struct{})
+		for i := range es {
+			e, err := b.NewElection("web", "job", WithLogger(testenv.Logger(t).With("run", i)),
+				OnWon(func(ctx context.Context) {
+					mu.Lock()
+					leading++
+					if leading > 1 {
+						t.Errorf("round %d: two runs of web lead at once", round)
+					}
+					mu.Unlock()
+					<-ctx.Done()
+					mu.Lock()
+					leading--
+					mu.Unlock()
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			es[i] = e
+			go func() { <-start; ended <- e.Start(context.Background()) }()
+		}
+		close(start)
+		var dup *DuplicateError
+		select {
+		case err := <-ended:
+			if !errors.As(err, &dup) {
+				t.Fatalf("round %d: the first Start to return returned %v, want a *DuplicateError", round, err)
+			}
+		case <-time.After(4 * attackTTL):
+			t.Fatalf("round %d: neither run was refused within 4 TTLs", round)
+		}
+		select {
+		case err := <-ended:
+			t.Fatalf("round %d: the second run ended too: %v", round, err)
+		case <-time.After(attackTTL):
+		}
+		if !es[0].IsLeader() && !es[1].IsLeader() {
+			t.Errorf("round %d: the run left is not leading", round)
+		}
+		for _, e := range es {
+			e.Stop()
+		}
+		<-ended
+	}
+}
