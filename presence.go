@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"strings"
@@ -54,9 +55,11 @@ type Candidate struct {
 }
 
 // candidate is the candidate r records for electionKey.
+// Its Metadata is the caller's own copy: the record is the watcher's,
+// parsed once and read by every caller.
 func (r *candidateRecord) candidate(electionKey string) Candidate {
 	rtt := time.Duration(r.RoundTripMS * float64(time.Millisecond))
-	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: r.Metadata, RoundTrip: rtt, Writer: r.Writer, ClockRate: r.ClockRate}
+	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: maps.Clone(r.Metadata), RoundTrip: rtt, Writer: r.Writer, ClockRate: r.ClockRate}
 }
 
 // maxMetadata bounds the size of a candidate's metadata, keys and values

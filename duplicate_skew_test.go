@@ -13,19 +13,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// attackTTL is the TTL of the presence attacks' buckets.
-const attackTTL = 2 * time.Second
+// skewTTL is the TTL of the buckets of these tests.
+const skewTTL = 2 * time.Second
 
-// attackRecord is a candidate record of "web" by the run instance names.
-func attackRecord(instance string) []byte {
+// foreignRecord is a candidate record of "web" by the run instance names.
+func foreignRecord(instance string) []byte {
 	return []byte(fmt.Sprintf(`{"name":"web","priority":1,"since":"2026-01-01T00:00:00Z","writer":{"instance":%q,"host":"elsewhere","pid":7}}`, instance))
 }
 
-func attackRecordKey() string {
+func webRecordKey() string {
 	return "_kvelect.candidate.job." + base64.RawURLEncoding.EncodeToString([]byte("web"))
 }
 
-// TestAttackALiveDuplicateStalledJustUnderATTLIsStillRefused plays a live
+// TestALiveDuplicateStalledJustUnderATTLIsStillRefused plays a live
 // duplicate of "web" by hand (compare-and-set rewrites of its record every
 // third of a TTL, on the admin connection) that stalls for 96% of a TTL,
 // then starts an election of "web" from a Bucket whose clock runs 5% fast:
@@ -34,26 +34,26 @@ func attackRecordKey() string {
 // campaign, and must be refused with a *DuplicateError once the duplicate
 // writes twice more; every rewrite of the duplicate must succeed (the
 // record stays its own throughout).
-func TestAttackALiveDuplicateStalledJustUnderATTLIsStillRefused(t *testing.T) {
+func TestALiveDuplicateStalledJustUnderATTLIsStillRefused(t *testing.T) {
 	for _, rate := range []float64{1.05, 1.0, 0.95} {
 		t.Run(fmt.Sprintf("rate %.2f", rate), func(t *testing.T) {
 			t.Parallel()
 			s := testenv.Server(t)
 			_, js := testenv.Connect(t, s.ClientURL())
-			admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTSTALL", TTL: attackTTL})
+			admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTSTALL", TTL: skewTTL})
 			b, err := OpenBucket(context.Background(), admin, WithoutSplay(), WithClock(newSkewedClock(rate)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(b.Close)
 
-			key := attackRecordKey()
-			rev, err := admin.Create(context.Background(), key, attackRecord("dup000000001"))
+			key := webRecordKey()
+			rev, err := admin.Create(context.Background(), key, foreignRecord("dup000000001"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			rewrite := func() error {
-				r, err := admin.Update(context.Background(), key, attackRecord("dup000000001"), rev)
+				r, err := admin.Update(context.Background(), key, foreignRecord("dup000000001"), rev)
 				if err == nil {
 					rev = r
 				}
@@ -61,7 +61,7 @@ func TestAttackALiveDuplicateStalledJustUnderATTLIsStillRefused(t *testing.T) {
 			}
 			// A few rewrites seen by the Bucket's watcher.
 			for range 3 {
-				time.Sleep(attackTTL / 3)
+				time.Sleep(skewTTL / 3)
 				if err := rewrite(); err != nil {
 					t.Fatal(err)
 				}
@@ -72,7 +72,7 @@ func TestAttackALiveDuplicateStalledJustUnderATTLIsStillRefused(t *testing.T) {
 			})
 			lastWrite := time.Now()
 			// The stall: just under a TTL (by the server's clock, which is real).
-			time.Sleep(time.Until(lastWrite.Add(attackTTL * 96 / 100)))
+			time.Sleep(time.Until(lastWrite.Add(skewTTL * 96 / 100)))
 
 			won := make(chan struct{})
 			var once sync.Once
@@ -97,7 +97,7 @@ func TestAttackALiveDuplicateStalledJustUnderATTLIsStillRefused(t *testing.T) {
 					case <-stop:
 						dupErr <- nil
 						return
-					case <-time.After(attackTTL / 3):
+					case <-time.After(skewTTL / 3):
 					}
 				}
 			}()
@@ -106,7 +106,7 @@ func TestAttackALiveDuplicateStalledJustUnderATTLIsStillRefused(t *testing.T) {
 			case got = <-ended:
 			case <-won:
 				t.Fatal("the new run led while a live duplicate of its name rewrote its record")
-			case <-time.After(3 * attackTTL):
+			case <-time.After(3 * skewTTL):
 				t.Fatal("the new run was not refused within 3 TTLs")
 			}
 			close(stop)
@@ -126,32 +126,32 @@ func TestAttackALiveDuplicateStalledJustUnderATTLIsStillRefused(t *testing.T) {
 	}
 }
 
-// TestAttackACrashedRecordIsWaitedOutAtSkewedRates leaves a crashed run's
+// TestACrashedRecordIsWaitedOutAtSkewedRates leaves a crashed run's
 // record (written once, never again) and starts an election of its name
 // from a Bucket whose clock runs at 0.95 or 1.05: it must not be refused,
 // must write its record only once the old one is gone from the server, and
 // lead.
-func TestAttackACrashedRecordIsWaitedOutAtSkewedRates(t *testing.T) {
+func TestACrashedRecordIsWaitedOutAtSkewedRates(t *testing.T) {
 	for _, rate := range []float64{1.05, 0.95} {
 		t.Run(fmt.Sprintf("rate %.2f", rate), func(t *testing.T) {
 			t.Parallel()
 			s := testenv.Server(t)
 			_, js := testenv.Connect(t, s.ClientURL())
-			admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTCRASH", TTL: attackTTL})
+			admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTCRASH", TTL: skewTTL})
 			b, err := OpenBucket(context.Background(), admin, WithoutSplay(), WithClock(newSkewedClock(rate)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(b.Close)
-			key := attackRecordKey()
-			if _, err := admin.Create(context.Background(), key, attackRecord("crashed00001")); err != nil {
+			key := webRecordKey()
+			if _, err := admin.Create(context.Background(), key, foreignRecord("crashed00001")); err != nil {
 				t.Fatal(err)
 			}
 			testenv.Eventually(t, "the watcher shows the crashed record", 10*time.Second, func() bool {
 				cs, err := b.Candidates(context.Background(), "job")
 				return err == nil && len(cs) == 1
 			})
-			time.Sleep(attackTTL / 2)
+			time.Sleep(skewTTL / 2)
 			won := make(chan struct{})
 			var once sync.Once
 			e, err := b.NewElection("web", "job", WithLogger(testenv.Logger(t)), OnWon(func() { once.Do(func() { close(won) }) }))
@@ -165,30 +165,30 @@ func TestAttackACrashedRecordIsWaitedOutAtSkewedRates(t *testing.T) {
 			case <-won:
 			case err := <-ended:
 				t.Fatalf("Start returned %v before leading", err)
-			case <-time.After(4 * attackTTL):
+			case <-time.After(4 * skewTTL):
 				t.Fatal("not leading within 4 TTLs")
 			}
 			e2, err := admin.Get(context.Background(), key)
 			if err != nil {
 				t.Fatalf("the new run's record: %v", err)
 			}
-			if string(e2.Value()) == string(attackRecord("crashed00001")) {
+			if string(e2.Value()) == string(foreignRecord("crashed00001")) {
 				t.Error("the crashed run's record is still there while the new run leads")
 			}
 		})
 	}
 }
 
-// TestAttackTwoRunsOfOneNameStartedTogetherInOneBucket starts two elections
+// TestTwoRunsOfOneNameStartedTogetherInOneBucket starts two elections
 // of "web" from one Bucket (one watcher, so each finds the other's record
 // with the moment the watcher delivered it) at the same instant, over many
 // rounds: exactly one must be refused with a *DuplicateError, and the two
 // must never lead at once.
-func TestAttackTwoRunsOfOneNameStartedTogetherInOneBucket(t *testing.T) {
+func TestTwoRunsOfOneNameStartedTogetherInOneBucket(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
-	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTTWIN", TTL: attackTTL})
+	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTTWIN", TTL: skewTTL})
 	b, err := OpenBucket(context.Background(), admin, WithoutSplay())
 	if err != nil {
 		t.Fatal(err)
@@ -227,13 +227,13 @@ func TestAttackTwoRunsOfOneNameStartedTogetherInOneBucket(t *testing.T) {
 			if !errors.As(err, &dup) {
 				t.Fatalf("round %d: the first Start to return returned %v, want a *DuplicateError", round, err)
 			}
-		case <-time.After(4 * attackTTL):
+		case <-time.After(4 * skewTTL):
 			t.Fatalf("round %d: neither run was refused within 4 TTLs", round)
 		}
 		select {
 		case err := <-ended:
 			t.Fatalf("round %d: the second run ended too: %v", round, err)
-		case <-time.After(attackTTL):
+		case <-time.After(skewTTL):
 		}
 		if !es[0].IsLeader() && !es[1].IsLeader() {
 			t.Errorf("round %d: the run left is not leading", round)

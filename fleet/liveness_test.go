@@ -32,12 +32,12 @@ func (f *testFleet) joinVia(p *faultproxy.Proxy, name string, drain time.Duratio
 	f.join(name, drain, daemons...)
 }
 
-// TestAttackANodeCutOffAndBackGetsItsShareAgain cuts one of three nodes off
+// TestANodeCutOffAndBackGetsItsShareAgain cuts one of three nodes off
 // (silently, then loudly), waits for its daemons to run on the other two,
 // heals the cut, and waits for the three to share the daemons again, every
 // node balanced: no daemon left unplaced, no move left unmade, and the
 // ledger sees no daemon on two nodes at once.
-func TestAttackANodeCutOffAndBackGetsItsShareAgain(t *testing.T) {
+func TestANodeCutOffAndBackGetsItsShareAgain(t *testing.T) {
 	for _, loud := range []bool{false, true} {
 		name := "silent"
 		if loud {
@@ -69,12 +69,12 @@ func TestAttackANodeCutOffAndBackGetsItsShareAgain(t *testing.T) {
 	}
 }
 
-// TestAttackRestrictedDaemonsAfterLeavesAndCuts gives the daemons
+// TestRestrictedDaemonsAfterLeavesAndCuts gives the daemons
 // different sets of nodes (x only on a and c, y only on b and c, the rest
 // everywhere), then makes c leave, join again, and a be cut off and come
 // back: at each step every daemon must run once, on a node that can run
 // it, and every node must end balanced.
-func TestAttackRestrictedDaemonsAfterLeavesAndCuts(t *testing.T) {
+func TestRestrictedDaemonsAfterLeavesAndCuts(t *testing.T) {
 	t.Parallel()
 	f, p := attackFleet(t, "ATTRESTRICT")
 	f.joinVia(p, "a", 20*time.Millisecond, "x", "z1", "z2", "z3")
