@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// attackFleet makes a fleet on a server of its own and a proxy to it, for
+// proxiedFleet makes a fleet on a server of its own and a proxy to it, for
 // the nodes to be cut off.
-func attackFleet(t *testing.T, bucket string) (*testFleet, *faultproxy.Proxy) {
+func proxiedFleet(t *testing.T, bucket string) (*testFleet, *faultproxy.Proxy) {
 	t.Helper()
 	s := testenv.Server(t)
 	f := fleetOn(t, s.ClientURL(), jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl})
@@ -45,7 +45,7 @@ func TestANodeCutOffAndBackGetsItsShareAgain(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			f, p := attackFleet(t, "ATTCUT"+name)
+			f, p := proxiedFleet(t, "ATTCUT"+name)
 			daemons := names("d", 6)
 			f.join("a", 20*time.Millisecond, daemons...)
 			f.join("b", 20*time.Millisecond, daemons...)
@@ -76,7 +76,7 @@ func TestANodeCutOffAndBackGetsItsShareAgain(t *testing.T) {
 // it, and every node must end balanced.
 func TestRestrictedDaemonsAfterLeavesAndCuts(t *testing.T) {
 	t.Parallel()
-	f, p := attackFleet(t, "ATTRESTRICT")
+	f, p := proxiedFleet(t, "ATTRESTRICT")
 	f.joinVia(p, "a", 20*time.Millisecond, "x", "z1", "z2", "z3")
 	f.join("b", 20*time.Millisecond, "y", "z1", "z2", "z3")
 	f.join("c", 20*time.Millisecond, "x", "y", "z1", "z2", "z3")
