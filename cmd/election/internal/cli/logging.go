@@ -8,16 +8,20 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
+// logTime is how both formats stamp a record: with the date and the zone,
+// which a log read later or beside another host's needs, and milliseconds,
+// which ordering a leader's stand-down against its successor's start needs.
+const logTime = "2006-01-02T15:04:05.000Z07:00"
+
 // setupLog sets log's format (text, or "" for text; or json) and level. An
 // error names the setting that is wrong, by formatSetting or levelSetting
 // ("--log-format " or "LOG_FORMAT=", say), and what it allows.
 func setupLog(log *logrus.Logger, format, level, formatSetting, levelSetting string) error {
 	switch format {
 	case "", "text":
-		// Date and zone: a log read later, or beside another host's, needs both.
-		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "2006-01-02T15:04:05.000Z07:00"})
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: logTime})
 	case "json":
-		log.SetFormatter(&logrus.JSONFormatter{})
+		log.SetFormatter(&logrus.JSONFormatter{TimestampFormat: logTime})
 	default:
 		return fmt.Errorf("%s%q: want text or json", formatSetting, format)
 	}
