@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
-	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -110,14 +109,7 @@ func TestCandidatesOfTwoCallersDoNotRace(t *testing.T) {
 // each time, never a parse cached from an earlier entry.
 func TestCandidatesFollowRecordChangesAcrossWatcherRestarts(t *testing.T) {
 	t.Parallel()
-	s := testenv.Server(t)
-	_, js := testenv.Connect(t, s.ClientURL())
-	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTRESYNC", TTL: 30 * time.Second})
-	p, err := faultproxy.New(s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	admin, p := proxiedBucket(t, "ATTRESYNC", 30*time.Second)
 	_, kv := namedConn(t, p.URL(), "watcher", "ATTRESYNC")
 	b, err := election.OpenBucket(context.Background(), kv)
 	if err != nil {

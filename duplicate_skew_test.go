@@ -21,6 +21,21 @@ func foreignRecord(instance string) []byte {
 	return []byte(fmt.Sprintf(`{"name":"web","priority":1,"since":"2026-01-01T00:00:00Z","writer":{"instance":%q,"host":"elsewhere","pid":7}}`, instance))
 }
 
+// skewedBucket makes a bucket of skewTTL named name on a server of its own,
+// and opens it as a Bucket whose clock runs at rate.
+func skewedBucket(t *testing.T, name string, rate float64) (jetstream.KeyValue, *Bucket) {
+	t.Helper()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: name, TTL: skewTTL})
+	b, err := OpenBucket(context.Background(), admin, WithoutSplay(), WithClock(newSkewedClock(rate)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return admin, b
+}
+
 func webRecordKey() string {
 	return "_kvelect.candidate.job." + base64.RawURLEncoding.EncodeToString([]byte("web"))
 }
@@ -38,14 +53,7 @@ func TestALiveDuplicateStalledJustUnderATTLIsStillRefused(t *testing.T) {
 	for _, rate := range []float64{1.05, 1.0, 0.95} {
 		t.Run(fmt.Sprintf("rate %.2f", rate), func(t *testing.T) {
 			t.Parallel()
-			s := testenv.Server(t)
-			_, js := testenv.Connect(t, s.ClientURL())
-			admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTSTALL", TTL: skewTTL})
-			b, err := OpenBucket(context.Background(), admin, WithoutSplay(), WithClock(newSkewedClock(rate)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(b.Close)
+			admin, b := skewedBucket(t, "ATTSTALL", rate)
 
 			key := webRecordKey()
 			rev, err := admin.Create(context.Background(), key, foreignRecord("dup000000001"))
@@ -135,14 +143,7 @@ func TestACrashedRecordIsWaitedOutAtSkewedRates(t *testing.T) {
 	for _, rate := range []float64{1.05, 0.95} {
 		t.Run(fmt.Sprintf("rate %.2f", rate), func(t *testing.T) {
 			t.Parallel()
-			s := testenv.Server(t)
-			_, js := testenv.Connect(t, s.ClientURL())
-			admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTCRASH", TTL: skewTTL})
-			b, err := OpenBucket(context.Background(), admin, WithoutSplay(), WithClock(newSkewedClock(rate)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(b.Close)
+			admin, b := skewedBucket(t, "ATTCRASH", rate)
 			key := webRecordKey()
 			if _, err := admin.Create(context.Background(), key, foreignRecord("crashed00001")); err != nil {
 				t.Fatal(err)

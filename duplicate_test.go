@@ -46,6 +46,22 @@ func namedConn(t *testing.T, url, name, bucket string) (*nats.Conn, jetstream.Ke
 	return nc, kv
 }
 
+// proxiedBucket makes a bucket named name with ttl on a server of its own,
+// and a fault proxy to that server for the test's candidates to connect
+// through (namedConn on p.URL()).
+func proxiedBucket(t *testing.T, name string, ttl time.Duration) (jetstream.KeyValue, *faultproxy.Proxy) {
+	t.Helper()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: name, TTL: ttl})
+	p, err := faultproxy.New(s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return admin, p
+}
+
 // recordOf reads the candidate record of name for key from the bucket
 // itself: its writer and revision, or false if there is none.
 func recordOf(t *testing.T, kv jetstream.KeyValue, key, name string) (election.Writer, uint64, bool) {

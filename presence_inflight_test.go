@@ -19,14 +19,7 @@ import (
 // "a candidate that stopped is gone at once" holds for a write in flight.
 func TestStopDuringARecordWriteLeavesNoRecord(t *testing.T) {
 	t.Parallel()
-	s := testenv.Server(t)
-	_, js := testenv.Connect(t, s.ClientURL())
-	admin := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "STOPWRITE", TTL: 10 * time.Second})
-	p, err := faultproxy.New(s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	admin, p := proxiedBucket(t, "STOPWRITE", 10*time.Second)
 	nc, kv := namedConn(t, p.URL(), "web", "STOPWRITE")
 	a := startCandidate(t, nc, kv, "web", testenv.Logger(t), election.WithPriority(0))
 	testenv.Eventually(t, "the candidate's record", awaitTimeout, func() bool {
