@@ -44,6 +44,14 @@ import (
 // election key starts with "_kvelect.". Values are read by prefix; a value
 // with none of these prefixes names its holder.
 
+// TokenHeader is the header that carries a leadership's fencing token
+// (Token, TokenFromContext) in decimal on a message or an HTTP request or
+// response: on the replies of a leader-only endpoint, on the requests
+// election sidecar and election run forward to the app, and where a fence
+// reads it. One name everywhere, so that a token can travel from the leader
+// to the resource that checks it.
+const TokenHeader = "Fencing-Token"
+
 // Requests to a key's leader travel through the bucket: Bucket.Resign and
 // Bucket.Transfer write the key "_kvelect.request." and the election key,
 // which every candidate of the key watches. The leader acts on a request
