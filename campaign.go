@@ -44,6 +44,9 @@ type campaigner struct {
 	clocks    *clockWatch   // what the clock checks measured (clockcheck.go)
 	clockRate atomic.Uint64 // the latest measured ClockCheck.Rate (math.Float64bits) for the candidate record; 0: none yet
 	clockWake chan struct{} // buffered 1: the lease watch saw IsLeader turn false
+
+	health        *healthGate // WithHealthCheck's checks (healthgate.go); nil: none
+	healthFailing bool        // the latest verdict published (noteHealth) was a failure
 }
 
 // newCampaigner makes the campaigner of e, which runs callbacks on
@@ -93,6 +96,9 @@ func (c *campaigner) run(ctx context.Context) {
 	defer c.begin(ctx)()
 	if c.e.opts.priority == 0 { // a standby: listed, never claiming
 		<-ctx.Done()
+		return
+	}
+	if !c.awaitFirstCheck(ctx) {
 		return
 	}
 	if d := c.splay(ctx); d > 0 && !c.e.sleep(ctx, d) {

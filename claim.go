@@ -69,6 +69,9 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 			}
 		}
 		refusal := c.checkClocks() // a clock past ClockRate: claim nothing
+		if refusal == nil {
+			refusal = c.healthRefusal() // a failing health check: claim nothing
+		}
 		if refusal == nil && c.canClaim(&view, tried, triedAny) {
 			if t := c.claim(ctx, view.latest, c.proven(view.classify())); t != nil {
 				return t, 0
@@ -99,6 +102,7 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 		case <-ctx.Done():
 			return nil, 0
 		case <-c.sub.changed:
+		case <-c.healthWake():
 		case <-timer.C:
 			if c.e.now().Before(at) {
 				continue // woken to give up
@@ -106,7 +110,7 @@ func (c *campaigner) campaign(ctx context.Context, end campaignEnd) (*tenure, On
 			if v := c.watcher.view(c.e.key); c.canClaim(&v, tried, triedAny) {
 				continue // a handoff to another candidate or a resignation no longer keeps this node away
 			}
-			if c.checkClocks() != nil {
+			if c.checkClocks() != nil || c.healthRefusal() != nil {
 				continue
 			}
 			// No news for a while: the latest entry may have aged out, which

@@ -49,12 +49,15 @@ func resolveOptions(opts []Option, ttl time.Duration) options {
 
 // checkOptions returns the error NewElection gives for options resolved by
 // resolveOptions, with t derived from them: the limits on the TTL and the
-// interval, then the priorities, then the metadata.
+// interval, then the priorities, then the health check, then the metadata.
 func checkOptions(o *options, t timing) error {
 	if err := checkLimits(t.ttl, t.interval, o.unsafeShorter); err != nil {
 		return err
 	}
 	if err := o.checkPriority(); err != nil {
+		return err
+	}
+	if err := checkHealthConfig(o.health); err != nil {
 		return err
 	}
 	return checkMetadata(o.metadata, o.noPresence)

@@ -224,6 +224,15 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 		stopWatcher = func() { cancel(); <-watchDone }
 	}
 	c := newCampaigner(e, callbacks, w)
+	healthCtx, endHealth := context.WithCancel(ctx)
+	healthDone := make(chan struct{})
+	if e.opts.health != nil {
+		c.health = newHealthGate(*e.opts.health, e.clock)
+		go func() { defer close(healthDone); c.health.run(healthCtx, e.republish) }()
+	} else {
+		close(healthDone)
+	}
+	defer func() { endHealth(); <-healthDone }()
 	presenceCtx, endPresence := context.WithCancel(context.WithoutCancel(ctx))
 	presenceDone := make(chan struct{})
 	go func() {

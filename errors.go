@@ -85,6 +85,12 @@ var (
 	// ErrHandedOver means the leader stood down on request, to let another
 	// candidate lead (Bucket.Resign or Bucket.Transfer).
 	ErrHandedOver = errors.New("election: leadership handed over on request")
+	// ErrHealthCheck means the app's health check (WithHealthCheck) failed
+	// as many times in a row as it allows, and the leader stood down and
+	// released the key; the latest check's error is wrapped. A candidate
+	// whose latest check failed does not claim, for the same reason
+	// (EventHealth).
+	ErrHealthCheck = errors.New("election: health check failed")
 )
 
 // ErrWorkInterrupted is returned by Election.Once when leadership ended (or

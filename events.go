@@ -11,7 +11,8 @@ import (
 type EventKind int
 
 // The kinds of Event: the first five in the order an election goes through
-// them, then what the clock checks find (clockcheck.go), at any time.
+// them, then what the clock checks (clockcheck.go) and the health check
+// (healthgate.go) find, at any time.
 const (
 	// EventCampaigning: the election started to campaign. Duration is the
 	// campaign interval at which it renews once it leads.
@@ -25,8 +26,8 @@ const (
 	EventRenewed
 	// EventLost: leadership ended. Token is the leadership's, Err the cause
 	// (matching ErrRevisionGone, ErrRenewDeadline, ErrStopped,
-	// ErrHandedOver, ErrSuspended or ErrClockRate), and Duration how long
-	// it led.
+	// ErrHandedOver, ErrSuspended, ErrClockRate or ErrHealthCheck), and
+	// Duration how long it led.
 	EventLost
 	// EventStopped: the election stopped campaigning. Duration is its KV
 	// call timeout, the longest an event hook should take to finish what
@@ -46,10 +47,16 @@ const (
 	// matches ErrClockOffset when the jump surely exceeds the offset the
 	// election's deadlines allow for; it is nil otherwise.
 	EventClockJump
+	// EventHealth: the health check (WithHealthCheck) changed its verdict.
+	// Err matches ErrHealthCheck and wraps the check's error when it began
+	// to fail (the candidate stops claiming; a leader stands down once it
+	// failed as often in a row as allowed, with EventLost); it is nil when
+	// the check passes again. Duration is how long the check took.
+	EventHealth
 )
 
 // String returns "campaigning", "won", "renewed", "lost", "stopped",
-// "clock rate" or "clock jump".
+// "clock rate", "clock jump" or "health".
 func (k EventKind) String() string {
 	switch k {
 	case EventCampaigning:
@@ -66,6 +73,8 @@ func (k EventKind) String() string {
 		return "clock rate"
 	case EventClockJump:
 		return "clock jump"
+	case EventHealth:
+		return "health"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }

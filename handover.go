@@ -14,8 +14,8 @@ import (
 // by then it may lead again, which Resign reports with ErrNotTransferred.
 // It returns ErrNoLeader if nobody holds the key, and ErrNotTransferred at
 // once, without asking the leader, if no other candidate is listed for the
-// key (see Candidates; one that runs WithoutPresence is not): the leader
-// keeps leading.
+// key (see Candidates; one that runs WithoutPresence is not), or every
+// other one's health check fails: the leader keeps leading.
 func (b *Bucket) Resign(ctx context.Context, key string) (Leader, error) {
 	return b.request(ctx, key, "")
 }
@@ -27,7 +27,8 @@ func (b *Bucket) Resign(ctx context.Context, key string) (Leader, error) {
 // half a TTL. If to does not claim within that time, another candidate does,
 // and Transfer returns that leader with ErrNotTransferred. It returns
 // ErrNoLeader if nobody holds the key, ErrNotCandidate if to does not
-// campaign for it, and at once if to leads already.
+// campaign for it, ErrNotTransferred at once if to's health check fails,
+// and at once if to leads already.
 func (b *Bucket) Transfer(ctx context.Context, key, to string) (Leader, error) {
 	if err := CheckCandidate(to, key); err != nil {
 		return Leader{}, err
@@ -104,12 +105,16 @@ func (b *Bucket) awaitSuccessor(ctx context.Context, sub *subscription, rev uint
 	}
 }
 
-// requireCandidate returns ErrNotCandidate unless to campaigns for key.
+// requireCandidate returns ErrNotCandidate unless to campaigns for key, and
+// ErrNotTransferred if its health check fails.
 func (b *Bucket) requireCandidate(key, to string) error {
 	live := b.watcher.candidates(key, b.info.ttl)
 	names := make([]string, len(live))
 	for i, c := range live {
-		if c.Name == to {
+		switch {
+		case c.Name == to && c.Unhealthy != "":
+			return fmt.Errorf("%w: %q campaigns for key %q of bucket %q but its health check fails, so it would not claim the key: %s", ErrNotTransferred, to, key, b.kv.Bucket(), c.Unhealthy)
+		case c.Name == to:
 			return nil
 		}
 		names[i] = c.Name
@@ -121,13 +126,21 @@ func (b *Bucket) requireCandidate(key, to string) error {
 }
 
 // requireOtherCandidate returns ErrNotTransferred unless a candidate other
-// than leader campaigns for key: a resignation would only make the leader
-// sit out and take the key back.
+// than leader, whose health check does not fail, campaigns for key: a
+// resignation would only make the leader sit out and take the key back.
 func (b *Bucket) requireOtherCandidate(key, leader string) error {
+	failing := 0
 	for _, c := range b.watcher.candidates(key, b.info.ttl) {
-		if c.Name != leader {
+		switch {
+		case c.Name != leader && c.Unhealthy == "":
 			return nil
+		case c.Name != leader:
+			failing++
 		}
+	}
+	if failing > 0 {
+		return fmt.Errorf("%w: the %d other candidates of key %q of bucket %q fail their health checks and would not claim it, so %s keeps leading",
+			ErrNotTransferred, failing, key, b.kv.Bucket(), leader)
 	}
 	return fmt.Errorf("%w: no candidate but %s campaigns for key %q of bucket %q, so %s keeps leading; start another candidate first",
 		ErrNotTransferred, leader, key, b.kv.Bucket(), leader)

@@ -59,6 +59,11 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 				return
 			}
 			continue
+		case <-c.healthWake():
+			if c.clocksFail(t) || c.standDownUnhealthy(t) {
+				return
+			}
+			continue
 		case <-timer.C:
 		}
 		if ctx.Err() != nil { // checked again: select picks at random when both are ready

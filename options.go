@@ -27,8 +27,9 @@ type options struct {
 	readyFor      time.Duration
 	hooks         []func(Event)
 	metadata      map[string]string
-	conn          *nats.Conn // named in the candidate record (WithConnection); nil: none
-	clock         Clock      // machineClock unless WithClock sets another (clock.go)
+	conn          *nats.Conn    // named in the candidate record (WithConnection); nil: none
+	clock         Clock         // machineClock unless WithClock sets another (clock.go)
+	health        *healthConfig // WithHealthCheck (healthgate.go); nil: none
 }
 
 // WonCallback is the constraint on the callback OnWon accepts: a func(),
@@ -64,8 +65,8 @@ func OnWon[F WonCallback](cb F) Option {
 // LostCallback is the constraint on the callback OnLost accepts: a
 // func(), or a func(cause) given the reason leadership ended, an error
 // matching ErrRevisionGone, ErrRenewDeadline, ErrStopped, ErrHandedOver,
-// ErrSuspended or ErrClockRate. As a constraint it names no type of its
-// own: pass either function to OnLost.
+// ErrSuspended, ErrClockRate or ErrHealthCheck. As a constraint it names no
+// type of its own: pass either function to OnLost.
 type LostCallback interface {
 	func() | func(cause error)
 }
@@ -73,8 +74,8 @@ type LostCallback interface {
 // OnLost sets a callback run when this node stops leading, whatever the
 // reason, including Stop: a func(), or a func(cause error) given an error
 // matching ErrRevisionGone, ErrRenewDeadline, ErrStopped, ErrHandedOver,
-// ErrSuspended or ErrClockRate. It runs only if OnWon ran before it, and
-// after IsLeader has turned false.
+// ErrSuspended, ErrClockRate or ErrHealthCheck. It runs only if OnWon ran
+// before it, and after IsLeader has turned false.
 func OnLost[F LostCallback](cb F) Option {
 	return func(o *options) {
 		switch f := any(cb).(type) {

@@ -52,6 +52,11 @@ type Candidate struct {
 	// leader's as it last measured it (ClockCheck.Rate: 1 when they
 	// agree), as of its latest record; 0 before it measured any.
 	ClockRate float64
+	// Unhealthy says why the candidate's health check (WithHealthCheck)
+	// fails, as of its latest record: how many checks in a row failed and
+	// the latest one's error. It is empty while the check passes, and
+	// without one. A candidate whose check fails does not claim the key.
+	Unhealthy string
 }
 
 // candidate is the candidate r records for electionKey.
@@ -59,7 +64,7 @@ type Candidate struct {
 // parsed once and read by every caller.
 func (r *candidateRecord) candidate(electionKey string) Candidate {
 	rtt := time.Duration(r.RoundTripMS * float64(time.Millisecond))
-	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: maps.Clone(r.Metadata), RoundTrip: rtt, Writer: r.Writer, ClockRate: r.ClockRate}
+	return Candidate{Key: electionKey, Name: r.Name, Priority: r.Priority, Since: r.Since, Metadata: maps.Clone(r.Metadata), RoundTrip: rtt, Writer: r.Writer, ClockRate: r.ClockRate, Unhealthy: r.Unhealthy}
 }
 
 // maxMetadata bounds the size of a candidate's metadata, keys and values
@@ -546,7 +551,7 @@ func (c *campaigner) writeRecord(ctx context.Context, key string, since time.Tim
 	c.e.mu.Unlock()
 	rtt := float64(c.rtt.median().Round(time.Microsecond)) / float64(time.Millisecond) // to the microsecond: no float noise in the record
 	rate := math.Round(math.Float64frombits(c.clockRate.Load())*1e6) / 1e6             // no float noise in the record
-	value, err := recordValue(candidateRecord{Name: c.e.name, Priority: c.e.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt, Writer: c.writerNow(), ClockRate: rate})
+	value, err := recordValue(candidateRecord{Name: c.e.name, Priority: c.e.opts.priority, Since: since, Metadata: metadata, RoundTripMS: rtt, Writer: c.writerNow(), ClockRate: rate, Unhealthy: c.health.unhealthy()})
 	if err != nil {
 		return 0, fmt.Errorf("encoding the candidate record: %w", err)
 	}

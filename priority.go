@@ -67,9 +67,9 @@ const maxPriorityWait = time.Second
 
 // priorityDelay is how long this node lets higher priorities claim first:
 // priorityWait for each distinct priority above its own among the key's
-// live candidates, but for the one whose release is the key's latest entry:
-// it stopped or resigned, and its record may outlive its release by a
-// moment.
+// live candidates, but for the one whose release is the key's latest entry
+// (it stopped or resigned, and its record may outlive its release by a
+// moment) and those whose health check fails (they do not claim).
 func (c *campaigner) priorityDelay() time.Duration {
 	released := ""
 	if e := c.watcher.view(c.e.key).latest; e != nil && e.Operation() == jetstream.KeyValuePut {
@@ -77,7 +77,7 @@ func (c *campaigner) priorityDelay() time.Duration {
 	}
 	var higher []int
 	for _, other := range c.watcher.candidates(c.e.key, c.e.timing.ttl) {
-		if other.Name != c.e.name && other.Name != released && other.Priority > c.e.opts.priority && !slices.Contains(higher, other.Priority) {
+		if other.Name != c.e.name && other.Name != released && other.Unhealthy == "" && other.Priority > c.e.opts.priority && !slices.Contains(higher, other.Priority) {
 			higher = append(higher, other.Priority)
 		}
 	}
@@ -110,8 +110,8 @@ func (c *campaigner) preferred(now time.Time) (Candidate, bool) {
 	var bestFirst time.Time
 	found := false
 	for _, other := range live {
-		if other.Name == c.e.name || other.Priority <= c.e.opts.priority {
-			continue
+		if other.Name == c.e.name || other.Priority <= c.e.opts.priority || other.Unhealthy != "" {
+			continue // a failing health check counts as not listed: readiness counts from its passing again
 		}
 		id := candidateID{other.Name, other.Since.UnixNano()}
 		first, ok := c.pref.seen[id]
@@ -219,7 +219,7 @@ func (c *campaigner) awaitListing(ctx context.Context) bool {
 // depend on them.
 func (c *campaigner) requestIfStartedTogether(ctx context.Context) {
 	v := c.watcher.view(c.e.key)
-	if !v.held() {
+	if !v.held() || c.healthRefusal() != nil {
 		return
 	}
 	holder := string(v.latest.Value())
@@ -228,7 +228,7 @@ func (c *campaigner) requestIfStartedTogether(ctx context.Context) {
 		switch {
 		case other.Name == holder:
 			leader = &other
-		case other.Name != c.e.name && other.Priority > c.e.opts.priority:
+		case other.Name != c.e.name && other.Priority > c.e.opts.priority && other.Unhealthy == "":
 			return
 		}
 	}

@@ -204,6 +204,8 @@ type candidateRecord struct {
 	Writer      Writer  `json:"writer"`
 	// ClockRate is the latest measured ClockCheck.Rate, to six decimals.
 	ClockRate float64 `json:"clock_rate,omitempty"`
+	// Unhealthy says why the candidate's health check fails, while it does.
+	Unhealthy string `json:"unhealthy,omitempty"`
 }
 
 func candidateKey(key, name string) string {

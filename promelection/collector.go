@@ -16,11 +16,12 @@ const (
 	causeHandedOver    = "handed_over"
 	causeSuspended     = "suspended"
 	causeClockRate     = "clock_rate"
+	causeHealthCheck   = "health_check"
 	causeOther         = "other"
 )
 
 // causes are every value of the cause label.
-var causes = []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeHandedOver, causeSuspended, causeClockRate, causeOther}
+var causes = []string{causeRevisionGone, causeRenewDeadline, causeStopped, causeHandedOver, causeSuspended, causeClockRate, causeHealthCheck, causeOther}
 
 // Collector records the measurements of any number of elections and exports
 // them as Prometheus metrics (see the package documentation for the list).
@@ -40,6 +41,7 @@ type Collector struct {
 	clockWarning     *prometheus.GaugeVec
 	clockJumps       *prometheus.CounterVec
 	clockJump        *prometheus.GaugeVec
+	healthFailing    *prometheus.GaugeVec
 	unhealthy        *prometheus.Desc
 
 	mu      sync.Mutex
@@ -87,7 +89,7 @@ func NewCollector(opts ...Option) (*Collector, error) {
 		won: prometheus.NewCounterVec(prometheus.CounterOpts(opt("won_total",
 			"Leaderships announced by this candidate.")), labels),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts(opt("lost_total",
-			"Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over, suspended, clock_rate or other.")),
+			"Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over, suspended, clock_rate, health_check or other.")),
 			[]string{"key", "name", "cause"}),
 		tenure: histogram("tenure_seconds",
 			"Length of each ended leadership, from announcement to stand-down.", o.tenureBuckets),
@@ -108,6 +110,8 @@ func NewCollector(opts ...Option) (*Collector, error) {
 			"Jumps of the stream leader's stamps between two writes of this candidate beyond what round trips explain (a new stream leader whose clock is off, or a clock step).")), labels),
 		clockJump: prometheus.NewGaugeVec(prometheus.GaugeOpts(opt("server_clock_jump_seconds",
 			"The last jump of the stream leader's stamps, in seconds, forward if positive (0 before any).")), labels),
+		healthFailing: prometheus.NewGaugeVec(prometheus.GaugeOpts(opt("health_check_failing",
+			"1 while this candidate's health check (election.WithHealthCheck) fails: it claims nothing, and as leader it stands down; 0 once it passes again.")), labels),
 		unhealthy: prometheus.NewDesc("kvelect_election_unhealthy",
 			"1 while the election fails CheckHealth(0): it still counts itself leader past its validity deadline; else 0.",
 			labels, nil),
@@ -124,7 +128,7 @@ type metricVec interface {
 func (c *Collector) collectors() []metricVec {
 	return []metricVec{
 		c.isLeader, c.won, c.lost, c.tenure, c.renewLatency, c.renewFailures, c.campaignInterval, c.acquire,
-		c.clockRate, c.clockWarning, c.clockJumps, c.clockJump,
+		c.clockRate, c.clockWarning, c.clockJumps, c.clockJump, c.healthFailing,
 	}
 }
 
@@ -194,7 +198,8 @@ func (c *Collector) Forget(key, name string) {
 // counts a failed one; EventLost sets is_leader to 0, counts the loss by
 // cause and observes the tenure; EventStopped sets is_leader to 0 and keeps
 // the series (Forget drops them); EventClockRate sets clock_rate and
-// clock_rate_warning; EventClockJump counts the jump and sets its size.
+// clock_rate_warning; EventClockJump counts the jump and sets its size;
+// EventHealth sets health_check_failing.
 func (c *Collector) Record(ev election.Event) {
 	key, name := ev.Key, ev.Name
 	switch ev.Kind {
@@ -240,6 +245,12 @@ func (c *Collector) Record(ev election.Event) {
 	case election.EventClockJump:
 		c.clockJumps.WithLabelValues(key, name).Inc()
 		c.clockJump.WithLabelValues(key, name).Set(ev.Clock.Jump.Seconds())
+	case election.EventHealth:
+		failing := 0.0
+		if ev.Err != nil {
+			failing = 1
+		}
+		c.healthFailing.WithLabelValues(key, name).Set(failing)
 	}
 }
 
@@ -258,6 +269,8 @@ func causeLabel(cause error) string {
 		return causeSuspended
 	case errors.Is(cause, election.ErrClockRate):
 		return causeClockRate
+	case errors.Is(cause, election.ErrHealthCheck):
+		return causeHealthCheck
 	default:
 		return causeOther
 	}

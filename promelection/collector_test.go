@@ -80,12 +80,14 @@ func TestCollectorFollowsElections(t *testing.T) {
 	testenv.Eventually(t, "b to lose the deleted key", waitTimeout, func() bool { return value(t, reg, "is_leader", "svc", "b") == 0 })
 	b.Stop()
 	expect(t, reg, `
-		# HELP kvelect_election_lost_total Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over, suspended, clock_rate or other.
+		# HELP kvelect_election_lost_total Leaderships ended, by cause: revision_gone, renew_deadline, stopped, handed_over, suspended, clock_rate, health_check or other.
 		# TYPE kvelect_election_lost_total counter
 		kvelect_election_lost_total{cause="clock_rate",key="svc",name="a"} 0
 		kvelect_election_lost_total{cause="clock_rate",key="svc",name="b"} 0
 		kvelect_election_lost_total{cause="handed_over",key="svc",name="a"} 0
 		kvelect_election_lost_total{cause="handed_over",key="svc",name="b"} 0
+		kvelect_election_lost_total{cause="health_check",key="svc",name="a"} 0
+		kvelect_election_lost_total{cause="health_check",key="svc",name="b"} 0
 		kvelect_election_lost_total{cause="other",key="svc",name="a"} 0
 		kvelect_election_lost_total{cause="other",key="svc",name="b"} 0
 		kvelect_election_lost_total{cause="renew_deadline",key="svc",name="a"} 0
@@ -146,6 +148,7 @@ func TestLostCauses(t *testing.T) {
 		{election.ErrStopped, "stopped"},
 		{fmt.Errorf("%w for 5s since the leader sent its latest acknowledged write", election.ErrSuspended), "suspended"},
 		{fmt.Errorf("%w: beyond the bound", election.ErrClockRate), "clock_rate"},
+		{fmt.Errorf("%w: 3 times in a row", election.ErrHealthCheck), "health_check"},
 		{errors.New("something else"), "other"},
 		{nil, "other"},
 	} {
@@ -189,6 +192,26 @@ func TestCollectorRecordsTheClockChecks(t *testing.T) {
 		}
 		if v := value(t, reg, "server_clock_jump_seconds", "k", "a"); v != jump.Seconds() {
 			t.Errorf("server_clock_jump_seconds = %v after a jump of %v", v, jump)
+		}
+	}
+}
+
+// TestCollectorRecordsTheHealthCheck feeds the health check's events:
+// health_check_failing follows the verdict.
+func TestCollectorRecordsTheHealthCheck(t *testing.T) {
+	c, reg := newCollector(t)
+	c.Record(election.Event{Kind: election.EventCampaigning, Key: "k", Name: "a", Duration: time.Second})
+	for _, tt := range []struct {
+		err     error
+		failing float64
+	}{
+		{fmt.Errorf("%w: database down", election.ErrHealthCheck), 1},
+		{nil, 0},
+		{fmt.Errorf("%w: database down", election.ErrHealthCheck), 1},
+	} {
+		c.Record(election.Event{Kind: election.EventHealth, Key: "k", Name: "a", Err: tt.err})
+		if v := value(t, reg, "health_check_failing", "k", "a"); v != tt.failing {
+			t.Errorf("health_check_failing = %v after a health event with error %v, want %v", v, tt.err, tt.failing)
 		}
 	}
 }

@@ -33,6 +33,7 @@
 //	kvelect_election_clock_rate_warning        gauge      1 past half the assumed bound, 2 past the bound (refusing to lead), else 0
 //	kvelect_election_server_clock_jumps_total  counter    jumps of the stream leader's stamps (a new stream leader whose clock is off)
 //	kvelect_election_server_clock_jump_seconds gauge      the last such jump, forward if positive
+//	kvelect_election_health_check_failing      gauge      1 while the app's health check (WithHealthCheck) fails, 0 once it passes again
 //	kvelect_election_unhealthy                 gauge      1 while CheckHealth fails (elections given to WatchHealth)
 //
 // The cause of a lost leadership is revision_gone (another client wrote,
@@ -42,7 +43,8 @@
 // election.ErrStopped), handed_over (it resigned or transferred leadership
 // on request: election.ErrHandedOver), suspended (the machine slept while
 // it led: election.ErrSuspended), clock_rate (its clock runs past the
-// assumed bound: election.ErrClockRate), or other.
+// assumed bound: election.ErrClockRate), health_check (the app's health
+// check failed too often in a row: election.ErrHealthCheck), or other.
 //
 // The clock series come from the election's clock checks
 // (election.EventClockRate, election.EventClockJump): clock_rate exists

@@ -71,6 +71,7 @@ func ExampleNewCollector() {
 	// kvelect_election_is_leader{key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="clock_rate",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="handed_over",key="scheduler",name="replica-1"} 0
+	// kvelect_election_lost_total{cause="health_check",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="other",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="renew_deadline",key="scheduler",name="replica-1"} 0
 	// kvelect_election_lost_total{cause="revision_gone",key="scheduler",name="replica-1"} 0
