@@ -238,7 +238,11 @@ func (c *campaigner) noteHealth() healthVerdict {
 		return v
 	}
 	err := fmt.Errorf("%w: %w", ErrHealthCheck, v.last)
-	c.e.log.Warn("the health check failed; not claiming the key until it passes", "error", v.last, "took", v.took.Round(time.Millisecond))
+	if c.e.State() == LeaderState {
+		c.e.log.Warn("the health check failed; the leader stands down if it fails as often in a row as allowed", "error", v.last, "failures_allowed", c.health.cfg.failures, "took", v.took.Round(time.Millisecond))
+	} else {
+		c.e.log.Warn("the health check failed; not claiming the key until it passes", "error", v.last, "took", v.took.Round(time.Millisecond))
+	}
 	c.emit(Event{Kind: EventHealth, Duration: v.took, Err: err})
 	return v
 }

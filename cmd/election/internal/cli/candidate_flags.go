@@ -33,6 +33,7 @@ type candidateFlags struct {
 	// leaderFile is the file that exists only while this process leads,
 	// or "".
 	leaderFile string
+	health     healthFlags // the app's health check that gates leadership
 }
 
 // add defines the flags; name is the default of --name.
@@ -50,6 +51,7 @@ func (c *candidateFlags) add(fs *flagSet, name string) {
 	fs.BoolVar(&c.prefer, "prefer-higher", false, "hand the key to a live candidate of higher priority once it is ready (see --ready-for)")
 	fs.DurationVar(&c.readyFor, "ready-for", 0, "with --prefer-higher, how long a higher candidate must be listed before it gets the key (`DURATION`; 0: two TTLs)")
 	fs.StringVar(&c.leaderFile, "leader-file", "", "a `FILE` that exists, holding the fencing token, only while this process leads")
+	c.health.add(fs)
 }
 
 // check validates the flags before anything connects, and returns the
@@ -72,6 +74,9 @@ func (c *candidateFlags) check() (*logrus.Logger, error) {
 	}
 	if c.readyFor < 0 {
 		return nil, fmt.Errorf("--ready-for %v: want a duration of 0 (two TTLs) or more", c.readyFor)
+	}
+	if err := c.health.check(); err != nil {
+		return nil, err
 	}
 	if c.readyFor > 0 && !c.prefer {
 		return nil, errors.New("--ready-for is for --prefer-higher")
@@ -118,10 +123,10 @@ func (c *candidateFlags) openBucket(ctx context.Context, js jetstream.JetStream,
 }
 
 // options are the election options the flags ask for: the priority, the
-// preference for higher ones, the history (nil: none) and the metrics (nil:
-// none).
+// preference for higher ones, the health check, the history (nil: none)
+// and the metrics (nil: none).
 func (c *candidateFlags) options(record *history.History, metrics *metricsServer) []election.Option {
-	opts := []election.Option{election.WithPriority(c.priority)}
+	opts := append([]election.Option{election.WithPriority(c.priority)}, c.health.options()...)
 	if record != nil {
 		opts = append(opts, election.WithEventHook(record.Record))
 	}

@@ -95,7 +95,7 @@ func TestHealthFlagsRejectBadInput(t *testing.T) {
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		err := h.check(fs)
+		err := h.check()
 		if err == nil || !strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.says)
 		}
@@ -106,7 +106,7 @@ func TestHealthFlagsRejectBadInput(t *testing.T) {
 	if err := fs.Parse([]string{"--health-url", "https://app:8443/healthz", "--health-failures", "5"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.check(fs); err != nil || len(h.options()) != 1 {
+	if err := h.check(); err != nil || len(h.options()) != 1 {
 		t.Errorf("a good --health-url: %v, %d options, want nil and one", err, len(h.options()))
 	}
 }

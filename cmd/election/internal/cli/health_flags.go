@@ -20,6 +20,7 @@ type healthFlags struct {
 	url      string        // or a URL that answers 2xx while it is
 	interval time.Duration // how often the check runs; each has this long
 	failures int           // failed checks in a row that make a leader stand down
+	fs       *flagSet      // where they are defined, to tell which were given
 }
 
 // Defaults of --health-interval and --health-failures: a leader whose app
@@ -31,17 +32,18 @@ const (
 
 // add defines the flags.
 func (h *healthFlags) add(fs *flagSet) {
+	h.fs = fs
 	fs.StringVar(&h.cmd, "health-cmd", "", "lead only while the shell `COMMAND` exits 0: it runs every --health-interval; a leader whose check fails --health-failures times in a row hands the key over, and a candidate whose latest check failed does not claim it")
 	fs.StringVar(&h.url, "health-url", "", "lead only while a GET of `URL` (http or https) answers 2xx, as --health-cmd")
-	fs.DurationVar(&h.interval, "health-interval", defaultHealthInterval, "how often the health check runs, and how long each may take (`DURATION`, at least 10ms)")
-	fs.IntVar(&h.failures, "health-failures", defaultHealthFailures, "failed health checks in a row (`N`, at least 1) that make a leader hand the key over")
+	fs.DurationVar(&h.interval, "health-interval", defaultHealthInterval, "how often the health check runs, and how long each may take (`DURATION`: 10ms or more)")
+	fs.IntVar(&h.failures, "health-failures", defaultHealthFailures, "`N` failed health checks in a row (1 or more) make a leader hand the key over")
 }
 
-// check says what is wrong with the flags; fs tells which were given.
-func (h *healthFlags) check(fs *flagSet) error {
+// check says what is wrong with the flags, once parsed.
+func (h *healthFlags) check() error {
 	given := h.cmd != "" || h.url != ""
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	h.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
 	case h.cmd != "" && h.url != "":
 		return usageErr{errors.New("--health-cmd and --health-url: give one health check, not both")}
