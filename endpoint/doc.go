@@ -67,7 +67,7 @@
 //		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
 //			return nil, err
 //		}
-//		time.Sleep(min(50*time.Millisecond<<attempt, 2*time.Second))
+//		time.Sleep(50 * time.Millisecond << min(attempt, 5))
 //	}
 //
 // docs/endpoints.md describes the commands and the permissions.

@@ -62,7 +62,7 @@ func ExampleEndpoint_Serve() {
 		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
 			log.Fatal(err)
 		}
-		time.Sleep(min(50*time.Millisecond<<attempt, 2*time.Second))
+		time.Sleep(50 * time.Millisecond << min(attempt, 5))
 	}
 	fmt.Println(string(reply.Data))
 	fmt.Println("token:", reply.Header.Get(election.TokenHeader) != "")

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -415,4 +416,78 @@ func TestRunServesWhileTheCommandRuns(t *testing.T) {
 		t.Errorf("a request after election run stopped: %v, want no responders", err)
 	}
 	wantLogged(t, p.Logged(t), "serving the endpoint", "stopped serving the endpoint")
+}
+
+// TestTheServePermissionsAreExactlyWhatAnEndpointNeeds runs election
+// sidecar --serve as a user holding exactly the block election permissions
+// --role candidate --serve prints: a request to the subject and micro's
+// discovery are answered. Then without each of the endpoint's permissions
+// in turn (the queue subscription, $SRV.>, allow_responses), one of them
+// is not, or the sidecar exits naming what it was denied.
+func TestTheServePermissionsAreExactlyWhatAnEndpointNeeds(t *testing.T) {
+	t.Parallel()
+	bin := e2e.BuildElection(t)
+	app := replyApp(t, "app")
+	code, block, stderr := runCLI(t, "permissions", "--role", "candidate", "--history=false", "--serve", servedSubject)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	exercise := func(t *testing.T, block string) error {
+		user, root := roleServer(t, block)
+		rootBucket(t, root)
+		p := e2e.StartProcess(t, bin, "pod", "sidecar", "-s", user, "--user", roleUser, "--password", secret,
+			"--key", "job", "--name", "pod", "--listen", "127.0.0.1:0", "--history=false", "--log-format", "json",
+			"--serve", servedSubject, "--forward", app.URL)
+		nc, _ := testenv.Connect(t, root)
+		// ask retries subject until it is answered, the sidecar exits, or
+		// 10 s have passed.
+		ask := func(subject string) error {
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, err := nc.Request(subject, []byte("hello"), time.Second)
+				select {
+				case <-p.Done():
+					return fmt.Errorf("the sidecar exited %d: %s", p.ExitCode(), p.Logged(t))
+				default:
+				}
+				if err == nil {
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("no answer on %s: %v", subject, err)
+				}
+				time.Sleep(50 * time.Millisecond) // the caller's backoff
+			}
+		}
+		if err := ask(servedSubject); err != nil {
+			return err
+		}
+		return ask("$SRV.INFO.job")
+	}
+	t.Run("exactly", func(t *testing.T) {
+		t.Parallel()
+		if err := exercise(t, block); err != nil {
+			t.Fatal(err)
+		}
+	})
+	full, err := rolePermissions(roleCandidate, defaultBucket, "", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full = full.servePermissions(servedSubject)
+	for _, dropped := range []string{servedSubject + " kvelect", "$SRV.>", "allow_responses"} {
+		t.Run("without "+dropped, func(t *testing.T) {
+			t.Parallel()
+			p := full
+			p.subAllow = slices.DeleteFunc(slices.Clone(p.subAllow), func(s string) bool { return s == dropped })
+			if dropped == "allow_responses" {
+				p.allowResponses = false
+			}
+			if err := exercise(t, p.serverBlock()); err == nil {
+				t.Errorf("the endpoint works without %s: it is not needed", dropped)
+			} else {
+				t.Logf("as expected: %v", err)
+			}
+		})
+	}
 }
