@@ -19,8 +19,9 @@ type Server struct {
 	key, self  string
 	bucket     *election.Bucket
 	election   *election.Election
-	connected  func() bool   // whether the NATS connection is up
-	leaderFile *LeaderFile   // or nil
+	connected  func() bool // whether the NATS connection is up
+	leaderFile *LeaderFile // or nil
+	whileLead  func(leading context.Context)
 	tolerance  time.Duration // of Election.CheckHealth
 	log        *slog.Logger
 
@@ -118,6 +119,12 @@ type Config struct {
 	HealthTolerance time.Duration
 	// Logger logs the leaderships' starts; nil: slog.Default().
 	Logger *slog.Logger
+	// WhileLeading, if set, runs during each leadership of this instance,
+	// from when /self answers 200, with the leadership context; it returns
+	// once that context is done and what it started has stopped (within
+	// election.WorkDeadline), before /self turns 503 and the key is
+	// released: an endpoint.Endpoint's Serve, say.
+	WhileLeading func(leading context.Context)
 }
 
 // New returns the server of the key of b for the candidate name, and makes
@@ -136,7 +143,8 @@ func New(b *election.Bucket, name, key string, cfg Config, opts ...election.Opti
 		log = slog.Default()
 	}
 	s := &Server{
-		key: key, self: name, bucket: b, connected: connected, leaderFile: cfg.LeaderFile, tolerance: cfg.HealthTolerance, log: log,
+		key: key, self: name, bucket: b, connected: connected, leaderFile: cfg.LeaderFile, whileLead: cfg.WhileLeading,
+		tolerance: cfg.HealthTolerance, log: log,
 		watching:   make(chan struct{}),
 		streams:    map[chan Leadership]struct{}{},
 		workMargin: election.TimingFor(b.TTL(), 0).WorkMargin(),
@@ -177,8 +185,9 @@ func (s *Server) Follow(ctx context.Context) (done <-chan struct{}, err error) {
 }
 
 // lead is the election's OnWon: it writes the leader file and shows this
-// instance as leader until leadership ends, then shows it no longer, and
-// removes the file, before returning: the key is released only after.
+// instance as leader until leadership ends, running Config.WhileLeading
+// meanwhile, then shows it no longer, and removes the file, before
+// returning: the key is released only after.
 func (s *Server) lead(leading context.Context) {
 	token, _ := election.TokenFromContext(leading)
 	var drop func()
@@ -191,6 +200,9 @@ func (s *Server) lead(leading context.Context) {
 	s.mu.Unlock()
 	s.log.Info("leading: /self answers 200", "token", token)
 
+	if s.whileLead != nil {
+		s.whileLead(leading)
+	}
 	<-leading.Done()
 	s.mu.Lock()
 	s.leading, s.token, s.wonAt, s.leadCtx = false, 0, time.Time{}, nil

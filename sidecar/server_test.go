@@ -54,3 +54,52 @@ func TestEventsFirstMessageChecksLeadership(t *testing.T) {
 		t.Errorf("first event %+v: want pod-a not leading, with no lease", v)
 	}
 }
+
+// TestWhileLeadingRunsDuringEachLeadership: Config.WhileLeading runs with
+// the leadership context once the server shows this instance leading, and
+// the server shows it leading until WhileLeading has returned.
+func TestWhileLeadingRunsDuringEachLeadership(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SIDE", TTL: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := election.OpenBucket(ctx, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	type seen struct {
+		token                  uint64
+		shownAtStart, shownEnd bool
+	}
+	ran := make(chan seen, 1)
+	var sc *Server
+	shown := func() bool {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		return sc.leading
+	}
+	sc, err = New(b, "pod-a", "job", Config{Logger: testenv.Logger(t), WhileLeading: func(leading context.Context) {
+		token, _ := election.TokenFromContext(leading)
+		start := shown()
+		<-leading.Done()
+		ran <- seen{token, start, shown()}
+	}}, election.WithoutSplay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- sc.Election().Start(ctx) }()
+	testenv.Eventually(t, "pod-a leading", 30*time.Second, sc.Election().IsLeader)
+	token := sc.Election().Token()
+	cancel()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	sc.Close()
+	if got := <-ran; got != (seen{token, true, true}) {
+		t.Errorf("WhileLeading saw %+v; want token %d, and the server showing the leadership at its start and end", got, token)
+	}
+}

@@ -3,13 +3,17 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
+	"github.com/kvelect/election/endpoint"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 )
 
 const permissionsAbout = `Usage:
   election permissions --role ROLE [--bucket B] [--history=false] [--format server|nsc] [--js-domain D] [--inbox-prefix P]
+                       [--serve SUBJECT]
 
 Prints the least NATS permissions a user needs for ROLE on the bucket B:
   candidate  campaign for keys: election run and sidecar, and the library's elections
@@ -28,6 +32,12 @@ Give the same --js-domain and --inbox-prefix as the commands will use: the
 JetStream API subjects carry the domain, and replies arrive on the inbox
 prefix (a prefix of the user's own keeps other users' replies private).
 
+With --serve SUBJECT (role candidate), the block also grants what a
+leader-only endpoint needs (election run and sidecar --serve SUBJECT):
+subscribing to SUBJECT in the queue group kvelect, subscribing to $SRV.>
+for micro's discovery (nats micro ls, info, stats), and publishing the
+replies (allow_responses: to the reply subject of a request received, once).
+
 Exit status: 0; 2 for bad flags.
 `
 
@@ -42,6 +52,17 @@ const (
 // subscribe to.
 type permissionSet struct {
 	pubAllow, pubDeny, subAllow []string
+	// allowResponses lets the user publish one reply to the reply subject
+	// of each request it receives (allow_responses), as an endpoint does.
+	allowResponses bool
+}
+
+// servePermissions adds to p what a leader-only endpoint serving subject
+// needs: its queue subscription, micro's discovery subjects, and replies.
+func (p permissionSet) servePermissions(subject string) permissionSet {
+	p.subAllow = append(slices.Clone(p.subAllow), subject+" "+endpoint.DefaultQueueGroup, micro.APIPrefix+".>")
+	p.allowResponses = true
+	return p
 }
 
 // rolePermissions returns the least permissions role needs on bucket, with
@@ -132,7 +153,11 @@ func (p permissionSet) serverBlock() string {
 	if len(p.pubDeny) > 0 {
 		b.WriteString("    deny: " + list(p.pubDeny) + "\n")
 	}
-	b.WriteString("  }\n  subscribe {\n    allow: " + list(p.subAllow) + "\n  }\n}\n")
+	b.WriteString("  }\n  subscribe {\n    allow: " + list(p.subAllow) + "\n  }\n")
+	if p.allowResponses {
+		b.WriteString("  allow_responses: true\n")
+	}
+	b.WriteString("}\n")
 	return b.String()
 }
 
@@ -148,6 +173,9 @@ func (p permissionSet) nscFlags() string {
 			fmt.Fprintf(&b, " \\\n  %s '%s'", f.flag, s)
 		}
 	}
+	if p.allowResponses {
+		b.WriteString(" \\\n  --allow-pub-response")
+	}
 	b.WriteString("\n")
 	return b.String()
 }
@@ -156,13 +184,14 @@ func (p permissionSet) nscFlags() string {
 // returns them with the function that runs it.
 func permissionsCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election permissions", permissionsAbout)
-	var role, bucket, format, domain, inbox string
+	var role, bucket, format, domain, inbox, serve string
 	var history bool
 	fs.StringVar(&role, "role", "", "the `ROLE`: candidate, observer or admin (required)")
 	fs.bucketVar(&bucket, "the election bucket's `NAME`")
 	fs.StringVar(&format, "format", "server", "`FORMAT`: server (a configuration block) or nsc (nsc edit user flags)")
 	fs.StringVar(&domain, "js-domain", "", "the JetStream `DOMAIN` the commands will use")
 	fs.StringVar(&inbox, "inbox-prefix", "", "the inbox `PREFIX` the commands will use (default _INBOX)")
+	fs.StringVar(&serve, "serve", "", "with --role candidate, include what a leader-only endpoint serving `SUBJECT` needs (run and sidecar --serve)")
 	fs.BoolVar(&history, "history", true, "include the leadership history's subjects (recorded by run, sidecar and agent, read by election history, made by bucket create); --history=false leaves them out")
 	return fs, func(args []string, stdout, stderr io.Writer) int {
 		if code, ok := fs.parse(args, stdout, stderr); !ok {
@@ -181,6 +210,15 @@ func permissionsCommand() (*flagSet, runFunc) {
 		p, err := rolePermissions(role, bucket, domain, inbox, history)
 		if err != nil {
 			return fs.usageError(stderr, "%v", err)
+		}
+		if serve != "" {
+			if role != roleCandidate {
+				return fs.usageError(stderr, "--serve is for --role candidate: the candidates serve the endpoint")
+			}
+			if err := endpoint.CheckSubject(serve); err != nil {
+				return fs.usageError(stderr, "--serve: %v", err)
+			}
+			p = p.servePermissions(serve)
 		}
 		switch format {
 		case "server":

@@ -21,6 +21,7 @@ import (
 const runAbout = `Usage:
   election run --key K [--bucket B] [--name N] [--grace 10s] [--metrics ADDR]
                [--leader-file FILE] [--priority N [--prefer-higher [--ready-for D]]]
+               [--serve SUBJECT --forward URL [--service-name NAME]]
                -- COMMAND [ARGS...]
   election run --once --key K [--wait DURATION] [--bucket B] [--name N] -- COMMAND [ARGS...]
 
@@ -93,6 +94,21 @@ the bucket has one (election bucket create makes it; election history
 prints it); --history=false records nothing. Without the permission to
 write it, one warning, and the election runs the same.
 
+With --serve SUBJECT --forward URL, COMMAND is a leader-only NATS service:
+while this process leads and COMMAND runs, SUBJECT is served as a NATS
+micro service (--service-name, by default the key with each character
+other than letters, digits, - and _ made _) in the queue group kvelect,
+and each request's data is POSTed to URL, COMMAND's HTTP address (or sent
+with the method in the request's Http-Method header), with the request's
+headers and the fencing token in Fencing-Token. The response's body is the
+reply; a status other than 2xx is a micro error reply naming it, and a
+COMMAND not listening yet (starting up) an error reply 502. Every reply
+carries Fencing-Token. When leadership ends or COMMAND exits, the service
+stops before the key is released: no reply is sent after that (the
+requester times out and retries), and requests get "no responders" until
+the next leader serves. SUBJECT has no wildcards, white space or empty
+tokens; URL is http or https. Not with --once.
+
 A COMMAND paused with its whole machine may act once more on resuming:
 pass KVELECT_TOKEN to what it changes.
 
@@ -136,6 +152,7 @@ const (
 // runConfig is what the flags of run say.
 type runConfig struct {
 	candidateFlags
+	serveFlags
 	grace time.Duration
 	once  bool          // run COMMAND at most once, if this process wins within wait
 	wait  time.Duration // with once: how long to wait for the key to be free
@@ -152,7 +169,8 @@ func runCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election run", runAbout)
 	var cfg runConfig
 	host, _ := os.Hostname()
-	cfg.add(fs, fmt.Sprintf("%s-%d", host, os.Getpid()))
+	cfg.candidateFlags.add(fs, fmt.Sprintf("%s-%d", host, os.Getpid()))
+	cfg.serveFlags.add(fs)
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` COMMAND may take to exit after SIGTERM before it gets SIGKILL")
 	fs.BoolVar(&cfg.once, "once", false, "make one attempt: run COMMAND once if this process wins, else exit 75")
 	fs.DurationVar(&cfg.wait, "wait", 0, "with --once, how long to wait for the key to be free (`DURATION`; 0: only if free now)")
@@ -207,6 +225,12 @@ func (cfg *runConfig) check() (*logrus.Logger, error) {
 	}
 	if err := cfg.checkOnce(); err != nil {
 		return nil, err
+	}
+	if err := cfg.serveFlags.check(cfg.key); err != nil {
+		return nil, err
+	}
+	if cfg.serve != "" && cfg.once {
+		return nil, errors.New("--serve is not for --once: a job run once serves nothing")
 	}
 	if len(cfg.argv) == 0 {
 		return nil, errors.New("no COMMAND given: election run --key K -- COMMAND [ARGS...]")
@@ -275,6 +299,9 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	sup := newSupervisor(cfg, clog, func() { endElection(nil) })
 	sup.once = cfg.once
 	sup.leaderFile = leaderFile
+	if sup.endpoint, err = cfg.serveFlags.endpoint(nc, clog); err != nil {
+		return 0, err
+	}
 	opts := []election.Option{
 		election.WithLogger(slogrus.New(log)),
 		election.OnLost(func(cause error) {

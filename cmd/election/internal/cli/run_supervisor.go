@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/endpoint"
 	"github.com/kvelect/election/internal/guard"
 	"github.com/kvelect/election/sidecar"
 	"github.com/sirupsen/logrus"
@@ -30,6 +31,7 @@ type supervisor struct {
 	endElection context.CancelFunc
 	once        bool                // run --once: COMMAND runs at most once, and ending it does not end the election
 	leaderFile  *sidecar.LeaderFile // --leader-file, or nil
+	endpoint    *endpoint.Endpoint  // --serve, or nil
 
 	shutdown chan struct{} // closed on the first SIGINT or SIGTERM
 	sig      os.Signal     // that signal; written before shutdown is closed
@@ -108,6 +110,27 @@ func (s *supervisor) lead(leading context.Context) {
 	log = log.WithField("pid", c.PID())
 	log.WithField("command", strings.Join(s.argv, " ")).Info("leading: started the command")
 
+	// The endpoint serves while COMMAND runs, the leadership lasts and no
+	// signal asked to shut down, and has stopped before lead returns, so
+	// before the key is released.
+	serving, stopServing := context.WithCancel(leading)
+	served := make(chan struct{})
+	if s.endpoint != nil {
+		go func() {
+			select {
+			case <-s.shutdown:
+				stopServing()
+			case <-serving.Done():
+			}
+		}()
+		go func() {
+			defer close(served)
+			serveWhileLeading(s.endpoint, serving, log)
+		}()
+	} else {
+		close(served)
+	}
+
 	g := guarded{child: c, grace: s.grace, what: "command", who: "this process", log: log}
 	byItself, _ := g.supervise(leading, s.shutdown, func() syscall.Signal { return s.sig.(syscall.Signal) }, func(shutdown bool) {
 		if shutdown {
@@ -116,6 +139,8 @@ func (s *supervisor) lead(leading context.Context) {
 			log.Warn("leadership ended: stopping COMMAND")
 		}
 	})
+	stopServing()
+	<-served
 	if c.Expired() {
 		// The validity deadline comes before the work deadline: the
 		// election stands down, if it has not yet.

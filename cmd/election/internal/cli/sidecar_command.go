@@ -24,6 +24,7 @@ const sidecarAbout = `Usage:
   election sidecar --key K [--listen 127.0.0.1:4040] [--bucket B] [--name N]
                    [--leader-file FILE] [--metrics ADDR]
                    [--priority N [--prefer-higher [--ready-for D]]]
+                   [--serve SUBJECT --forward URL [--service-name NAME]]
 
 Campaigns for the key K in the bucket B, runs nothing, and tells another
 process, in any language, about the key's leadership over HTTP on --listen
@@ -77,6 +78,20 @@ lease runs out by itself before another candidate can lead. Act only
 within the lease, and pass the token to whatever the application changes,
 to have that refuse tokens lower than one it has seen.
 
+With --serve SUBJECT --forward URL, the sidecar turns an HTTP application
+into a leader-only NATS service: while this instance leads, it serves
+SUBJECT as a NATS micro service (--service-name, by default the key with
+each character other than letters, digits, - and _ made _; nats micro ls
+lists it) in the queue group kvelect, and POSTs each request's data to URL
+(or uses the method in the request's Http-Method header), with the
+request's headers and the fencing token in Fencing-Token. The response's
+body is the reply; a status other than 2xx is a micro error reply naming
+it, and an application that cannot be reached an error reply 502. Every
+reply carries Fencing-Token. When leadership ends the service stops: no
+reply is sent after that (the requester times out and retries), and
+requests get "no responders" until the next leader serves. SUBJECT has no
+wildcards, white space or empty tokens; URL is http or https.
+
 Exit status: 0 after SIGINT or SIGTERM; 1 if the server, the bucket or an
 address failed; 2 for bad flags.
 `
@@ -88,6 +103,7 @@ const defaultSidecarListen = "127.0.0.1:4040"
 // sidecarConfig is what the flags of sidecar say.
 type sidecarConfig struct {
 	candidateFlags
+	serveFlags
 	listen string
 }
 
@@ -111,8 +127,9 @@ func sidecarCommandContext() (*flagSet, func(ctx context.Context, args []string,
 	fs := newFlagSet("election sidecar", sidecarAbout)
 	var cfg sidecarConfig
 	host, _ := os.Hostname()
-	cfg.add(fs, host)
+	cfg.candidateFlags.add(fs, host)
 	fs.StringVar(&cfg.listen, "listen", defaultSidecarListen, "serve the leadership over HTTP on `ADDR`, HOST:PORT")
+	cfg.serveFlags.add(fs)
 	return fs, func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if code, ok := fs.parse(args, stdout, stderr); !ok {
 			return code
@@ -141,6 +158,9 @@ func (cfg *sidecarConfig) check() (*logrus.Logger, error) {
 	}
 	if _, _, err := net.SplitHostPort(cfg.listen); err != nil {
 		return nil, fmt.Errorf("--listen %q: want HOST:PORT, such as %s", cfg.listen, defaultSidecarListen)
+	}
+	if err := cfg.serveFlags.check(cfg.key); err != nil {
+		return nil, err
 	}
 	return log, nil
 }
@@ -211,9 +231,15 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 		}),
 	)
 	opts = append(opts, connectionOptions(nc)...)
-	sc, err := sidecar.New(b, cfg.name, cfg.key, sidecar.Config{
-		Connected: nc.IsConnected, LeaderFile: leaderFile, HealthTolerance: cfg.tolerance, Logger: slogOf(clog),
-	}, opts...)
+	ep, err := cfg.serveFlags.endpoint(nc, clog)
+	if err != nil {
+		return err
+	}
+	scfg := sidecar.Config{Connected: nc.IsConnected, LeaderFile: leaderFile, HealthTolerance: cfg.tolerance, Logger: slogOf(clog)}
+	if ep != nil {
+		scfg.WhileLeading = func(leading context.Context) { serveWhileLeading(ep, leading, clog) }
+	}
+	sc, err := sidecar.New(b, cfg.name, cfg.key, scfg, opts...)
 	if err != nil {
 		return err
 	}
