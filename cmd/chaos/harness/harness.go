@@ -31,6 +31,7 @@ import (
 	"github.com/kvelect/election/cmd/chaos/check"
 	"github.com/kvelect/election/cmd/chaos/record"
 	"github.com/kvelect/election/cmd/chaos/worker"
+	"github.com/kvelect/election/fence"
 	lhistory "github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/faultproxy"
 	"github.com/kvelect/election/internal/topology"
@@ -248,7 +249,9 @@ func (h *Harness) setup(ctx context.Context) error {
 }
 
 // dumpFence writes every record the fenced resource accepted, in order, to
-// fence.jsonl. After a server restart the stream may take a while to elect a
+// fence.jsonl, each with the token package fence put in its Fencing-Token
+// header, so that the checker's count of stale tokens accepted is the
+// fence's. After a server restart the stream may take a while to elect a
 // leader, so reading is retried.
 func (h *Harness) dumpFence() {
 	f, err := os.Create(filepath.Join(h.dir, "fence.jsonl"))
@@ -280,12 +283,16 @@ func (h *Harness) dumpFence() {
 					return err
 				}
 				seen = meta.Sequence.Stream
+				token, err := fence.HeaderToken(m.Headers())
+				if err != nil {
+					return fmt.Errorf("sequence %d: %w", seen, err)
+				}
 				var r worker.Fence
 				if err := json.Unmarshal(m.Data(), &r); err != nil {
 					return err
 				}
 				daemon := strings.TrimPrefix(strings.TrimPrefix(m.Subject(), worker.FenceSubject), ".")
-				records = append(records, record.Event{Kind: "fence", Daemon: daemon, Rev: seen, Token: r.Token, Worker: r.Worker, Seq: r.Seq, PID: r.PID, Sent: r.Sent})
+				records = append(records, record.Event{Kind: "fence", Daemon: daemon, Rev: seen, Token: token, Worker: r.Worker, Seq: r.Seq, PID: r.PID, Sent: r.Sent})
 			}
 			if err := batch.Error(); err != nil {
 				return err

@@ -67,8 +67,8 @@ func RunActor(args []string) error {
 			retry.Stop()
 			continue
 		}
-		r := Fence{Token: token, Worker: node, PID: os.Getpid()}
-		actUntilDone(ctx, c.js, c.fence, rec, FenceSubject+"."+daemon, daemon, r)
+		r := Fence{Worker: node, PID: os.Getpid()}
+		actUntilDone(ctx, c.fence, rec, FenceSubject+"."+daemon, daemon, token, r)
 		c.nc.Close()
 	}
 	rec.Record(record.Event{Kind: "stop", Daemon: daemon, Token: token, Cause: context.Cause(ctx).Error()})

@@ -51,7 +51,7 @@ func RunNode(args []string) error {
 		return err
 	}
 	defer c.nc.Close()
-	js, kv, fence := c.js, c.kv, c.fence
+	kv, fenced := c.kv, c.fence
 	var defaults []election.Option
 	if *unsafeTTL {
 		defaults = append(defaults, election.WithUnsafeShortTTL())
@@ -71,11 +71,11 @@ func RunNode(args []string) error {
 		cfg.Daemons = append(cfg.Daemons, fleet.Daemon{Name: d, Run: func(ctx context.Context) error {
 			token, _ := election.TokenFromContext(ctx)
 			rec.Record(record.Event{Kind: "won", Daemon: d, Token: token})
-			subject, r := FenceSubject+"."+d, Fence{Token: token, Worker: *name}
-			actUntilDone(ctx, js, fence, rec, subject, d, r)
+			subject, r := FenceSubject+"."+d, Fence{Worker: *name}
+			actUntilDone(ctx, fenced, rec, subject, d, token, r)
 			if errors.Is(context.Cause(ctx), fleet.ErrRevoked) {
 				flush, cancel := context.WithTimeout(fleet.DrainContext(ctx), drain)
-				actUntilDone(flush, js, fence, rec, subject, d, r)
+				actUntilDone(flush, fenced, rec, subject, d, token, r)
 				cancel()
 			}
 			rec.Record(record.Event{Kind: "lost", Daemon: d, Token: token, Cause: context.Cause(ctx).Error()})

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/cmd/chaos/record"
+	"github.com/kvelect/election/fence"
 	lhistory "github.com/kvelect/election/history"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -60,9 +61,10 @@ func Retry(ctx context.Context, attempt time.Duration, f func(context.Context) e
 // actInterval is how often a leader acts on the fenced resource.
 const actInterval = 50 * time.Millisecond
 
-// FenceSubject is the fenced resource, a subject of FenceStream that
-// leaders append their token to with a compare-and-set, refusing tokens
-// lower than the last.
+// FenceSubject is the fenced resource, a subject of FenceStream (a subject
+// of its own under it for each daemon) that leaders append to through
+// package fence's stream fence, with their token in each message's
+// Fencing-Token header: the fence refuses tokens lower than the last.
 const (
 	FenceStream  = "CHAOS_FENCE"
 	FenceSubject = "chaos.fence"
@@ -98,7 +100,7 @@ func RunWorker(args []string) error {
 		return err
 	}
 	defer c.nc.Close()
-	js, kv, fence := c.js, c.kv, c.fence
+	js, kv, fenced := c.js, c.kv, c.fence
 	var history *lhistory.History
 	err = Retry(ctx, 5*time.Second, func(ctx context.Context) error { // as connectWorker binds the bucket
 		history, err = lhistory.Open(ctx, js, *bucket)
@@ -119,12 +121,12 @@ func RunWorker(args []string) error {
 			// draining) goes on acting with its token for the stop delay
 			// after its context is cancelled; no successor may lead before
 			// it returned (checkWork).
-			r := Fence{Token: token, Worker: *name}
+			r := Fence{Worker: *name}
 			deadline := trackWorkDeadline(leading, acked)
-			actUntilDone(leading, js, fence, rec, FenceSubject, "", r)
+			actUntilDone(leading, fenced, rec, FenceSubject, "", token, r)
 			if *stopDelay > 0 {
 				stopping, cancel := context.WithDeadline(context.Background(), earliest(time.Now().Add(*stopDelay), deadline()))
-				actUntilDone(stopping, js, fence, rec, FenceSubject, "", r)
+				actUntilDone(stopping, fenced, rec, FenceSubject, "", token, r)
 				cancel()
 			}
 			rec.Record(record.Event{Kind: "returned", Token: token})
@@ -208,7 +210,7 @@ type workerConn struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	kv    jetstream.KeyValue // the election bucket
-	fence jetstream.Stream   // the fenced resource
+	fence *fence.Stream      // the fenced resource
 }
 
 // connectWorker connects a worker or node process to urls, only ever
@@ -245,10 +247,12 @@ func connectWorker(ctx context.Context, name, urls, bucket, domain string, onCon
 			if c.kv, err = c.js.KeyValue(ctx, bucket); err != nil {
 				return fmt.Errorf("binding bucket %s: %w", bucket, err)
 			}
-			if c.fence, err = c.js.Stream(ctx, FenceStream); err != nil {
+			s, err := c.js.Stream(ctx, FenceStream)
+			if err != nil {
 				return fmt.Errorf("binding stream %s: %w", FenceStream, err)
 			}
-			return nil
+			c.fence, err = fence.NewStream(c.js, s)
+			return err
 		})
 	}
 	if err != nil {
@@ -258,23 +262,24 @@ func connectWorker(ctx context.Context, name, urls, bucket, domain string, onCon
 	return c, nil
 }
 
-// Fence is what a leader appends to the fenced resource, with the
-// time it sent the append. An -agents run's actor adds its process ID: an
-// append of an actor killed before it could record the act is its last
-// sign of life.
+// Fence is the body of what a leader appends to the fenced resource, its
+// token being in the message's Fencing-Token header (package fence's wire
+// form), with the time it sent the append. An -agents run's actor adds its
+// process ID: an append of an actor killed before it could record the act
+// is its last sign of life.
 type Fence struct {
-	Token  uint64 `json:"token"`
 	Worker string `json:"w"`
 	Seq    int    `json:"seq"`
 	PID    int    `json:"pid,omitempty"`
 	Sent   int64  `json:"sent,omitempty"`
 }
 
-// actUntilDone appends r to the fenced resource's subject every
-// actInterval until leadership ends: read the last record, refuse to write
-// if it carries a higher token, else append with a compare-and-set on its
-// sequence. Its acts are recorded for daemon ("" in a single-key run).
-func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstream.Stream, rec *record.Recorder, subject, daemon string, r Fence) {
+// actUntilDone appends r to the fenced resource's subject with token every
+// actInterval until leadership ends, through package fence's stream fence:
+// it appends unless the subject's last message carries a higher token
+// (stale), by compare-and-set on that message's sequence. Its acts are
+// recorded for daemon ("" in a single-key run).
+func actUntilDone(leading context.Context, fenced *fence.Stream, rec *record.Recorder, subject, daemon string, token uint64, r Fence) {
 	tick := time.NewTicker(actInterval)
 	defer tick.Stop()
 	for seq := 1; ; seq++ {
@@ -287,39 +292,13 @@ func actUntilDone(leading context.Context, js jetstream.JetStream, fence jetstre
 		ctx, cancel := context.WithTimeout(leading, time.Second)
 		r.Seq = seq
 		r.Sent = sent
-		accepted, stale, err := fencedAppend(ctx, js, fence, subject, r)
+		data, _ := json.Marshal(r)
+		_, err := fenced.Append(ctx, subject, token, data)
 		cancel()
-		ev := record.Event{Kind: "act", Daemon: daemon, Sent: sent, Token: r.Token, Seq: seq, Accepted: accepted, Stale: stale}
-		if err != nil {
+		ev := record.Event{Kind: "act", Daemon: daemon, Sent: sent, Token: token, Seq: seq, Accepted: err == nil, Stale: errors.Is(err, fence.ErrStale)}
+		if err != nil && !ev.Stale {
 			ev.Err = err.Error()
 		}
 		rec.Record(ev)
 	}
-}
-
-// fencedAppend appends r to subject unless the subject's last record
-// carries a higher token (stale), with a compare-and-set on that record's
-// sequence.
-func fencedAppend(ctx context.Context, js jetstream.JetStream, fence jetstream.Stream, subject string, r Fence) (accepted, stale bool, err error) {
-	var lastSeq uint64
-	last, err := fence.GetLastMsgForSubject(ctx, subject)
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-	case err != nil:
-		return false, false, err
-	default:
-		var prev Fence
-		if err := json.Unmarshal(last.Data, &prev); err != nil {
-			return false, false, err
-		}
-		if prev.Token > r.Token {
-			return false, true, nil
-		}
-		lastSeq = last.Sequence
-	}
-	data, _ := json.Marshal(r)
-	if _, err := js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(lastSeq)); err != nil {
-		return false, false, err
-	}
-	return true, false, nil
 }
