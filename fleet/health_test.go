@@ -50,8 +50,24 @@ func (c *healthCheck) check(context.Context) error {
 // awaitCalls waits until the check has run n more times.
 func (c *healthCheck) awaitCalls(t *testing.T, what string, n int64) {
 	t.Helper()
-	from := c.calls.Load()
-	testenv.Eventually(t, what, awaitTimeout, func() bool { return c.calls.Load() >= from+n })
+	awaitAllCalls(t, what, n, c)
+}
+
+// awaitAllCalls waits until each check has run n more times.
+func awaitAllCalls(t *testing.T, what string, n int64, checks ...*healthCheck) {
+	t.Helper()
+	from := make([]int64, len(checks))
+	for i, c := range checks {
+		from[i] = c.calls.Load()
+	}
+	testenv.Eventually(t, what, awaitTimeout, func() bool {
+		for i, c := range checks {
+			if c.calls.Load() < from[i]+n {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // ended is the cause a run of a daemon ended with.
@@ -172,9 +188,7 @@ func TestADaemonWhoseCheckFailsEverywhereRunsNowhere(t *testing.T) {
 	}
 	// Longer than a TTL: a node that placement did not choose claims a
 	// free daemon a TTL after it saw it free, unless it does not offer it.
-	for node, c := range checks {
-		c.awaitCalls(t, node+"'s check to fail for a TTL", int64(ttl/healthInterval)+5)
-	}
+	awaitAllCalls(t, "both checks to fail for a TTL", int64(ttl/healthInterval)+5, checks["a"], checks["b"])
 	if starts := len(f.ledger.runs); starts != 0 {
 		t.Errorf("x started %d times while its check failed on every node, want 0", starts)
 	}
@@ -202,9 +216,7 @@ func TestADaemonWhoseCheckFailsEverywhereRunsNowhere(t *testing.T) {
 	if e := <-causes; e.node != "a" || !errors.Is(e.cause, election.ErrHealthCheck) {
 		t.Errorf("x's run on %s ended with %v, want a's check's failure", e.node, e.cause)
 	}
-	for node, c := range checks {
-		c.awaitCalls(t, node+"'s check to fail for another TTL", int64(ttl/healthInterval)+5)
-	}
+	awaitAllCalls(t, "both checks to fail for another TTL", int64(ttl/healthInterval)+5, checks["a"], checks["b"])
 	if starts := len(f.ledger.runs); starts != 1 {
 		t.Errorf("x started %d times, want once, on a while its check passed", starts)
 	}
