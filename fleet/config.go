@@ -66,6 +66,57 @@ type Daemon struct {
 	// node lets the daemon's key go, and another node starts the daemon
 	// when the key ages out.
 	DrainTimeout time.Duration
+
+	// Health, if set, says whether this node can run the daemon now: nil
+	// when it can (what the daemon needs answers from here: its database,
+	// a port), an error saying why not. The node calls it every
+	// HealthInterval, whether or not it runs the daemon, with a context
+	// that ends after HealthInterval: a check that has not returned by
+	// then failed, and so does each interval until it returns (it is not
+	// called again before). Health should return when its context ends:
+	// one that does not is left running when the node leaves.
+	//
+	// The node offers the daemon (lists it in its record, so that
+	// placement may give it the daemon) once a check passed, and stops
+	// offering it once HealthFailures checks in a row failed. A node that
+	// runs the daemon then cancels its context with a cause matching
+	// ErrRevoked and election.ErrHealthCheck, whose text has the check's
+	// error, and hands it over as any move does, drain first, to another
+	// node that offers it. When its check passes again the node offers
+	// the daemon again, to placement as any node: a daemon does not move
+	// back for it, except as balance moves daemons. A daemon whose check
+	// fails on every node that lists it runs nowhere until one passes.
+	Health func(ctx context.Context) error
+	// HealthInterval is how often Health runs, and how long each check may
+	// take (0: DefaultHealthInterval; else at least
+	// election.MinHealthInterval).
+	HealthInterval time.Duration
+	// HealthFailures is how many failed checks in a row make the node stop
+	// offering the daemon (0: DefaultHealthFailures).
+	HealthFailures int
+}
+
+// Defaults of a daemon's health check: a node whose check keeps failing
+// stops offering the daemon within about 15 s.
+const (
+	DefaultHealthInterval = 5 * time.Second
+	DefaultHealthFailures = 3
+)
+
+// healthInterval returns the daemon's health check interval.
+func (d *Daemon) healthInterval() time.Duration {
+	if d.HealthInterval == 0 {
+		return DefaultHealthInterval
+	}
+	return d.HealthInterval
+}
+
+// healthFailures returns the failed checks in a row that end its offer.
+func (d *Daemon) healthFailures() int {
+	if d.HealthFailures == 0 {
+		return DefaultHealthFailures
+	}
+	return d.HealthFailures
 }
 
 // Config describes a node joining a fleet.
@@ -140,6 +191,12 @@ func (cfg *Config) Validate() error {
 			return fmt.Errorf("%w: daemon %q of node %q has no Run function", ErrInvalidConfig, d.Name, cfg.Name)
 		case d.DrainTimeout < 0:
 			return fmt.Errorf("%w: drain timeout %v of daemon %q: want 0 (the default, %v) or more", ErrInvalidConfig, d.DrainTimeout, d.Name, DefaultDrainTimeout)
+		case d.Health == nil && (d.HealthInterval != 0 || d.HealthFailures != 0):
+			return fmt.Errorf("%w: daemon %q of node %q has a HealthInterval or HealthFailures but no Health check: set Health, or neither", ErrInvalidConfig, d.Name, cfg.Name)
+		case d.HealthInterval < 0 || (d.HealthInterval > 0 && d.HealthInterval < election.MinHealthInterval):
+			return fmt.Errorf("%w: health interval %v of daemon %q: want 0 (the default, %v) or at least %v", ErrInvalidConfig, d.HealthInterval, d.Name, DefaultHealthInterval, election.MinHealthInterval)
+		case d.HealthFailures < 0:
+			return fmt.Errorf("%w: health failures %d of daemon %q: want 0 (the default, %d) or more: the failed checks in a row that make the node stop offering it", ErrInvalidConfig, d.HealthFailures, d.Name, DefaultHealthFailures)
 		}
 		seen[d.Name] = true
 	}
@@ -171,18 +228,36 @@ const (
 	metaPriority = "priority"      // absent: 0, as from nodes older than priorities
 	metaPrefer   = "prefer_higher" // "true", or absent
 	metaLabel    = "label."        // followed by a label's name
+	// metaHealth is "true" on the record of a node with a health-checked
+	// daemon: its record changes while it is a member (what it offers), so
+	// the other nodes read it again every shortWait.
+	metaHealth = "health"
+	// metaUnhealthy is followed by the name of a daemon the node lists but
+	// does not offer, its health check failing: the value says why.
+	metaUnhealthy = "unhealthy."
 )
 
-// metadata returns the node's record.
-func (cfg *Config) metadata() map[string]string {
-	names := make([]string, len(cfg.Daemons))
-	for i, d := range cfg.Daemons {
-		names[i] = d.Name
+// metadata returns the node's record; unhealthy holds the daemons it does
+// not offer, with why, and "daemons" lists only the others.
+func (cfg *Config) metadata(unhealthy map[string]string) map[string]string {
+	names := make([]string, 0, len(cfg.Daemons))
+	checked := false
+	for _, d := range cfg.Daemons {
+		checked = checked || d.Health != nil
+		if _, ok := unhealthy[d.Name]; !ok {
+			names = append(names, d.Name)
+		}
 	}
 	slices.Sort(names)
 	m := map[string]string{
 		metaCapacity: fmt.Sprint(cfg.capacity()),
 		metaDaemons:  strings.Join(names, ","),
+	}
+	if checked {
+		m[metaHealth] = "true"
+	}
+	for d, why := range unhealthy {
+		m[metaUnhealthy+d] = why
 	}
 	if cfg.Version != "" {
 		m[metaVersion] = cfg.Version

@@ -40,6 +40,19 @@
 // alone: every fleet election campaigns at the same election priority,
 // whatever the bucket's default options say.
 //
+// # Health checks
+//
+// A daemon may have a health check (Daemon.Health), which each node that
+// lists the daemon runs every HealthInterval whether or not it runs it. A
+// node offers the daemon to placement (Member.Daemons) only once its check
+// passed, and stops offering it after HealthFailures failures in a row:
+// then, if it runs the daemon, it revokes it at once, with a cause
+// matching ErrRevoked and election.ErrHealthCheck that has the check's
+// error, and the daemon moves, drain first, to a node that offers it,
+// within HealthInterval × HealthFailures of the first failing check plus
+// the drain. A node whose check passes again offers the daemon again; a
+// daemon whose check fails on every node runs nowhere until one passes.
+//
 // # Guarantees
 //
 // A daemon never runs on two nodes at once, under the election package's

@@ -54,6 +54,12 @@ type Node struct {
 	settle     time.Duration
 	balanced   bool // at the last look, every daemon ran where placement wants it
 	claiming   bool // the view has been quiet once since the node joined
+	// health holds the verdict of each health-checked daemon (health.go);
+	// nowhere the daemons this node lists that no member offers, as last
+	// logged.
+	health  map[string]*daemonHealth
+	nowhere map[string]bool
+	checks  sync.WaitGroup // the health checks' goroutines
 }
 
 // Join makes this process a node of the fleet in the bucket b, under
@@ -96,16 +102,21 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 		previous: map[string]string{},
 		freed:    map[string]time.Time{},
 		unread:   unreadMembers{},
+		health:   map[string]*daemonHealth{},
+		nowhere:  map[string]bool{},
 	}
 	for i := range cfg.Daemons {
 		n.daemons[cfg.Daemons[i].Name] = &cfg.Daemons[i]
+		if cfg.Daemons[i].Health != nil { // offered once a check passed
+			n.health[cfg.Daemons[i].Name] = &daemonHealth{}
+		}
 	}
 	joined := make(chan struct{})
 	var once sync.Once
 	self, err := b.NewElection(cfg.Name, nodeKey(cfg.Name),
 		election.WithoutSplay(),
 		fleetPriority, // after the bucket's defaults, which it overrides
-		election.WithMetadata(cfg.metadata()),
+		election.WithMetadata(cfg.metadata(n.unhealthyLocked())),
 		election.WithLogger(n.log),
 		election.OnWon(func() { once.Do(func() { close(joined) }) }),
 		election.OnLost(func(cause error) {
@@ -147,6 +158,7 @@ func Join(ctx context.Context, b *election.Bucket, cfg Config) (*Node, error) {
 	}
 	go n.control(runCtx, changes)
 	go n.watchName(ended)
+	n.startHealthChecks(runCtx)
 	n.log.Info("joined the fleet", "capacity", cfg.capacity(), "priority", cfg.Priority, "prefer_higher", cfg.PreferHigher, "daemons", len(cfg.Daemons))
 	return n, nil
 }
@@ -256,6 +268,7 @@ func (n *Node) Leave() {
 		n.notify()
 		<-n.done
 		n.cancel()
+		n.checks.Wait()
 		n.log.Info("left the fleet")
 		close(n.left)
 	})
@@ -382,6 +395,9 @@ func (n *Node) see(ctx context.Context, l election.Leader) {
 // have arrived.
 func (n *Node) readMembersLocked(ctx context.Context) {
 	n.unread.read(ctx, n.bucket, func(m Member) bool {
+		if m.Name == n.cfg.Name {
+			m = n.ownMemberLocked(m)
+		}
 		n.members[m.Name] = m
 		n.placeNodes, n.placeable = nil, nil
 		return true
@@ -407,11 +423,16 @@ func (n *Node) act(ctx context.Context, left bool) time.Time {
 		}
 		return time.Time{}
 	}
+	var next time.Time
+	now := time.Now()
+	if n.anyCheckedLocked() { // their records change with no change of holder
+		n.rereadCheckedLocked(ctx)
+		next = now.Add(n.settle)
+	}
 	_, member := n.members[n.cfg.Name]
 	in := n.placeInput()
 	target := place(in)
-	var next time.Time
-	now := time.Now()
+	n.noteNowhereLocked(in)
 	if len(n.unread) > 0 {
 		next = now.Add(n.settle) // to read them again
 	}
@@ -430,6 +451,8 @@ func (n *Node) act(ctx context.Context, left bool) time.Time {
 		switch {
 		case holder != "" && holder != n.cfg.Name:
 			t.abandon() // another node won it; a no-op once this node leads
+		case !n.offersLocked(d): // its health check failed: at once, not once settled
+			t.revokeFor(cmpErr(n.health[d].cause, ErrRevoked))
 		case !member:
 			t.revoke()
 		}
@@ -463,7 +486,7 @@ func (n *Node) act(ctx context.Context, left bool) time.Time {
 	}
 	n.claiming = true
 	for d := range n.daemons {
-		if n.tenures[d] != nil || n.holders[d] != "" {
+		if n.tenures[d] != nil || n.holders[d] != "" || !n.offersLocked(d) {
 			continue
 		}
 		if _, seen := n.freed[d]; !seen { // never held since this node joined
@@ -484,6 +507,34 @@ func (n *Node) act(ctx context.Context, left bool) time.Time {
 		n.tenures[d] = t
 	}
 	return next
+}
+
+// noteNowhereLocked logs each daemon this node lists that starts or stops
+// running nowhere because no member offers it: its health check fails on
+// every node that lists it (or has not passed yet).
+func (n *Node) noteNowhereLocked(in placeInput) {
+	for d, h := range n.health {
+		_, offered := slices.BinarySearch(in.daemons, d)
+		nowhere := !offered && n.holders[d] == ""
+		switch {
+		case nowhere && !n.nowhere[d] && h.checked:
+			n.log.Warn("the daemon runs nowhere: no live node that lists it passes its health check", "daemon", d, "here", h.why())
+		case !nowhere && n.nowhere[d]:
+			n.log.Info("a node offers the daemon again", "daemon", d)
+		}
+		if nowhere && !h.checked {
+			continue // not logged until this node has checked it
+		}
+		n.nowhere[d] = nowhere
+	}
+}
+
+// cmpErr returns err, or fallback if err is nil.
+func cmpErr(err, fallback error) error {
+	if err == nil {
+		return fallback
+	}
+	return err
 }
 
 // placeInput is what the node has seen, for place. A daemon this node

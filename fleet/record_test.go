@@ -54,7 +54,7 @@ func TestAMemberWhoseRecordArrivesAfterItsKeyCounts(t *testing.T) {
 		t.Fatalf("%+v, want a joined (ghost has no record yet)", ev)
 	}
 
-	campaign(t, b, ghost.Name, election.WithMetadata(ghost.metadata())) // writes the record, waits for the key
+	campaign(t, b, ghost.Name, election.WithMetadata(ghost.metadata(nil))) // writes the record, waits for the key
 	if ev := next(); !ev.Joined || ev.Member.Name != "ghost" || ev.Member.Capacity != 2 {
 		t.Errorf("%+v, want ghost joined with capacity 2", ev)
 	}

@@ -32,8 +32,19 @@ type Member struct {
 	PreferHigher bool
 	Labels       map[string]string
 	Version      string
-	Daemons      []string  // the daemons it can run, sorted
-	Since        time.Time // when it began to join, by its own clock
+	// Daemons are the daemons it offers, sorted: those it can run whose
+	// health check (Daemon.Health) passes, or that have none. Placement
+	// gives it only these.
+	Daemons []string
+	// Unhealthy holds the daemons it lists but does not offer, by name,
+	// each with why: its health check failed (how many times in a row, and
+	// the latest error), or has not passed yet. Empty when every check
+	// passes.
+	Unhealthy map[string]string
+	Since     time.Time // when it began to join, by its own clock
+	// checked: the node has health-checked daemons, so its record changes
+	// while it is a member.
+	checked bool
 }
 
 // memberOf reads a node's record; false if c is not one.
@@ -57,9 +68,16 @@ func memberOf(c election.Candidate) (Member, bool) {
 	if d := c.Metadata[metaDaemons]; d != "" {
 		m.Daemons = strings.Split(d, ",")
 	}
+	m.checked = c.Metadata[metaHealth] == "true"
 	for k, v := range c.Metadata {
 		if label, ok := strings.CutPrefix(k, metaLabel); ok {
 			m.Labels[label] = v
+		}
+		if d, ok := strings.CutPrefix(k, metaUnhealthy); ok {
+			if m.Unhealthy == nil {
+				m.Unhealthy = map[string]string{}
+			}
+			m.Unhealthy[d] = v
 		}
 	}
 	return m, true
@@ -157,7 +175,7 @@ func daemonStatusOf(name string, c election.Candidate) DaemonStatus {
 // Status is a fleet as any process reads it from its bucket.
 type Status struct {
 	Members []Member       // by name
-	Daemons []DaemonStatus // by name: every daemon a member can run or a node holds
+	Daemons []DaemonStatus // by name: every daemon a member lists or a node holds
 }
 
 // ReadStatus reads the fleet in the bucket b: its live members and where
@@ -187,6 +205,9 @@ func statusOf(leaders []election.Leader, candidates map[string][]election.Candid
 				if m, ok := memberOf(c); ok {
 					st.Members = append(st.Members, m)
 					for _, d := range m.Daemons {
+						daemons[d] = true
+					}
+					for d := range m.Unhealthy { // listed, if offered nowhere: stopped
 						daemons[d] = true
 					}
 				}

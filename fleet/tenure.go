@@ -133,7 +133,11 @@ func (t *tenure) lost(cause error) {
 // with ErrRevoked, and once it has returned (or its drain timeout has
 // passed) the election is stopped, which releases the key. A tenure that
 // has not won yet is abandoned instead.
-func (t *tenure) revoke() {
+func (t *tenure) revoke() { t.revokeFor(ErrRevoked) }
+
+// revokeFor revokes the daemon as revoke does, with cause, which matches
+// ErrRevoked and says why.
+func (t *tenure) revokeFor(cause error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
@@ -143,12 +147,16 @@ func (t *tenure) revoke() {
 	default:
 		t.st.State, t.st.Since = Revoking, time.Now()
 		t.publishLocked()
-		t.stop(ErrRevoked)
+		t.stop(cause)
 		drain := t.daemon.DrainTimeout
 		if drain == 0 {
 			drain = DefaultDrainTimeout
 		}
-		t.log.Info("revoking the daemon", "drain_timeout", drain)
+		if cause == ErrRevoked {
+			t.log.Info("revoking the daemon", "drain_timeout", drain)
+		} else {
+			t.log.Info("revoking the daemon", "drain_timeout", drain, "cause", cause)
+		}
 		time.AfterFunc(drain, func() {
 			t.mu.Lock()
 			defer t.mu.Unlock()

@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,7 +25,9 @@ import (
 const agentAbout = `Usage:
   election agent [--bucket B] [--name N] [--capacity W] [--label K=V ...]
                  [--priority N [--prefer-higher]] [--grace 10s]
-                 [--metrics ADDR] --daemon NAME=COMMAND ... [--config FILE]
+                 [--health-cmd NAME=COMMAND ... [--health-interval 5s]
+                 [--health-failures 3]] [--metrics ADDR]
+                 --daemon NAME=COMMAND ... [--config FILE]
 
 Joins this machine to the fleet of the bucket B as the node N (default: the
 host name; keep it stable across restarts, and one per machine: an agent
@@ -62,12 +66,29 @@ run's, --priority 0 is not "never": a node that must not run a daemon does
 not list it. Give every agent of a fleet that uses priorities a version
 that knows them: an older one places daemons as if all were equal.
 
+A daemon's health command (--health-cmd NAME=COMMAND, or health_cmd in
+the file) says whether this node can run it now: its database answers from
+here, its port is free. It runs as sh -c COMMAND, with the daemon's
+environment but no KVELECT_TOKEN, every --health-interval (5s) whether or
+not this node runs the daemon, and may take that long (then it is killed
+with everything it started, and failed). The node offers the daemon only
+once its check passed, and stops offering it after --health-failures (3)
+failures in a row: a daemon running here is then stopped (SIGTERM, SIGKILL
+after its grace) and handed to a node that offers it, about interval x
+failures after its check began to fail. When the check passes again the
+node offers the daemon again (it does not move back for that alone). A
+daemon whose check fails on every node that lists it runs nowhere until
+one passes, and the agents log so.
+
 --config FILE lists daemons in YAML:
   daemons:
     - name: outbox-relay
       command: ./relay --batch 100
       grace: 30s            # optional; default --grace
       env: {RELAY_MODE: fast}   # optional
+      health_cmd: pg_isready -h db-1   # optional; see above
+      health_interval: 5s   # optional; default --health-interval
+      health_failures: 3    # optional; default --health-failures
 
 SIGINT or SIGTERM leaves the fleet: the node stops counting itself a member
 at once, stops each daemon (SIGTERM, SIGKILL after its grace) and hands it
@@ -110,13 +131,19 @@ type agentConfig struct {
 	logFormat string
 	history   bool   // record in the bucket's leadership history
 	metrics   string // the address to serve metrics and health on, or ""
+	// healthCmds are the daemons' --health-cmd, by daemon; healthInterval
+	// and healthFailures the defaults of every daemon's health check.
+	healthCmds     map[string]string
+	healthInterval time.Duration
+	healthFailures int
+	healthDefaults bool // --health-interval or --health-failures was given
 }
 
 // agentCommand defines the flags of "election agent" and returns them with
 // the function that runs it.
 func agentCommand() (*flagSet, runFunc) {
 	fs := newFlagSet("election agent", agentAbout)
-	cfg := agentConfig{labels: map[string]string{}}
+	cfg := agentConfig{labels: map[string]string{}, healthCmds: map[string]string{}}
 	cfg.conn.add(fs)
 	host, _ := os.Hostname()
 	fs.bucketVar(&cfg.bucket, "the fleet's election bucket `NAME`")
@@ -128,6 +155,9 @@ func agentCommand() (*flagSet, runFunc) {
 	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "`DURATION` a daemon may take to exit after SIGTERM before it gets SIGKILL")
 	fs.Var(daemonFlags{&cfg.daemons}, "daemon", "a daemon this node can run, `NAME=COMMAND`; repeatable")
 	fs.StringVar(&cfg.file, "config", "", "a YAML `FILE` listing daemons (see above)")
+	fs.Var(healthCmdFlags{cfg.healthCmds}, "health-cmd", "a daemon's health command, `NAME=COMMAND`: offer the daemon NAME only while COMMAND exits 0 (see above); repeatable")
+	fs.DurationVar(&cfg.healthInterval, "health-interval", defaultHealthInterval, "how often each daemon's health command runs, and how long it may take (`DURATION`, at least 10ms); health_interval in the file overrides it")
+	fs.IntVar(&cfg.healthFailures, "health-failures", defaultHealthFailures, "failed health checks in a row (`N`, at least 1) that make this node stop offering a daemon; health_failures in the file overrides it")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT`: text, or json for one object per line")
 	fs.BoolVar(&cfg.history, "history", true, "record joins, leaves and daemon moves in the bucket's leadership history, when it has one; --history=false does not")
@@ -139,6 +169,9 @@ func agentCommand() (*flagSet, runFunc) {
 		if fs.NArg() > 0 {
 			return fs.usageError(stderr, "unexpected argument %q: give daemons with --daemon NAME=COMMAND", fs.Arg(0))
 		}
+		fs.Visit(func(f *flag.Flag) {
+			cfg.healthDefaults = cfg.healthDefaults || f.Name == "health-interval" || f.Name == "health-failures"
+		})
 		log, nodeCfg, err := cfg.check()
 		if err != nil {
 			return fs.usageError(stderr, "%v", err)
@@ -164,6 +197,12 @@ func (cfg *agentConfig) check() (*logrus.Logger, fleet.Config, error) {
 	if cfg.priority < 0 {
 		return nil, fleet.Config{}, fmt.Errorf("--priority %d: want 0 (the default: every node equal) or more, the higher preferred", cfg.priority)
 	}
+	if cfg.healthInterval < election.MinHealthInterval {
+		return nil, fleet.Config{}, fmt.Errorf("--health-interval %v: want at least %v", cfg.healthInterval, election.MinHealthInterval)
+	}
+	if cfg.healthFailures < 1 {
+		return nil, fleet.Config{}, fmt.Errorf("--health-failures %d: want 1 or more", cfg.healthFailures)
+	}
 	if err := checkMetricsAddr(cfg.metrics); err != nil {
 		return nil, fleet.Config{}, err
 	}
@@ -178,11 +217,22 @@ func (cfg *agentConfig) check() (*logrus.Logger, fleet.Config, error) {
 	if err != nil {
 		return nil, fleet.Config{}, err
 	}
+	if err := withHealthCmds(daemons, cfg.healthCmds); err != nil {
+		return nil, fleet.Config{}, err
+	}
+	if cfg.healthDefaults && !slices.ContainsFunc(daemons, func(d agentDaemon) bool { return d.HealthCmd != "" }) {
+		return nil, fleet.Config{}, errors.New("--health-interval and --health-failures are for daemons with a health command (--health-cmd NAME=COMMAND, or health_cmd in --config)")
+	}
 	cfg.daemons = daemons
 	nodeCfg := fleet.Config{Name: cfg.name, Capacity: cfg.capacity, Priority: cfg.priority, PreferHigher: cfg.prefer,
 		Labels: cfg.labels, Version: version()}
 	for _, d := range daemons {
-		nodeCfg.Daemons = append(nodeCfg.Daemons, fleet.Daemon{Name: d.Name, Run: func(context.Context) error { return nil }})
+		fd := fleet.Daemon{Name: d.Name, Run: func(context.Context) error { return nil }}
+		if d.HealthCmd != "" {
+			fd.Health = func(context.Context) error { return nil }
+			fd.HealthInterval, fd.HealthFailures = cfg.healthOf(d)
+		}
+		nodeCfg.Daemons = append(nodeCfg.Daemons, fd)
 	}
 	if err := nodeCfg.Validate(); err != nil {
 		return nil, fleet.Config{}, err
@@ -288,6 +338,9 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 		grace := cmpOr(d.Grace, cfg.grace)
 		nodeCfg.Daemons[i].Run = procs.run(d, cfg, grace, alog.WithField("daemon", d.Name))
 		nodeCfg.Daemons[i].DrainTimeout = grace + drainSlack
+		if d.HealthCmd != "" {
+			nodeCfg.Daemons[i].Health = commandCheck(d.HealthCmd, daemonEnv(d, cfg))
+		}
 	}
 	nodeCfg.Logger = slogrus.New(log)
 	nodeCfg.Labels = withClusterLabel(nodeCfg.Labels, nc)
@@ -367,14 +420,7 @@ type daemonProcs struct {
 // COMMAND's guard kills it at the work deadline of the node's hold on the
 // daemon if that comes first: the node lost the daemon, or was paused.
 func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, log *logrus.Entry) func(context.Context) error {
-	env := append(os.Environ(),
-		"KVELECT_DAEMON="+d.Name,
-		"KVELECT_NODE="+cfg.name,
-		"KVELECT_BUCKET="+cfg.bucket,
-	)
-	for k, v := range d.Env {
-		env = append(env, k+"="+v)
-	}
+	env := daemonEnv(d, cfg)
 	return func(ctx context.Context) error {
 		token, _ := election.TokenFromContext(ctx)
 		if p.metrics != nil {
@@ -422,6 +468,31 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 		log.WithField("status", c.ExitCode()).Info("the daemon stopped")
 		return nil
 	}
+}
+
+// daemonEnv is the environment of daemon d's command and of its health
+// command: the agent's, KVELECT_DAEMON, KVELECT_NODE, KVELECT_BUCKET and
+// the daemon's own env. The daemon's command gets KVELECT_TOKEN besides.
+func daemonEnv(d agentDaemon, cfg agentConfig) []string {
+	env := append(os.Environ(),
+		"KVELECT_DAEMON="+d.Name,
+		"KVELECT_NODE="+cfg.name,
+		"KVELECT_BUCKET="+cfg.bucket,
+	)
+	for k, v := range d.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// healthOf returns the interval and failures of daemon d's health check:
+// its own, or the agent's defaults.
+func (cfg *agentConfig) healthOf(d agentDaemon) (time.Duration, int) {
+	failures := d.HealthFailures
+	if failures == 0 {
+		failures = cfg.healthFailures
+	}
+	return cmpOr(d.HealthInterval, cfg.healthInterval), failures
 }
 
 // exitReason says what a daemon's exit status means: sh -c COMMAND exits

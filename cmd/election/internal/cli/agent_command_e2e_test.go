@@ -258,6 +258,15 @@ func TestAgentRefusesBadDaemons(t *testing.T) {
 		{[]string{"--config", write("empty.yaml", "daemons:\n  - name: x\n")}, "empty command"},
 		{[]string{"--config", write("grace.yaml", "daemons:\n  - name: x\n    command: a\n    grace: soon\n")}, "soon"},
 		{[]string{"--daemon", "x=a", "--config", write("dup.yaml", "daemons:\n  - name: x\n    command: b\n")}, `daemon "x" is given twice`},
+		{[]string{"--daemon", "x=a", "--health-cmd", "y=true"}, `--health-cmd y=…: no daemon "y" is given`},
+		{[]string{"--daemon", "x=a", "--health-cmd", "x"}, "want NAME=COMMAND, NAME a daemon's"},
+		{[]string{"--daemon", "x=a", "--health-cmd", "x= "}, `daemon "x": empty health command`},
+		{[]string{"--daemon", "x=a", "--health-cmd", "x=true", "--health-cmd", "x=false"}, `daemon "x": health command given twice`},
+		{[]string{"--config", write("health.yaml", "daemons:\n  - name: x\n    command: a\n    health_cmd: true\n"), "--health-cmd", "x=false"},
+			`--health-cmd x=…: daemon "x" has a health_cmd in --config already`},
+		{[]string{"--daemon", "x=a", "--health-cmd", "x=true", "--health-interval", "1ms"}, "--health-interval 1ms: want at least 10ms"},
+		{[]string{"--daemon", "x=a", "--health-cmd", "x=true", "--health-failures", "0"}, "--health-failures 0: want 1 or more"},
+		{[]string{"--daemon", "x=a", "--health-interval", "1s"}, "--health-interval and --health-failures are for daemons with a health command"},
 	} {
 		code, stdout, stderr := runCLI(t, append([]string{"agent"}, tc.args...)...)
 		if code != ExitUsage || stdout != "" || !strings.Contains(stderr, tc.says) {
@@ -458,4 +467,66 @@ func TestAgentHandsDaemonsToAHigherPriority(t *testing.T) {
 	awaitDaemons(t, events, "both daemons back on standby", func(loads map[string]int) bool { return loads["standby"] == 2 })
 	// runningDaemons fails the test if a daemon started on one node while
 	// its run on the other was alive.
+}
+
+// TestAgentMovesADaemonWhoseHealthCommandFails runs daemon d on two agents
+// with a health command, test -e on a file per node that the test removes
+// on d's node: d moves to the other node (started there only once it
+// stopped on the first), and status shows the first node offering nothing.
+func TestAgentMovesADaemonWhoseHealthCommandFails(t *testing.T) {
+	t.Parallel()
+	bin := e2e.BuildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "AGENTHEALTH", TTL: 2 * time.Second})
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events")
+	t.Cleanup(func() {
+		for _, e := range readDaemonEvents(events) {
+			if testenv.Alive(e.pid) {
+				syscall.Kill(e.pid, syscall.SIGKILL)
+			}
+		}
+	})
+	ok := func(node string) string { return filepath.Join(dir, "ok-"+node) }
+	config := filepath.Join(dir, "daemons.yaml")
+	yaml := fmt.Sprintf("daemons:\n  - name: d\n    command: %q\n    health_cmd: test -e %s/ok-$KVELECT_NODE\n    health_interval: 100ms\n    health_failures: 2\n",
+		recordingDaemon(events), dir)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]*e2e.Process{}
+	for _, name := range []string{"node0", "node1"} {
+		if err := os.WriteFile(ok(name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		agents[name] = e2e.StartProcess(t, bin, name, "agent", "--name", name, "--log-format", "json", "--server", s.ClientURL(),
+			"--bucket", "AGENTHEALTH", "--config", config, "--grace", "5s")
+	}
+	first := awaitDaemons(t, events, "d on a node", func(loads map[string]int) bool { return len(loads) == 1 })["d"].node
+	other := map[string]string{"node0": "node1", "node1": "node0"}[first]
+
+	if err := os.Remove(ok(first)); err != nil {
+		t.Fatal(err)
+	}
+	awaitDaemons(t, events, "d on "+other, func(loads map[string]int) bool { return loads[other] == 1 })
+	wantLogged(t, agents[first].Logged(t), "no longer offering the daemon", "stopping the daemon to hand it over", "exited 1")
+	code, stdout, stderr := runCLI(t, "status", "--server", s.ClientURL(), "--bucket", "AGENTHEALTH", "--json")
+	if code != ExitOK {
+		t.Fatalf("status: exit %d, %s", code, stderr)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var v struct {
+			Node, Daemon string
+			CanRun       []string `json:"can_run"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("status line %q: %v", line, err)
+		}
+		if v.Daemon == "" && v.Node != "" && (v.Node == first) != (len(v.CanRun) == 0) {
+			t.Errorf("status line %q: want %s offering nothing and %s offering d", line, first, other)
+		}
+	}
+	// runningDaemons failed the test if d started on one node while its
+	// run on the other was alive.
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kvelect/election"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -17,13 +19,20 @@ type agentDaemon struct {
 	Command string
 	Grace   time.Duration // 0: the agent's --grace
 	Env     map[string]string
+	// HealthCmd, if set, is a shell command that exits 0 while this node
+	// can run the daemon (fleet.Daemon.Health); HealthInterval and
+	// HealthFailures are its interval and failures in a row, 0 for the
+	// agent's --health-interval and --health-failures.
+	HealthCmd      string
+	HealthInterval time.Duration
+	HealthFailures int
 }
 
 // agentFileFields and agentDaemonFields are the fields a --config file may
 // have: at the top, and in each daemon.
 var (
 	agentFileFields   = []string{"daemons"}
-	agentDaemonFields = []string{"name", "command", "grace", "env"}
+	agentDaemonFields = []string{"name", "command", "grace", "env", "health_cmd", "health_interval", "health_failures"}
 )
 
 // readAgentFile reads the daemons of a --config file. It reads the YAML
@@ -88,7 +97,7 @@ func agentFileOf(doc *yaml.Node) ([]agentDaemon, error) {
 	}
 	top := doc.Content[0]
 	if top.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("line %d: want daemons: a list of daemons, each with name, command, and optional grace and env", top.Line)
+		return nil, fmt.Errorf("line %d: want daemons: a list of daemons, each with name, command, and optional grace, env and health_cmd", top.Line)
 	}
 	var daemons []agentDaemon
 	for i := 0; i+1 < len(top.Content); i += 2 {
@@ -144,7 +153,30 @@ func agentDaemonOf(item *yaml.Node, n int) (agentDaemon, error) {
 				return d, fmt.Errorf("line %d: grace %s of daemon %d: write a duration such as 30s", value.Line, value.Value, n)
 			}
 			d.Grace = grace
+		case "health_cmd":
+			d.HealthCmd = value.Value
+			if strings.TrimSpace(d.HealthCmd) == "" {
+				return d, fmt.Errorf("line %d: health_cmd of daemon %d is empty: give a shell command that exits 0 while this node can run the daemon, or leave the field out", value.Line, n)
+			}
+		case "health_interval":
+			interval, err := time.ParseDuration(value.Value)
+			if err != nil {
+				return d, fmt.Errorf("line %d: health_interval %s of daemon %d: write a duration such as 5s", value.Line, value.Value, n)
+			}
+			if interval < election.MinHealthInterval {
+				return d, fmt.Errorf("line %d: health_interval %s of daemon %d: want at least %v", value.Line, value.Value, n, election.MinHealthInterval)
+			}
+			d.HealthInterval = interval
+		case "health_failures":
+			failures, err := strconv.Atoi(value.Value)
+			if err != nil || failures < 1 {
+				return d, fmt.Errorf("line %d: health_failures %s of daemon %d: write a whole number, 1 or more, such as 3", value.Line, value.Value, n)
+			}
+			d.HealthFailures = failures
 		}
+	}
+	if d.HealthCmd == "" && (d.HealthInterval != 0 || d.HealthFailures != 0) {
+		return d, fmt.Errorf("line %d: daemon %d has health_interval or health_failures but no health_cmd: give health_cmd, or neither", item.Line, n)
 	}
 	return d, nil
 }
@@ -173,6 +205,42 @@ func (f daemonFlags) Set(value string) error {
 		return err
 	}
 	*f.daemons = append(*f.daemons, d)
+	return nil
+}
+
+// healthCmdFlags is --health-cmd NAME=COMMAND, repeatable: the health
+// command of the daemon NAME, given by --daemon or the file.
+type healthCmdFlags struct{ cmds map[string]string }
+
+func (f healthCmdFlags) String() string { return "" }
+
+func (f healthCmdFlags) Set(value string) error {
+	name, command, ok := strings.Cut(value, "=")
+	switch {
+	case !ok || name == "":
+		return fmt.Errorf("%q: want NAME=COMMAND, NAME a daemon's", value)
+	case strings.TrimSpace(command) == "":
+		return fmt.Errorf("daemon %q: empty health command", name)
+	case f.cmds[name] != "":
+		return fmt.Errorf("daemon %q: health command given twice", name)
+	}
+	f.cmds[name] = command
+	return nil
+}
+
+// withHealthCmds gives each daemon its --health-cmd, refusing one for a
+// daemon that is not given, or that has a health_cmd in the file.
+func withHealthCmds(daemons []agentDaemon, cmds map[string]string) error {
+	for name, command := range cmds {
+		i := slices.IndexFunc(daemons, func(d agentDaemon) bool { return d.Name == name })
+		switch {
+		case i < 0:
+			return fmt.Errorf("--health-cmd %s=…: no daemon %q is given (with --daemon or in --config)", name, name)
+		case daemons[i].HealthCmd != "":
+			return fmt.Errorf("--health-cmd %s=…: daemon %q has a health_cmd in --config already", name, name)
+		}
+		daemons[i].HealthCmd = command
+	}
 	return nil
 }
 
