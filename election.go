@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -254,6 +255,17 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 		e.bucket.forget(e)
 	}
 	return nil
+}
+
+// stoppedBecause is the cause of a stand-down because ctx, the campaign's,
+// is done: ErrStopped, wrapping the cause Start's context was cancelled
+// with when it is one of the program's own.
+func stoppedBecause(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) {
+		return ErrStopped
+	}
+	return fmt.Errorf("%w: %w", ErrStopped, cause)
 }
 
 // Stop ends the election: a leader stands down, releases the key and runs

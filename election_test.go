@@ -167,3 +167,41 @@ func TestCheckCandidateFollowsTheKeyRule(t *testing.T) {
 		}
 	}
 }
+
+// TestAStandDownSaysWhyTheProgramStoppedTheElection cancels a leader's
+// Start context with a cause of the program's own: the stand-down (OnLost,
+// EventLost, so the history) matches ErrStopped and names that cause; a
+// plain cancel gives ErrStopped alone.
+func TestAStandDownSaysWhyTheProgramStoppedTheElection(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "STOPCAUSE", TTL: 2 * time.Second})
+	why := errors.New("moving to another node")
+	for _, tc := range []struct {
+		name   string
+		cancel func(context.CancelCauseFunc)
+		want   string
+	}{
+		{"a cause of its own", func(cancel context.CancelCauseFunc) { cancel(why) }, "election: stopped: moving to another node"},
+		{"a plain cancel", func(cancel context.CancelCauseFunc) { cancel(nil) }, "election: stopped"},
+	} {
+		won, lost := make(chan struct{}), make(chan error, 1)
+		e, err := election.NewElection(context.Background(), "a", "svc", kv, election.WithoutSplay(),
+			election.OnWon(func() { close(won) }), election.OnLost(func(cause error) { lost <- cause }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Start(ctx) }()
+		<-won
+		tc.cancel(cancel)
+		if cause := <-lost; !errors.Is(cause, election.ErrStopped) || cause.Error() != tc.want {
+			t.Errorf("%s: the stand-down's cause is %v, want ErrStopped saying %q", tc.name, cause, tc.want)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("%s: Start returned %v, want nil", tc.name, err)
+		}
+	}
+}

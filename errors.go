@@ -32,7 +32,10 @@ var (
 	// ErrAlreadyStarted is returned by Start when the election is running.
 	ErrAlreadyStarted = errors.New("election: already started")
 	// ErrStopped is returned by Start after Stop, and is the cause passed to
-	// OnLost when a leader stands down because it was stopped.
+	// OnLost when a leader stands down because it was stopped. When Start's
+	// context was cancelled with a cause of its own (context.WithCancelCause),
+	// that cause is wrapped too, so that the stand-down says why the
+	// program stopped the election (OnLost, EventLost, the history).
 	ErrStopped = errors.New("election: stopped")
 )
 

@@ -67,7 +67,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 		case <-timer.C:
 		}
 		if ctx.Err() != nil { // checked again: select picks at random when both are ready
-			c.standDown(t, ErrStopped)
+			c.standDown(t, stoppedBecause(ctx))
 			c.release(t)
 			return
 		}

@@ -157,6 +157,7 @@ type testFleet struct {
 	conns  map[string]*nats.Conn
 	nodes  map[string]*fleet.Node
 	gone   map[string]bool // nodes that left or were cut off
+	hook   func(election.Event) // if set, every election of every node's bucket reports its events to it
 }
 
 func newFleet(t *testing.T, bucket string) *testFleet {
@@ -181,7 +182,11 @@ func (f *testFleet) open() (*nats.Conn, *election.Bucket) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	b, err := election.OpenBucket(context.Background(), kv)
+	var opts []election.Option
+	if f.hook != nil {
+		opts = append(opts, election.WithEventHook(f.hook))
+	}
+	b, err := election.OpenBucket(context.Background(), kv, opts...)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -122,6 +122,12 @@ func TestAFailingHealthCheckMovesTheDaemon(t *testing.T) {
 	f := newFleet(t, "HEALTHMOVE")
 	checks := map[string]*healthCheck{"a": {}, "b": {}}
 	causes := make(chan ended, 10)
+	standDowns := make(chan election.Event, 16) // of the daemon's elections: what the history records
+	f.hook = func(ev election.Event) {
+		if ev.Kind == election.EventLost && strings.HasSuffix(ev.Key, ".x") {
+			standDowns <- ev
+		}
+	}
 	for _, node := range []string{"a", "b"} {
 		f.joinWith(fleet.Config{Name: node, Logger: testenv.Logger(t).With("node", node),
 			Daemons: []fleet.Daemon{f.checkedDaemon("x", node, checks[node], causes)}})
@@ -143,6 +149,10 @@ func TestAFailingHealthCheckMovesTheDaemon(t *testing.T) {
 	if e.node != "a" || !errors.Is(e.cause, fleet.ErrRevoked) || !errors.Is(e.cause, election.ErrHealthCheck) ||
 		!strings.Contains(e.cause.Error(), "db unreachable from a") {
 		t.Errorf("x's run on %s ended with %v, want a revocation on a matching ErrRevoked and election.ErrHealthCheck, naming the check's error", e.node, e.cause)
+	}
+	if ev := <-standDowns; ev.Name != "a" || !errors.Is(ev.Err, election.ErrStopped) || !errors.Is(ev.Err, election.ErrHealthCheck) ||
+		!strings.Contains(ev.Err.Error(), "db unreachable from a") {
+		t.Errorf("x's election on %s stood down for %v, want ErrStopped wrapping the health check's error, as the history records it", ev.Name, ev.Err)
 	}
 	m := memberStatus(t, f, "a", "a not offering x", func(m fleet.Member) bool { return len(m.Daemons) == 0 })
 	if why := m.Unhealthy["x"]; !strings.Contains(why, "db unreachable from a") {

@@ -24,6 +24,8 @@ type tenure struct {
 	mu       sync.Mutex
 	st       DaemonStatus
 	stop     context.CancelCauseFunc // cancels the daemon's run; set while it runs
+	end      context.CancelCauseFunc // cancels the election's Start, with why the daemon was let go (its stand-down cause)
+	cause    error                   // why the daemon was revoked (revokeFor), for the election's stand-down
 	stopping bool                    // the election is being stopped
 	over     bool                    // the election has stopped: the tenure is over
 }
@@ -45,8 +47,11 @@ func (n *Node) claim(d string) (*tenure, error) {
 		return nil, err
 	}
 	t.e = e
+	ctx, end := context.WithCancelCause(context.Background())
+	t.end = end
 	go func() {
-		if err := e.Start(context.Background()); err != nil {
+		defer end(nil)
+		if err := e.Start(ctx); err != nil {
 			t.log.Error("daemon election", "error", err)
 		}
 		t.mu.Lock()
@@ -147,6 +152,7 @@ func (t *tenure) revokeFor(cause error) {
 	default:
 		t.st.State, t.st.Since = Revoking, time.Now()
 		t.publishLocked()
+		t.cause = cause
 		t.stop(cause)
 		drain := t.daemon.DrainTimeout
 		if drain == 0 {
@@ -191,6 +197,9 @@ func (t *tenure) stopElectionLocked() {
 		return
 	}
 	t.stopping = true
+	if t.cause != nil {
+		t.end(t.cause) // the election's stand-down (OnLost, the history) says why
+	}
 	go t.e.Stop()
 }
 
