@@ -518,13 +518,17 @@ func TestAgentMovesADaemonWhoseHealthCommandFails(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
 		var v struct {
 			Node, Daemon string
-			CanRun       []string `json:"can_run"`
+			CanRun       []string          `json:"can_run"`
+			Unhealthy    map[string]string `json:"unhealthy"`
 		}
 		if err := json.Unmarshal([]byte(line), &v); err != nil {
 			t.Fatalf("status line %q: %v", line, err)
 		}
 		if v.Daemon == "" && v.Node != "" && (v.Node == first) != (len(v.CanRun) == 0) {
 			t.Errorf("status line %q: want %s offering nothing and %s offering d", line, first, other)
+		}
+		if v.Daemon == "" && v.Node != "" && (v.Node == first) != strings.Contains(v.Unhealthy["d"], "exited 1") {
+			t.Errorf("status line %q: want %s's unhealthy naming why d's health command fails, and nothing for %s", line, first, other)
 		}
 	}
 	// runningDaemons failed the test if d started on one node while its

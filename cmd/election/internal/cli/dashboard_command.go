@@ -458,7 +458,8 @@ func (d *dashboard) serveFleet(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, m := range st.Members {
 		page.Nodes = append(page.Nodes, nodeJSON{Node: m.Name, Since: m.Since.UTC(), AgeSeconds: max(now.Sub(m.Since), 0).Seconds(),
-			Capacity: m.Capacity, Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name])})
+			Capacity: m.Capacity, Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name]),
+			Unhealthy: m.Unhealthy})
 	}
 	writeJSON(w, page)
 }

@@ -15,8 +15,11 @@ type nodeJSON struct {
 	Prefer     bool              `json:"prefer_higher,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
 	Version    string            `json:"version,omitempty"`
-	CanRun     []string          `json:"can_run"`
+	CanRun     []string          `json:"can_run"` // the daemons it offers
 	Running    []string          `json:"running"`
+	// Unhealthy says, for each daemon the node lists but does not offer,
+	// why its health check fails (fleet.Member.Unhealthy).
+	Unhealthy map[string]string `json:"unhealthy,omitempty"`
 }
 
 // daemonJSON is a fleet's daemon as --json prints it.

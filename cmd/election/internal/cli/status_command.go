@@ -377,6 +377,9 @@ type leaderJSON struct {
 	// Without --watch: the process of each candidate whose record names it,
 	// by name (election.Writer.String).
 	Writers map[string]string `json:"candidate_writers,omitempty"`
+	// Without --watch: why each candidate whose health check fails does
+	// (election.Candidate.Unhealthy), by name: it claims nothing.
+	Unhealthy map[string]string `json:"candidate_unhealthy,omitempty"`
 }
 
 // withPriorities returns the candidates' names, each followed by ":N" when
@@ -461,6 +464,12 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]hist
 					}
 					j.ClockRates[c.Name] = c.ClockRate
 				}
+				if c.Unhealthy != "" {
+					if j.Unhealthy == nil {
+						j.Unhealthy = map[string]string{}
+					}
+					j.Unhealthy[c.Name] = c.Unhealthy
+				}
 			}
 			for _, c := range candidates[l.Key] {
 				if c.Writer.Instance != "" {
@@ -482,6 +491,7 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]hist
 				j.Warnings = topo.warnings(l.Key, l.Name, candidates[l.Key])
 			}
 			j.Warnings = append(j.Warnings, uncheckedNames(l.Key, candidates[l.Key])...)
+			j.Warnings = append(j.Warnings, failingChecks(l.Key, candidates[l.Key])...)
 			p.line(j)
 		}
 		return
@@ -504,6 +514,7 @@ func (p *leaderPrinter) table(leaders []election.Leader, tenures map[string]hist
 			warnings = append(warnings, topo.warnings(l.Key, l.Name, candidates[l.Key])...)
 		}
 		warnings = append(warnings, uncheckedNames(l.Key, candidates[l.Key])...)
+		warnings = append(warnings, failingChecks(l.Key, candidates[l.Key])...)
 		running := strings.Join(shown, ",")
 		if running == "" {
 			running = "-"
@@ -656,6 +667,18 @@ func (t topology) warnings(key, leader string, candidates []election.Candidate) 
 	return out
 }
 
+// failingChecks says, for each of key's candidates whose health check
+// fails (election.WithHealthCheck), that it claims nothing, and why.
+func failingChecks(key string, candidates []election.Candidate) []string {
+	var out []string
+	for _, c := range candidates {
+		if c.Unhealthy != "" {
+			out = append(out, fmt.Sprintf("key %s: %s claims nothing while its health check fails: %s", key, c.Name, c.Unhealthy))
+		}
+	}
+	return out
+}
+
 // uncheckedNames says, for each of key's candidates whose record does not
 // name its process (a kvelect that predates writer records wrote it), that
 // a second live candidate of its name would not be refused: both would
@@ -703,7 +726,8 @@ func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
 	if p.json {
 		for _, m := range st.Members {
 			p.line(nodeJSON{Node: m.Name, Since: m.Since.UTC(), AgeSeconds: max(now.Sub(m.Since), 0).Seconds(), Capacity: m.Capacity,
-				Priority: m.Priority, Prefer: m.PreferHigher, Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name])})
+				Priority: m.Priority, Prefer: m.PreferHigher, Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name]),
+				Unhealthy: m.Unhealthy})
 		}
 		for _, d := range st.Daemons {
 			j := daemonJSON{Daemon: d.Name, Node: d.Node, State: daemonState(d, now), Token: d.Token, Restarts: d.Restarts, LastError: d.LastError}
@@ -763,6 +787,11 @@ func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, orDash(d.Node), daemonState(d, now), token, since, restarts)
 	}
 	tw.Flush()
+	for _, m := range st.Members {
+		for _, d := range slices.Sorted(maps.Keys(m.Unhealthy)) {
+			fmt.Fprintf(p.w, "warning: node %s does not offer daemon %s while its health check fails: %s\n", m.Name, d, m.Unhealthy[d])
+		}
+	}
 }
 
 // daemonState is the state status shows for d: its fleet state, or

@@ -59,3 +59,38 @@ func TestStatusNamesEachCandidatesProcess(t *testing.T) {
 		`^warning: `+warning+`$`,
 		`^watchers \(processes\): 1$`)
 }
+
+// TestStatusWarnsOfFailingHealthChecks lists a candidate whose record says
+// its health check fails: --json gives why under "candidate_unhealthy",
+// and both outputs warn that it claims nothing.
+func TestStatusWarnsOfFailingHealthChecks(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	_, js := testenv.Connect(t, url)
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E", TTL: 30 * time.Second})
+	job := candidates(t, url, "E", "job", "node0")
+	waitLeader(t, job)
+	sick := `{"name":"sick","priority":1,"since":"2026-01-01T00:00:00Z","writer":{"instance":"0123456789ab"},"unhealthy":"3 failed checks in a row: db down"}`
+	if _, err := kv.Put(context.Background(), "_kvelect.candidate.job."+base64.RawURLEncoding.EncodeToString([]byte("sick")), []byte(sick)); err != nil {
+		t.Fatal(err)
+	}
+	waitCandidates(t, js, "E", 2)
+	warning := "key job: sick claims nothing while its health check fails: 3 failed checks in a row: db down"
+
+	stdout := statusCounting(t, 1, "status", "-s", url, "--bucket", "E", "--key", "job", "--json")
+	var l leaderJSON
+	if err := json.Unmarshal([]byte(strings.SplitN(stdout, "\n", 2)[0]), &l); err != nil {
+		t.Fatalf("--json printed %q: %v", stdout, err)
+	}
+	if len(l.Unhealthy) != 1 || l.Unhealthy["sick"] != "3 failed checks in a row: db down" {
+		t.Errorf("--json candidate_unhealthy %v, want sick's reason alone", l.Unhealthy)
+	}
+	if len(l.Warnings) != 1 || l.Warnings[0] != warning {
+		t.Errorf("--json warnings %q, want %q", l.Warnings, warning)
+	}
+	stdout = statusCounting(t, 1, "status", "-s", url, "--bucket", "E", "--key", "job")
+	if !strings.Contains(stdout, "\nwarning: "+warning+"\n") {
+		t.Errorf("status printed %q, want the warning %q", stdout, warning)
+	}
+}
