@@ -156,7 +156,7 @@ type testFleet struct {
 	ledger *ledger
 	conns  map[string]*nats.Conn
 	nodes  map[string]*fleet.Node
-	gone   map[string]bool // nodes that left or were cut off
+	gone   map[string]bool      // nodes that left or were cut off
 	hook   func(election.Event) // if set, every election of every node's bucket reports its events to it
 }
 
