@@ -38,9 +38,11 @@ func exported(t *testing.T) map[string][]string {
 	e := start(t, "a", kv, c, election.OnWon(func() { won <- struct{}{} }))
 	c.WatchHealth(e)
 	<-won
-	// A clock rate is measured only once the writes span 5 TTLs: its
-	// series come from an event recorded here instead.
+	// A clock rate is measured only once the writes span 5 TTLs, and a
+	// health check's series come with one that fails: they come from
+	// events recorded here instead.
 	c.Record(election.Event{Kind: election.EventClockRate, Key: e.Key(), Name: e.Name(), Clock: election.ClockCheck{Rate: 1, RateLow: 1, RateHigh: 1}})
+	c.Record(election.Event{Kind: election.EventHealth, Key: e.Key(), Name: e.Name()})
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +100,7 @@ func TestDeployedRulesAndDashboardUseExportedSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNames(t, rulesFile, string(rules), families)
-	for _, alert := range []string{"KvelectNoLeader", "KvelectMoreThanOneLeader", "KvelectFrequentLeaderChanges", "KvelectLeaderUnhealthy", "KvelectRenewalsSlow", "KvelectRenewalsFailing", "KvelectClockRate", "KvelectClockRateBeyondBound", "KvelectServerClockJump", "KvelectDaemonRunsNowhere", "KvelectFleetMovesDaemonsOften", "KvelectJobDidNotRun", "KvelectJobFailed"} {
+	for _, alert := range []string{"KvelectNoLeader", "KvelectMoreThanOneLeader", "KvelectFrequentLeaderChanges", "KvelectLeaderUnhealthy", "KvelectRenewalsSlow", "KvelectRenewalsFailing", "KvelectClockRate", "KvelectClockRateBeyondBound", "KvelectServerClockJump", "KvelectHealthCheckFailing", "KvelectDaemonRunsNowhere", "KvelectFleetMovesDaemonsOften", "KvelectJobDidNotRun", "KvelectJobFailed"} {
 		anchor := "docs/alerts.md#" + strings.ToLower(alert)
 		if !strings.Contains(string(rules), "alert: "+alert+"\n") || !strings.Contains(string(rules), anchor) {
 			t.Errorf("%s lacks the alert %s or its runbook link %s", rulesFile, alert, anchor)
