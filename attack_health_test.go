@@ -1,0 +1,198 @@
+package election_test
+
+// Adversarial probes of WithHealthCheck (healthgate.go, docs/health.md).
+// Each TestAttack... test says what it shows; those that fail show a broken
+// promise of the feature.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestAttackWedgedCheckNeverCountsAsFailed shows that a check that ignores
+// its context (a database driver blocked in a read, a mutex the wedged app
+// holds) is never counted as failed, although WithHealthCheck says "a check
+// that has not returned by then [its interval] failed": the gate calls the
+// check synchronously on its own goroutine and records a verdict only when
+// it returns. So the leader of a wedged app (exactly what health gating is
+// for) keeps leading for ever, and Stop hangs, since Start waits for the
+// check's goroutine (runCampaigner's deferred <-healthDone).
+//
+//	go test -race -count=1 -run 'TestAttackWedgedCheckNeverCountsAsFailed' .
+func TestAttackWedgedCheckNeverCountsAsFailed(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	const ttl = 4 * time.Second
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTACKWEDGED", TTL: ttl})
+	b := openBucket(t, kv)
+
+	var mu sync.Mutex
+	wedged := false
+	unwedge := make(chan struct{})
+	check := func(ctx context.Context) error {
+		mu.Lock()
+		w := wedged
+		mu.Unlock()
+		if w {
+			<-unwedge // ignores ctx, as a blocked driver call does
+		}
+		return nil
+	}
+	lost := make(chan error, 4)
+	won := make(chan struct{}, 4)
+	a, err := b.NewElection("a", "svc",
+		election.WithHealthCheck(check, healthInterval, healthFailures), election.WithoutSplay(),
+		election.OnWon(func() { won <- struct{}{} }), election.OnLost(func(cause error) { lost <- cause }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startDone := make(chan error, 1)
+	go func() { startDone <- a.Start(context.Background()) }()
+	// Unwedge before anything else cleans up, so that nothing leaks.
+	t.Cleanup(func() {
+		close(unwedge)
+		a.Stop()
+		<-startDone
+	})
+	select {
+	case <-won:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a did not lead")
+	}
+	other := startGated(t, b, "b", "svc", &appHealth{}, election.WithoutSplay())
+	awaitCandidates(t, b, "svc", 2)
+
+	mu.Lock()
+	wedged = true
+	mu.Unlock()
+	// The documented bound: failures checks, the first starting at most an
+	// interval after the wedge, each failing at its interval's end; allow a
+	// generous second more.
+	limit := (healthFailures+1)*healthInterval + time.Second
+	select {
+	case cause := <-lost:
+		if !errors.Is(cause, election.ErrHealthCheck) {
+			t.Fatalf("a stood down for %v, want ErrHealthCheck", cause)
+		}
+		<-other.won
+	case <-time.After(limit):
+		t.Errorf("a's check has not returned for %v (its interval is %v), yet a still leads (IsLeader %v): a wedged check never counts as failed", limit, healthInterval, a.IsLeader())
+	}
+
+	stopped := make(chan struct{})
+	go func() { a.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(3 * time.Second):
+		t.Errorf("Stop has not returned 3s after it was called: it waits for a check that ignores its context")
+	}
+}
+
+// TestAttackOnceGivesUpOnFreeKeyBeforeFirstCheck shows that Election.Once
+// with a health check does not wait for its first check (docs/health.md: a
+// candidate "waits for its first check before its first claim"; only
+// Start's run calls awaitFirstCheck): with a wait of 0 on a free key, a
+// healthy candidate whose check takes a moment gives up at once and
+// reports OnceOtherLeader ("another candidate holds the key") although
+// nobody holds it, and the job runs nowhere.
+//
+//	go test -race -count=1 -run 'TestAttackOnceGivesUpOnFreeKeyBeforeFirstCheck' .
+func TestAttackOnceGivesUpOnFreeKeyBeforeFirstCheck(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTACKONCE", TTL: 4 * time.Second})
+
+	// A passing check that takes 150 ms, as a round trip to a database may.
+	check := func(ctx context.Context) error {
+		select {
+		case <-time.After(150 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	e, err := election.NewElection(context.Background(), "cron-1", "job", kv, election.WithHealthCheck(check, time.Second, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	ran := false
+	outcome, err := e.Once(context.Background(), 0, func(context.Context) error { ran = true; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outcome != election.OnceRan || !ran {
+		entry, gerr := kv.Get(context.Background(), "job")
+		t.Errorf("Once on a free key with a healthy (if 150 ms slow) check: %v (ran %v), want ran; the key holds %v (%v)", outcome, ran, entry, gerr)
+	}
+}
+
+// TestAttackOnceFailingCheckSaysOtherLeader shows that Once whose health
+// check fails, on a free key, reports OnceOtherLeader, documented as
+// "another candidate holds the key": nobody does. The caller (a cron job)
+// concludes the job is handled elsewhere, and no outcome or error says that
+// this host did not run it because its own check failed.
+//
+//	go test -race -count=1 -run 'TestAttackOnceFailingCheckSaysOtherLeader' .
+func TestAttackOnceFailingCheckSaysOtherLeader(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTACKONCEFAIL", TTL: 4 * time.Second})
+
+	check := func(context.Context) error { return errors.New("no database") }
+	e, err := election.NewElection(context.Background(), "cron-1", "job", kv, election.WithHealthCheck(check, 50*time.Millisecond, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	outcome, err := e.Once(context.Background(), 500*time.Millisecond, func(context.Context) error { return nil })
+	if _, gerr := kv.Get(context.Background(), "job"); !errors.Is(gerr, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the key: %v, want none", gerr)
+	}
+	if outcome == election.OnceOtherLeader {
+		t.Errorf("Once with a failing check on a free key: %v, %v: it says another candidate holds the key, and nobody does", outcome, err)
+	}
+}
+
+// TestAttackStandbyNeverReportsHealth shows that a standby (priority 0)
+// with a health check never emits EventHealth, although "each change of
+// verdict is an EventHealth" (WithHealthCheck) and
+// kvelect_election_health_check_failing is fed by it: campaigner.run
+// returns to <-ctx.Done() for a standby before anything reads the verdict
+// (noteHealth runs only on the campaign path). Its record does say
+// Unhealthy, so the gauge and the record disagree.
+//
+//	go test -race -count=1 -run 'TestAttackStandbyNeverReportsHealth' .
+func TestAttackStandbyNeverReportsHealth(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTACKSTANDBY", TTL: 4 * time.Second})
+	b := openBucket(t, kv)
+
+	sick := &appHealth{}
+	sick.fail(errors.New("replica lag"))
+	standby := startGated(t, b, "standby", "svc", sick, election.WithPriority(0))
+	testenv.Poll(t, "the standby's record to say Unhealthy", 5*time.Second, func() ([]election.Candidate, bool) {
+		cands, err := b.Candidates(context.Background(), "svc")
+		return cands, err == nil && len(cands) == 1 && cands[0].Unhealthy != ""
+	})
+	select {
+	case ev := <-standby.events:
+		if !errors.Is(ev.Err, election.ErrHealthCheck) {
+			t.Errorf("the standby's health event: %+v, want ErrHealthCheck", ev)
+		}
+	case <-time.After(time.Second):
+		t.Errorf("the standby's record says its check fails, but no EventHealth came in 1s (10 checks)")
+	}
+}
