@@ -196,3 +196,103 @@ func TestAttackStandbyNeverReportsHealth(t *testing.T) {
 		t.Errorf("the standby's record says its check fails, but no EventHealth came in 1s (10 checks)")
 	}
 }
+
+// TestAttackHealthFlapWhileWorkStops makes a leader stand down for its
+// check while its OnWon takes 1.5 s to stop, and flaps its check (passing
+// for 400 ms, then failing again) meanwhile. Two things are checked:
+//   - safety (held when written): the other candidate leads only after the
+//     old leader's OnWon returned, and the release comes at once then;
+//   - EventHealth: "each change of verdict is an EventHealth", but the
+//     campaign goroutine reads the verdict only when it looks (noteHealth),
+//     and while it waits in releaseAs/awaitReturn for OnWon it does not:
+//     the pass and the fail again are never reported, and the gauge
+//     kvelect_election_health_check_failing reads 1 throughout.
+//
+//	go test -race -count=1 -run 'TestAttackHealthFlapWhileWorkStops' .
+func TestAttackHealthFlapWhileWorkStops(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	const ttl = 6 * time.Second
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTACKFLAP", TTL: ttl})
+	b := openBucket(t, kv)
+
+	var mu sync.Mutex
+	var returnedAt time.Time
+	aWon := make(chan struct{}, 4)
+	slowStop := election.OnWon(func(ctx context.Context) { // replaces startGated's OnWon
+		aWon <- struct{}{}
+		<-ctx.Done()
+		time.Sleep(1500 * time.Millisecond)
+		mu.Lock()
+		returnedAt = time.Now()
+		mu.Unlock()
+	})
+	t0 := time.Now()
+	aLost := make(chan error, 4) // EventLost, at stand-down (OnLost runs only once OnWon returned)
+	bWonAt := make(chan time.Time, 4)
+	trace := election.WithEventHook(func(ev election.Event) {
+		t.Logf("%7v %s %v token=%d err=%v", time.Since(t0).Round(time.Millisecond), ev.Name, ev.Kind, ev.Token, ev.Err)
+		switch {
+		case ev.Name == "a" && ev.Kind == election.EventLost:
+			aLost <- ev.Err
+		case ev.Name == "b" && ev.Kind == election.EventWon:
+			bWonAt <- time.Now()
+		}
+	})
+	a := startGated(t, b, "a", "svc", &appHealth{}, election.WithoutSplay(), slowStop, trace)
+	<-aWon
+	startGated(t, b, "b", "svc", &appHealth{}, election.WithoutSplay(), trace)
+	awaitCandidates(t, b, "svc", 2)
+
+	began := time.Now()
+	a.health.fail(errors.New("database unreachable"))
+	select {
+	case cause := <-aLost:
+		if !errors.Is(cause, election.ErrHealthCheck) {
+			t.Fatalf("a stood down for %v, want ErrHealthCheck", cause)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a did not stand down")
+	}
+	// OnWon is stopping (1.5 s): flap the check meanwhile.
+	time.Sleep(200 * time.Millisecond)
+	a.health.pass()
+	time.Sleep(400 * time.Millisecond)
+	a.health.fail(errors.New("database unreachable again"))
+
+	var wonAt time.Time
+	select {
+	case wonAt = <-bWonAt:
+	case <-time.After(ttl / 2):
+		t.Fatal("b did not lead within half a TTL: the key was not released")
+	}
+	mu.Lock()
+	ret := returnedAt
+	mu.Unlock()
+	switch {
+	case ret.IsZero() || wonAt.Before(ret):
+		t.Errorf("b led before a's OnWon returned (returned %v): two leaders' work overlapped", ret)
+	case wonAt.Sub(ret) > 300*time.Millisecond:
+		t.Errorf("b led %v after a's OnWon returned, want at once", wonAt.Sub(ret))
+	}
+	t.Logf("b led %v after a's check began to fail, %v after a's OnWon returned", wonAt.Sub(began).Round(time.Millisecond), wonAt.Sub(ret).Round(time.Millisecond))
+
+	var kinds []string
+	collect := time.After(500 * time.Millisecond)
+	for done := false; !done; {
+		select {
+		case ev := <-a.events:
+			if ev.Err != nil {
+				kinds = append(kinds, "fail")
+			} else {
+				kinds = append(kinds, "pass")
+			}
+		case <-collect:
+			done = true
+		}
+	}
+	if len(kinds) < 3 {
+		t.Errorf("a's health events: %v, want fail, pass, fail: the check passed for 400 ms and failed again while a's work stopped, unreported", kinds)
+	}
+}
