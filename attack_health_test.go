@@ -380,3 +380,53 @@ func TestAttackHealthStandDownAfterLostRenewalLeavesKeyToExpire(t *testing.T) {
 		t.Errorf("b does not lead %v after a stood down for its health: a's release did not land, the key holds %q (revision %d) and is left to expire", ttl/4, entry.Value(), entry.Revision())
 	}
 }
+
+// TestAttackTransferToCandidateAwaitingFirstCheck shows that a candidate
+// whose first check has not returned yet is listed as healthy
+// (Candidate.Unhealthy is "": healthGate.unhealthy says nothing before the
+// first check) although it claims nothing until that check passes. So
+// Transfer (like Resign, WithPreferHigher and the priority wait, which all
+// read Unhealthy) hands the key to a candidate that will not take it: here
+// one whose check hangs to its interval of 3 s and fails, the case the
+// docs' "a check that has not returned by then failed" describes. The
+// leader stands down, nobody may claim over the handoff for half a TTL, and
+// the key has no leader meanwhile; the docs promise ErrNotTransferred at
+// once for a candidate whose check fails.
+//
+//	go test -race -count=1 -run 'TestAttackTransferToCandidateAwaitingFirstCheck' .
+func TestAttackTransferToCandidateAwaitingFirstCheck(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	const ttl = 4 * time.Second
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "ATTACKFIRSTCHECK", TTL: ttl})
+	b := openBucket(t, kv)
+
+	leader := startGated(t, b, "leader", "svc", &appHealth{}, election.WithoutSplay())
+	<-leader.won
+
+	// Its database is down: each check hangs to the end of its interval.
+	hangs := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	sick, err := b.NewElection("sick", "svc", election.WithHealthCheck(hangs, 3*time.Second, 1), election.WithoutSplay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sick.Start(context.Background()) }()
+	t.Cleanup(func() { sick.Stop(); <-done })
+	cands := awaitCandidates(t, b, "svc", 2)
+	for _, c := range cands {
+		if c.Name == "sick" {
+			t.Logf("sick's record: Unhealthy %q", c.Unhealthy)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), ttl)
+	defer cancel()
+	began := time.Now()
+	now, err := b.Transfer(ctx, "svc", "sick")
+	took := time.Since(began)
+	if !errors.Is(err, election.ErrNotTransferred) || took > 500*time.Millisecond {
+		t.Errorf("Transfer to a candidate that claims nothing until its first check passes: %v after %v (now %+v), want ErrNotTransferred at once, not a handoff nobody takes", err, took.Round(time.Millisecond), now)
+	}
+}
