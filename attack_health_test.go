@@ -199,18 +199,16 @@ func TestAttackStandbyNeverReportsHealth(t *testing.T) {
 
 // TestAttackHealthFlapWhileWorkStops makes a leader stand down for its
 // check while its OnWon takes 1.5 s to stop, and flaps its check (passing
-// for 400 ms, then failing again) meanwhile. Two things are checked:
+// for 400 ms, then failing again) meanwhile. It checks safety (held when
+// written: the other candidate leads only after the old leader's OnWon
+// returned, and the release comes at once then), and EventHealth, which
+// fails: "each change of verdict is an EventHealth", but the campaign
+// goroutine reads the verdict only when it looks (noteHealth), and while it
+// waits in releaseAs/awaitReturn for OnWon it does not: the pass and the
+// fail again are never reported, and the gauge
+// kvelect_election_health_check_failing reads 1 throughout.
 //
-//   - safety (held when written): the other candidate leads only after the
-//     old leader's OnWon returned, and the release comes at once then;
-//
-//   - EventHealth: "each change of verdict is an EventHealth", but the
-//     campaign goroutine reads the verdict only when it looks (noteHealth),
-//     and while it waits in releaseAs/awaitReturn for OnWon it does not:
-//     the pass and the fail again are never reported, and the gauge
-//     kvelect_election_health_check_failing reads 1 throughout.
-//
-//     go test -race -count=1 -run 'TestAttackHealthFlapWhileWorkStops' .
+//	go test -race -count=1 -run 'TestAttackHealthFlapWhileWorkStops' .
 func TestAttackHealthFlapWhileWorkStops(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
