@@ -95,8 +95,14 @@ type leadership struct {
 func (c *campaigner) run(ctx context.Context) {
 	defer c.begin(ctx)()
 	if c.e.opts.priority == 0 { // a standby: listed, never claiming
-		<-ctx.Done()
-		return
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.healthWake():
+				c.noteHealth()
+			}
+		}
 	}
 	if !c.awaitFirstCheck(ctx) {
 		return
@@ -133,12 +139,16 @@ func (c *campaigner) awaitReturn(ctx context.Context, t *tenure) bool {
 	default:
 	}
 	c.e.log.Warn("OnWon of the last leadership has not returned; not campaigning until it does", "revision", t.token)
-	select {
-	case <-t.returned:
-		c.e.log.Info("OnWon of the last leadership returned; campaigning again", "revision", t.token)
-		return true
-	case <-ctx.Done():
-		return false
+	for {
+		select {
+		case <-t.returned:
+			c.e.log.Info("OnWon of the last leadership returned; campaigning again", "revision", t.token)
+			return true
+		case <-ctx.Done():
+			return false
+		case <-c.healthWake():
+			c.noteHealth() // published while waiting, as while campaigning
+		}
 	}
 }
 

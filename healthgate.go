@@ -76,6 +76,10 @@ func checkHealthConfig(h *healthConfig) error {
 // it: the record is rewritten every third of a TTL.
 const maxUnhealthyText = 256
 
+// firstCheckPending is what a candidate record says while the first check
+// has not returned: the candidate claims nothing yet.
+const firstCheckPending = "its first health check has not returned yet"
+
 // healthGate runs the health check and keeps its verdict.
 type healthGate struct {
 	cfg   healthConfig
@@ -106,36 +110,74 @@ func newHealthGate(cfg healthConfig, clock Clock) *healthGate {
 }
 
 // run calls the check every interval until ctx is done; each call starts
-// an interval after the one before started.
+// an interval after the one before started. A call still running when its
+// interval has passed counts as a failure at that moment, and at each
+// interval after it, until it returns: a check that ignores its context
+// (a wedged driver call) fails as one that hangs until its time is up
+// does. No second call starts while one runs, and run returns when ctx is
+// done without waiting for it.
 func (g *healthGate) run(ctx context.Context, republish chan<- struct{}) {
+	var running chan error // the result of the call that runs; nil: none
+	var began, due time.Time
 	for {
-		began := g.clock.Now()
-		checkCtx, cancel := context.WithTimeout(ctx, g.cfg.interval)
-		err := g.cfg.check(checkCtx)
-		if err == nil && checkCtx.Err() != nil && ctx.Err() == nil {
-			err = fmt.Errorf("the check returned nil after its time of %v had passed", g.cfg.interval)
+		if running == nil {
+			began = g.clock.Now()
+			due = began.Add(g.cfg.interval)
+			running = make(chan error, 1)
+			go func(result chan<- error) { result <- g.call(ctx) }(running)
 		}
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if g.note(err, g.clock.Now().Sub(began)) {
-			select {
-			case republish <- struct{}{}: // the candidate record says whether it fails
-			default:
-			}
-		}
-		select {
-		case g.wake <- struct{}{}:
-		default:
-		}
-		t := time.NewTimer(untilOn(g.clock, began.Add(g.cfg.interval)))
+		timer := time.NewTimer(untilOn(g.clock, due))
+		var err error
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			timer.Stop()
 			return
-		case <-t.C:
+		case err = <-running:
+			timer.Stop()
+			running = nil
+		case <-timer.C:
+			err = fmt.Errorf("the check has not returned %v after it began, past its time of %v",
+				g.clock.Now().Sub(began).Round(time.Millisecond), g.cfg.interval)
+			due = due.Add(g.cfg.interval)
 		}
+		g.publish(g.note(err, g.clock.Now().Sub(began)), republish)
+		if running != nil {
+			continue
+		}
+		timer = time.NewTimer(untilOn(g.clock, due))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// call runs the check once, within its interval: one that returns nil
+// after its time has passed failed too.
+func (g *healthGate) call(ctx context.Context) error {
+	checkCtx, cancel := context.WithTimeout(ctx, g.cfg.interval)
+	defer cancel()
+	err := g.cfg.check(checkCtx)
+	if err == nil && checkCtx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("the check returned nil after its time of %v had passed", g.cfg.interval)
+	}
+	return err
+}
+
+// publish wakes the campaigner, and the candidate record's writer too if
+// the verdict changed (the record says whether the check fails).
+func (g *healthGate) publish(changed bool, republish chan<- struct{}) {
+	if changed {
+		select {
+		case republish <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case g.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -164,15 +206,18 @@ func (g *healthGate) verdict() healthVerdict {
 	return healthVerdict{checked: g.checked, passing: g.passing, streak: g.streak, last: g.last, took: g.took}
 }
 
-// unhealthy is what the candidate record says of a failing check: its
-// error, cut to maxUnhealthyText; "" while passing or before the first
-// check.
+// unhealthy is what the candidate record says of a check that keeps the
+// candidate from claiming: a failing one's error, cut to maxUnhealthyText,
+// or that the first check has not returned; "" while passing.
 func (g *healthGate) unhealthy() string {
 	if g == nil {
 		return ""
 	}
 	v := g.verdict()
-	if !v.checked || v.passing {
+	switch {
+	case !v.checked:
+		return firstCheckPending
+	case v.passing:
 		return ""
 	}
 	text := fmt.Sprintf("%d failed checks in a row: %v", v.streak, v.last)
@@ -201,7 +246,7 @@ func (c *campaigner) healthRefusal() error {
 	v := c.noteHealth()
 	switch {
 	case !v.checked:
-		return fmt.Errorf("%w: the first check has not returned yet", ErrHealthCheck)
+		return fmt.Errorf("%w: %s", ErrHealthCheck, firstCheckPending)
 	case !v.passing:
 		return fmt.Errorf("%w: %d times in a row, the latest: %w", ErrHealthCheck, v.streak, v.last)
 	}

@@ -28,10 +28,14 @@ const (
 	// OnceAlreadyLeader means a candidate of this name holds the key already
 	// (another process, or an Election started with the same name).
 	OnceAlreadyLeader
+	// OnceUnhealthy means this candidate's health check (WithHealthCheck)
+	// failed, so it claimed nothing, and no other candidate holds the key:
+	// Once's error wraps ErrHealthCheck and the check's error.
+	OnceUnhealthy
 )
 
-// String returns "ran", "other leader", "done", "conflict" or "already
-// leader".
+// String returns "ran", "other leader", "done", "conflict", "already
+// leader" or "unhealthy".
 func (o OnceOutcome) String() string {
 	switch o {
 	case OnceRan:
@@ -44,6 +48,8 @@ func (o OnceOutcome) String() string {
 		return "conflict"
 	case OnceAlreadyLeader:
 		return "already leader"
+	case OnceUnhealthy:
+		return "unhealthy"
 	default:
 		return fmt.Sprintf("OnceOutcome(%d)", int(o))
 	}
@@ -130,12 +136,21 @@ func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx c
 // before wait has passed, and runs work if the claim leads.
 func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(context.Context) error, o *onceOptions) (OnceOutcome, error) {
 	defer c.begin(ctx)()
+	if !c.awaitFirstCheck(ctx) {
+		return 0, ctx.Err()
+	}
 	t, outcome := c.campaign(ctx, campaignEnd{until: c.e.now().Add(wait), stop: c.onceStop})
 	switch {
 	case t != nil:
 		return c.runOnce(ctx, t, work, o)
 	case outcome == 0:
 		return 0, ctx.Err()
+	case outcome == OnceOtherLeader || outcome == OnceConflict:
+		if v := c.watcher.view(c.e.key); !v.held() {
+			if err := c.healthRefusal(); err != nil {
+				return OnceUnhealthy, err // nobody else holds the key: the check kept this node from claiming it
+			}
+		}
 	}
 	return outcome, nil
 }

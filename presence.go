@@ -53,9 +53,10 @@ type Candidate struct {
 	// agree), as of its latest record; 0 before it measured any.
 	ClockRate float64
 	// Unhealthy says why the candidate's health check (WithHealthCheck)
-	// fails, as of its latest record: how many checks in a row failed and
-	// the latest one's error. It is empty while the check passes, and
-	// without one. A candidate whose check fails does not claim the key.
+	// keeps it from claiming the key, as of its latest record: how many
+	// checks in a row failed and the latest one's error, or that its first
+	// check has not returned yet. It is empty while the check passes, and
+	// without one.
 	Unhealthy string
 }
 

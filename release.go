@@ -35,11 +35,15 @@ func (c *campaigner) workReturned(t *tenure, until time.Time) bool {
 	}
 	timer := time.NewTimer(c.e.wait(until))
 	defer timer.Stop()
-	select {
-	case <-t.returned:
-		return true
-	case <-timer.C:
-		return false
+	for {
+		select {
+		case <-t.returned:
+			return true
+		case <-timer.C:
+			return false
+		case <-c.healthWake():
+			c.noteHealth() // published while waiting, as while campaigning
+		}
 	}
 }
 
@@ -176,6 +180,11 @@ func (c *campaigner) releaseAs(t *tenure, value string) uint64 {
 		err = c.kv.Delete(ctx, c.e.key, jetstream.LastRevision(t.revision))
 	} else {
 		rev, err = c.kv.Update(ctx, c.e.key, []byte(value), t.revision)
+		if isCASConflict(err) && c.adoptLostRenewal(t) {
+			retry, cancel := context.WithTimeout(context.Background(), c.e.timing.opTimeout)
+			defer cancel()
+			rev, err = c.kv.Update(retry, c.e.key, []byte(value), t.revision)
+		}
 	}
 	if err != nil {
 		c.e.log.Warn("could not release the key; it will expire", "revision", t.revision, "error", err)
@@ -183,6 +192,24 @@ func (c *campaigner) releaseAs(t *tenure, value string) uint64 {
 	}
 	c.e.log.Info("released the key", "revision", t.revision, "value", value)
 	return rev
+}
+
+// adoptLostRenewal reports whether the key's latest entry, once the
+// watcher shows what is above the tenure's revision (until its validity
+// deadline), is this node's renewal whose answer was lost, and adopts it
+// (lostRenewal, adopt): a release over it then lands, instead of failing
+// over a revision that is no longer the latest and leaving the key to
+// expire.
+func (c *campaigner) adoptLostRenewal(t *tenure) bool {
+	if !t.unsure {
+		return false
+	}
+	e := c.awaitAbove(t.revision, c.deadline(t))
+	if e == nil || !c.lostRenewal(t, e) {
+		return false
+	}
+	c.adopt(t, e)
+	return true
 }
 
 // handOver serves a request to the leader written after this tenure's claim:

@@ -47,6 +47,9 @@ func runOnce(ctx context.Context, e *election.Election, sup *supervisor, cfg run
 			return 128 + int(sig), nil // interrupted before COMMAND started
 		}
 		return ExitError, nil
+	case outcome == election.OnceUnhealthy:
+		log.WithError(err).Warn("not running COMMAND: this host's health check fails")
+		return ExitSkipped, nil
 	case err != nil:
 		return 0, err
 	}

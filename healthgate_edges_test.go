@@ -1,8 +1,8 @@
 package election_test
 
-// Adversarial probes of WithHealthCheck (healthgate.go, docs/health.md).
-// Each TestAttack... test says what it shows; those that fail show a broken
-// promise of the feature.
+// WithHealthCheck at its edges (healthgate.go, docs/health.md): checks that
+// ignore their context, Once, standbys, verdicts that change while the
+// work stops, lost renewal answers, candidates awaiting their first check.
 
 import (
 	"context"
@@ -16,17 +16,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestAttackWedgedCheckNeverCountsAsFailed shows that a check that ignores
-// its context (a database driver blocked in a read, a mutex the wedged app
-// holds) is never counted as failed, although WithHealthCheck says "a check
-// that has not returned by then [its interval] failed": the gate calls the
-// check synchronously on its own goroutine and records a verdict only when
-// it returns. So the leader of a wedged app (exactly what health gating is
-// for) keeps leading for ever, and Stop hangs, since Start waits for the
-// check's goroutine (runCampaigner's deferred <-healthDone).
-//
-//	go test -race -count=1 -run 'TestAttackWedgedCheckNeverCountsAsFailed' .
-func TestAttackWedgedCheckNeverCountsAsFailed(t *testing.T) {
+// TestAWedgedCheckCountsAsFailed runs a check that ignores its context (a
+// database driver blocked in a read, a mutex the wedged app holds): it
+// counts as failed once its interval has passed, and at each interval
+// after, so the leader of a wedged app stands down; Stop returns without
+// waiting for it.
+func TestAWedgedCheckCountsAsFailed(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -96,16 +91,10 @@ func TestAttackWedgedCheckNeverCountsAsFailed(t *testing.T) {
 	}
 }
 
-// TestAttackOnceGivesUpOnFreeKeyBeforeFirstCheck shows that Election.Once
-// with a health check does not wait for its first check (docs/health.md: a
-// candidate "waits for its first check before its first claim"; only
-// Start's run calls awaitFirstCheck): with a wait of 0 on a free key, a
-// healthy candidate whose check takes a moment gives up at once and
-// reports OnceOtherLeader ("another candidate holds the key") although
-// nobody holds it, and the job runs nowhere.
-//
-//	go test -race -count=1 -run 'TestAttackOnceGivesUpOnFreeKeyBeforeFirstCheck' .
-func TestAttackOnceGivesUpOnFreeKeyBeforeFirstCheck(t *testing.T) {
+// TestOnceWaitsForTheFirstCheck runs Once with a wait of 0 on a free key
+// and a healthy check that takes a moment: it waits for the first check
+// before its claim, as Start does, and runs the job.
+func TestOnceWaitsForTheFirstCheck(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -136,14 +125,10 @@ func TestAttackOnceGivesUpOnFreeKeyBeforeFirstCheck(t *testing.T) {
 	}
 }
 
-// TestAttackOnceFailingCheckSaysOtherLeader shows that Once whose health
-// check fails, on a free key, reports OnceOtherLeader, documented as
-// "another candidate holds the key": nobody does. The caller (a cron job)
-// concludes the job is handled elsewhere, and no outcome or error says that
-// this host did not run it because its own check failed.
-//
-//	go test -race -count=1 -run 'TestAttackOnceFailingCheckSaysOtherLeader' .
-func TestAttackOnceFailingCheckSaysOtherLeader(t *testing.T) {
+// TestOnceWithAFailingCheckSaysUnhealthy runs Once whose check fails on a
+// free key: it claims nothing and says why (OnceUnhealthy, an error matching
+// ErrHealthCheck), not that another candidate holds the key.
+func TestOnceWithAFailingCheckSaysUnhealthy(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -164,16 +149,10 @@ func TestAttackOnceFailingCheckSaysOtherLeader(t *testing.T) {
 	}
 }
 
-// TestAttackStandbyNeverReportsHealth shows that a standby (priority 0)
-// with a health check never emits EventHealth, although "each change of
-// verdict is an EventHealth" (WithHealthCheck) and
-// kvelect_election_health_check_failing is fed by it: campaigner.run
-// returns to <-ctx.Done() for a standby before anything reads the verdict
-// (noteHealth runs only on the campaign path). Its record does say
-// Unhealthy, so the gauge and the record disagree.
-//
-//	go test -race -count=1 -run 'TestAttackStandbyNeverReportsHealth' .
-func TestAttackStandbyNeverReportsHealth(t *testing.T) {
+// TestAStandbyReportsItsHealth runs a standby (priority 0) whose check
+// fails: it emits EventHealth, as its record says Unhealthy, so the gauge
+// kvelect_election_health_check_failing and the record agree.
+func TestAStandbyReportsItsHealth(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -197,19 +176,13 @@ func TestAttackStandbyNeverReportsHealth(t *testing.T) {
 	}
 }
 
-// TestAttackHealthFlapWhileWorkStops makes a leader stand down for its
-// check while its OnWon takes 1.5 s to stop, and flaps its check (passing
-// for 400 ms, then failing again) meanwhile. It checks safety (held when
-// written: the other candidate leads only after the old leader's OnWon
-// returned, and the release comes at once then), and EventHealth, which
-// fails: "each change of verdict is an EventHealth", but the campaign
-// goroutine reads the verdict only when it looks (noteHealth), and while it
-// waits in releaseAs/awaitReturn for OnWon it does not: the pass and the
-// fail again are never reported, and the gauge
-// kvelect_election_health_check_failing reads 1 throughout.
-//
-//	go test -race -count=1 -run 'TestAttackHealthFlapWhileWorkStops' .
-func TestAttackHealthFlapWhileWorkStops(t *testing.T) {
+// TestHealthChangesWhileWorkStopsAreReported makes a leader stand down for
+// its check while its OnWon takes 1.5 s to stop, and flaps its check
+// (passing for 400 ms, then failing again) meanwhile: the other candidate
+// leads only after the old leader's OnWon returned, at once then, and each
+// change of verdict is an EventHealth though the campaign goroutine waits
+// for the work.
+func TestHealthChangesWhileWorkStopsAreReported(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -320,20 +293,14 @@ func (k *lossyKV) Update(ctx context.Context, key string, value []byte, last uin
 	}
 }
 
-// TestAttackHealthStandDownAfterLostRenewalLeavesKeyToExpire makes a
-// leader's renewal apply with its answer lost, and its check fail (once is
-// enough: failures 1) while it waited for that answer. When the hold loop
-// picks the health wake before the watcher's news of its own renewal
-// (select picks at random), standDownUnhealthy releases by compare-and-set
-// over the revision before the unanswered renewal: the release fails ("could
-// not release the key; it will expire") and the other candidate leads only
-// once the key expired, a TTL late, where docs/health.md promises a release
-// "over which another candidate claims and leads at once". (Stop and
-// handOver share releaseAs; markDone, unlike releaseAs, waits for the
-// watcher to show an unanswered write.) It fails about half the runs.
-//
-//	go test -race -count=4 -run 'TestAttackHealthStandDownAfterLostRenewalLeavesKeyToExpire' .
-func TestAttackHealthStandDownAfterLostRenewalLeavesKeyToExpire(t *testing.T) {
+// TestAHealthStandDownAfterALostRenewalAnswerReleases makes a leader's
+// renewal apply with its answer lost, and its check fail (failures 1)
+// while it waited for that answer: the release goes over the renewal once
+// the watcher shows it (adoptLostRenewal), and the other candidate leads at
+// once rather than a TTL later when the key expires. The hold loop picks
+// the health wake before the watcher's news about half the time, which is
+// the case this covers.
+func TestAHealthStandDownAfterALostRenewalAnswerReleases(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -381,20 +348,12 @@ func TestAttackHealthStandDownAfterLostRenewalLeavesKeyToExpire(t *testing.T) {
 	}
 }
 
-// TestAttackTransferToCandidateAwaitingFirstCheck shows that a candidate
-// whose first check has not returned yet is listed as healthy
-// (Candidate.Unhealthy is "": healthGate.unhealthy says nothing before the
-// first check) although it claims nothing until that check passes. So
-// Transfer (like Resign, WithPreferHigher and the priority wait, which all
-// read Unhealthy) hands the key to a candidate that will not take it: here
-// one whose check hangs to its interval of 3 s and fails, the case the
-// docs' "a check that has not returned by then failed" describes. The
-// leader stands down, nobody may claim over the handoff for half a TTL, and
-// the key has no leader meanwhile; the docs promise ErrNotTransferred at
-// once for a candidate whose check fails.
-//
-//	go test -race -count=1 -run 'TestAttackTransferToCandidateAwaitingFirstCheck' .
-func TestAttackTransferToCandidateAwaitingFirstCheck(t *testing.T) {
+// TestTransferRefusesACandidateAwaitingItsFirstCheck transfers the key to
+// a candidate whose first check has not returned (it hangs to its interval
+// of 3 s): its record says so (Candidate.Unhealthy), it would claim
+// nothing, and Transfer returns ErrNotTransferred at once instead of
+// leaving the key leaderless for half a TTL.
+func TestTransferRefusesACandidateAwaitingItsFirstCheck(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
