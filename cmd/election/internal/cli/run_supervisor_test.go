@@ -146,7 +146,8 @@ func TestRunExitsZeroOnASignalAfterTheWorkDeadlineKilledTheCommand(t *testing.T)
 	}
 	done := make(chan error, 1)
 	go func() { done <- e.Start(electionCtx) }()
-	testenv.Eventually(t, "COMMAND to run", e2e.WaitTimeout, func() bool { return len(testenv.Marked(mark)) > 0 })
+	// Its sleep runs once the shell ignores SIGTERM (and so does the sleep).
+	testenv.AwaitSleeps(t, mark, 1, e2e.WaitTimeout)
 	// The leadership ends; COMMAND ignores the SIGTERM that stops it.
 	if err := kv.Delete(context.Background(), "job"); err != nil {
 		t.Fatal(err)
