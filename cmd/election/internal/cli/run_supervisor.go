@@ -38,7 +38,13 @@ type supervisor struct {
 
 	mu    sync.Mutex
 	child *guard.Child // the running COMMAND, nil when none runs
-	code  int          // the exit code of election run
+	// stopsCommand: the shutdown came while COMMAND ran, and election
+	// run then exits with COMMAND's status. A shutdown that came once
+	// COMMAND had gone for the leadership's end (killed at the work
+	// deadline after a pause, or stopped when the leadership ended), before
+	// lead cleared child, exits 0, as one that finds no COMMAND running.
+	stopsCommand bool
+	code         int // the exit code of election run
 	// outcome is, with --once, how COMMAND's run ended: nil if it exited
 	// by itself with status 0, else a *jobError (nil too before it ran).
 	outcome error
@@ -154,7 +160,7 @@ func (s *supervisor) lead(leading context.Context) {
 	defer s.mu.Unlock()
 	s.child = nil
 	if s.once {
-		s.outcome = jobOutcome(code, byItself, s.shuttingDown(), s.sig)
+		s.outcome = jobOutcome(code, byItself, s.stopsCommand, s.sig)
 	}
 	switch {
 	case byItself && s.once && code == 0:
@@ -163,8 +169,14 @@ func (s *supervisor) lead(leading context.Context) {
 		log.Warn("the command failed; releasing the key unmarked, for another host to run the job")
 	case byItself:
 		log.Info("the command exited by itself; releasing the key")
-	case s.shuttingDown() || s.once:
+	case s.stopsCommand || s.once:
 		log.Info("the command stopped; releasing the key unmarked")
+	case s.shuttingDown():
+		// The signal came after COMMAND had gone for the leadership's
+		// end: its status is not what the signal brought about.
+		log.Info("the command had stopped for the leadership's end before the signal came; ending the election")
+		s.endElection()
+		return
 	default:
 		log.Info("the command stopped; campaigning again")
 		return
@@ -202,6 +214,7 @@ func (s *supervisor) watchSignals(signals <-chan os.Signal, done <-chan struct{}
 	s.log.WithField("signal", s.sig.String()).Info("shutting down")
 	s.mu.Lock()
 	close(s.shutdown)
+	s.stopsCommand = s.child != nil && !s.child.Exited()
 	if s.child == nil {
 		s.endElection()
 	}

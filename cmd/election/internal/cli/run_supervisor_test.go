@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,4 +98,86 @@ func TestRunCampaignsOnWhenLeadershipEndsBeforeTheCommandStarts(t *testing.T) {
 		t.Errorf("the supervisor ended the election (%v) or set exit code %d; want neither", ended, sup.exitCode())
 	}
 	wantLogged(t, logged.String(), "leadership ended before COMMAND could start; campaigning again", "leading: started the command")
+}
+
+// TestRunExitsZeroOnASignalAfterTheWorkDeadlineKilledTheCommand runs election
+// run's supervisor on a leadership that ends while COMMAND ignores the
+// SIGTERM that stops it, so that the guard kills COMMAND at the work
+// deadline, as it does when this process was paused past it. SIGTERM comes
+// just after: once COMMAND has gone, before the supervisor has finished
+// with it. COMMAND no longer ran when the signal came, so election run ends
+// the election and exits 0, not with the 137 of the kill at the deadline.
+// (TestRunPausedLosesItsCommandInTime, whose test sends SIGTERM as soon as
+// the paused process logs the kill, once saw 137.)
+func TestRunExitsZeroOnASignalAfterTheWorkDeadlineKilledTheCommand(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "EXPIRED", TTL: election.MinTTL})
+	mark := testenv.NewMark()
+	t.Cleanup(func() { awaitGone(t, mark) })
+	var logged syncBuffer
+	log := logrus.New()
+	log.SetOutput(&logged)
+	signals := make(chan os.Signal, 1)
+	electionCtx, endElection := context.WithCancel(context.Background())
+	defer endElection()
+	ended := false
+	var sup *supervisor
+	// The signal comes the moment the supervisor logs the kill at the work
+	// deadline, and is seen (the shutdown begins) before it goes on.
+	log.AddHook(hookOn{what: "killed at the leadership's work deadline", fire: func() {
+		signals <- syscall.SIGTERM
+		testenv.Eventually(t, "the shutdown to begin", e2e.WaitTimeout, sup.shuttingDown)
+	}})
+	sup = newSupervisor(runConfig{candidateFlags: candidateFlags{name: "expired", key: "job", bucket: "EXPIRED"},
+		argv: []string{"/bin/sh", "-c", testenv.WithMark(`trap "" TERM; sleep MARK & wait`, mark)}, grace: e2e.WaitTimeout},
+		log.WithField("test", t.Name()), func() {
+			ended = true
+			endElection()
+		})
+	watching := make(chan struct{})
+	defer close(watching)
+	go sup.watchSignals(signals, watching)
+
+	e, err := election.NewElection(context.Background(), "expired", "job", kv, election.WithoutSplay(), election.OnWon(sup.lead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(electionCtx) }()
+	// Its sleep runs once the shell ignores SIGTERM (and so does the sleep).
+	testenv.AwaitSleeps(t, mark, 1, e2e.WaitTimeout)
+	// The leadership ends; COMMAND ignores the SIGTERM that stops it.
+	if err := kv.Delete(context.Background(), "job"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the election ended with %v", err)
+		}
+	case <-time.After(e2e.WaitTimeout):
+		t.Fatalf("the election still runs after %v; log:\n%s", e2e.WaitTimeout, logged.String())
+	}
+	if !ended || sup.exitCode() != ExitOK {
+		t.Errorf("the supervisor ended the election: %v, with exit code %d; want it ended with %d\n%s", ended, sup.exitCode(), ExitOK, logged.String())
+	}
+	wantLogged(t, logged.String(), "the command was killed at the leadership's work deadline", "shutting down")
+}
+
+// hookOn is a logrus hook that calls fire when an entry's message contains
+// what.
+type hookOn struct {
+	what string
+	fire func()
+}
+
+func (h hookOn) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h hookOn) Fire(entry *logrus.Entry) error {
+	if strings.Contains(entry.Message, h.what) {
+		h.fire()
+	}
+	return nil
 }

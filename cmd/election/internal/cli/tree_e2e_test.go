@@ -131,22 +131,37 @@ func TestRunPausedLosesItsCommandInTime(t *testing.T) {
 		runs[name] = e2e.StartDaemon(t, bin, name, "--server", s.ClientURL(), "--bucket", "TREE", "--key", "paused",
 			"--", "/bin/sh", "-c", testenv.WithMark(`sleep MARK & wait`, mark))
 	}
+	t.Cleanup(func() {
+		// The logs go with the test's temporary directory: a failure
+		// keeps them, stamped to the millisecond, to tell what each
+		// process did when.
+		if t.Failed() {
+			for _, name := range slices.Sorted(maps.Keys(runs)) {
+				t.Logf("%s's log:\n%s", name, runs[name].Logged(t))
+			}
+		}
+	})
 	first, token := leaderOf(t, mark, 0)
 	testenv.AwaitSleeps(t, mark, 1, e2e.WaitTimeout)
 	paused := runs[first]
+	stamp := func(what string) { t.Logf("%s %s", time.Now().UTC().Format("15:04:05.000"), what) } // UTC, as the logs
+	stamp(fmt.Sprintf("SIGSTOP to %s, whose command runs with token %d", first, token))
 	paused.Cmd.Process.Signal(syscall.SIGSTOP)
-	second, _ := leaderOf(t, mark, token)
+	second, secondToken := leaderOf(t, mark, token)
 	if second == first {
 		t.Fatalf("the command ran again under %s, which is paused", first)
 	}
+	stamp(fmt.Sprintf("%s's command runs with token %d; SIGCONT to %s", second, secondToken, first))
 	paused.Cmd.Process.Signal(syscall.SIGCONT)
 	testenv.Eventually(t, "the paused process to log its command's end at the work deadline", e2e.WaitTimeout, func() bool {
 		return strings.Contains(paused.Logged(t), "killed at the leadership's work deadline")
 	})
+	stamp("SIGTERM to " + first)
 	paused.Cmd.Process.Signal(syscall.SIGTERM)
 	if code := paused.Wait(t); code != ExitOK {
 		t.Errorf("the once-paused election run exited %d after SIGTERM, want 0: it no longer ran the command", code)
 	}
+	stamp("SIGTERM to " + second)
 	runs[second].Cmd.Process.Signal(syscall.SIGTERM)
 	runs[second].Wait(t)
 	awaitGone(t, mark)
