@@ -210,6 +210,11 @@ func TestFailingCandidateNeverClaims(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// The winner may announce before the Bucket's watcher delivers its claim.
+	testenv.Poll(t, "the Bucket to show low leading", 5*time.Second, func() (election.Leader, bool) {
+		l, err := b.Leader(ctx, "svc")
+		return l, err == nil && l.Name == "low"
+	})
 	if _, err := b.Resign(ctx, "svc"); !errors.Is(err, election.ErrNotTransferred) || !strings.Contains(err.Error(), "health check") {
 		t.Errorf("Resign with only a failing other candidate: %v, want ErrNotTransferred naming the health check", err)
 	}
