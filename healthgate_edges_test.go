@@ -382,6 +382,11 @@ func TestTransferRefusesACandidateAwaitingItsFirstCheck(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), ttl)
 	defer cancel()
+	// The winner may announce before the Bucket's watcher delivers its claim.
+	testenv.Poll(t, "the Bucket to show leader leading", ttl, func() (election.Leader, bool) {
+		l, err := b.Leader(ctx, "svc")
+		return l, err == nil && l.Name == "leader"
+	})
 	began := time.Now()
 	now, err := b.Transfer(ctx, "svc", "sick")
 	took := time.Since(began)
