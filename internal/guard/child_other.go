@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// ErrLeadershipEnded is Start's error when the leadership ended before
+// COMMAND could start; Start here fails for another reason.
+var ErrLeadershipEnded = errors.New("leadership ended before COMMAND could start")
+
 // Child stands for a COMMAND, which election run supervises only on Unix.
 type Child struct {
 	pid     int
@@ -34,6 +38,15 @@ func (c *Child) Stop(syscall.Signal, time.Duration) {}
 
 // Kill does nothing.
 func (c *Child) Kill() {}
+
+// GuardPID is 0: no guard runs.
+func (c *Child) GuardPID() int { return 0 }
+
+// Killed reports false: no COMMAND ran to be killed.
+func (c *Child) Killed() bool { return false }
+
+// Forced reports false: no guard ran to be killed.
+func (c *Child) Forced() bool { return false }
 
 // Exited reports true: no COMMAND runs.
 func (c *Child) Exited() bool { return true }
