@@ -33,8 +33,9 @@ type connFlags struct {
 	jsDomain, inboxPrefix  string
 
 	// role is the role of election permissions whose permissions the
-	// command needs, named when the server denies one.
-	role string
+	// command needs, named when the server denies one; serve, the subject
+	// of its leader-only endpoint (--serve), is named with it.
+	role, serve string
 	// onDenied, when set, is called with each permission the server
 	// denies the connection, as a *deniedError.
 	onDenied func(error)
@@ -259,6 +260,7 @@ func (c *connFlags) asyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
 	if denied == nil || c.historyDenials.take(denied) {
 		return
 	}
+	denied.serve = c.serve
 	if c.onDenied != nil {
 		c.onDenied(denied)
 	}

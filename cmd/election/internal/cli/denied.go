@@ -14,12 +14,16 @@ type deniedError struct {
 	action  string // "publish to" or "subscribe to"
 	subject string
 	role    string // the role that grants it
+	serve   string // the subject of the command's leader-only endpoint (--serve), whose permissions the role's grant needs too; "": none
 }
 
 func (e *deniedError) Error() string {
 	grant := "election permissions --role " + e.role
 	if m := bucketOfSubject.FindStringSubmatch(e.subject); m != nil && m[1] != defaultBucket {
 		grant += " --bucket " + m[1]
+	}
+	if e.serve != "" {
+		grant += " --serve " + e.serve
 	}
 	return fmt.Sprintf("permission denied: %s %q (grant the %s role's permissions: %s)", e.action, e.subject, e.role, grant)
 }

@@ -264,6 +264,7 @@ func runElection(cfg runConfig, log *logrus.Logger) (int, error) {
 	// and a permission is not granted by waiting.
 	ctx, cancel := context.WithTimeout(context.Background(), bucketTimeout)
 	defer cancel()
+	cfg.conn.serve = cfg.serveFlags.serve
 	ctx, endSetup := cfg.conn.watchDenials(ctx, roleCandidate)
 	defer endSetup()
 	electionCtx, endElection := context.WithCancelCause(context.Background())

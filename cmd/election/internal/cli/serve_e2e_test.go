@@ -483,9 +483,13 @@ func TestTheServePermissionsAreExactlyWhatAnEndpointNeeds(t *testing.T) {
 			if dropped == "allow_responses" {
 				p.allowResponses = false
 			}
-			if err := exercise(t, p.serverBlock()); err == nil {
+			err := exercise(t, p.serverBlock())
+			switch {
+			case err == nil:
 				t.Errorf("the endpoint works without %s: it is not needed", dropped)
-			} else {
+			case dropped == servedSubject+" kvelect" && !strings.Contains(err.Error(), "election permissions --role candidate --serve "+servedSubject):
+				t.Errorf("without %s: %v, want the grant to name --serve %s", dropped, err, servedSubject)
+			default:
 				t.Logf("as expected: %v", err)
 			}
 		})

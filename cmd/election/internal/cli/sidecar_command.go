@@ -191,6 +191,7 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	// a candidate that may not write can never lead (endOnDenial).
 	setupCtx, cancel := context.WithTimeout(ctx, bucketTimeout)
 	defer cancel()
+	cfg.conn.serve = cfg.serveFlags.serve
 	setupCtx, endSetup := cfg.conn.watchDenials(setupCtx, roleCandidate)
 	defer endSetup()
 	var endOnDenial atomic.Pointer[context.CancelCauseFunc] // the election's end, once it runs
