@@ -219,7 +219,10 @@ func (e *Election) runCampaigner(ctx context.Context, body func(context.Context,
 	w, stopWatcher := e.watcher, func() {}
 	if w == nil { // not made by a Bucket: watch the key alone, with its requests and candidates
 		w = newWatcher(e.kv, []string{e.key, requestKey(e.key), candidateKeys(e.key)}, e.timing.ttl, e.clock, e.log)
-		watchCtx, cancel := context.WithCancel(ctx)
+		// The watcher outlives the campaign (stopWatcher, below): a leader
+		// stopped right after a renewal whose answer was lost releases over
+		// that renewal once the watcher shows it (adoptLostRenewal).
+		watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		watchDone := make(chan struct{})
 		go func() { defer close(watchDone); w.run(watchCtx) }()
 		stopWatcher = func() { cancel(); <-watchDone }

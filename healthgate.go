@@ -119,11 +119,12 @@ func newHealthGate(cfg healthConfig, clock Clock) *healthGate {
 func (g *healthGate) run(ctx context.Context, republish chan<- struct{}) {
 	var running chan error // the result of the call that runs; nil: none
 	var began, due time.Time
+	overdue := false // the running call was counted failed when its interval passed
 	for {
 		if running == nil {
 			began = g.clock.Now()
 			due = began.Add(g.cfg.interval)
-			running = make(chan error, 1)
+			running, overdue = make(chan error, 1), false
 			go func(result chan<- error) { result <- g.call(ctx) }(running)
 		}
 		timer := time.NewTimer(untilOn(g.clock, due))
@@ -138,9 +139,13 @@ func (g *healthGate) run(ctx context.Context, republish chan<- struct{}) {
 		case <-timer.C:
 			err = fmt.Errorf("the check has not returned %v after it began, past its time of %v",
 				g.clock.Now().Sub(began).Round(time.Millisecond), g.cfg.interval)
-			due = due.Add(g.cfg.interval)
+			due, overdue = due.Add(g.cfg.interval), true
 		}
-		g.publish(g.note(err, g.clock.Now().Sub(began)), republish)
+		// A call counted failed when its interval passed returns that same
+		// failure late: it is not counted again.
+		if running != nil || !overdue {
+			g.publish(g.note(err, g.clock.Now().Sub(began)), republish)
+		}
 		if running != nil {
 			continue
 		}

@@ -261,6 +261,8 @@ func causeLabel(cause error) string {
 		return causeRevisionGone
 	case errors.Is(cause, election.ErrRenewDeadline):
 		return causeRenewDeadline
+	case errors.Is(cause, election.ErrHealthCheck): // before stopped: a fleet's health move is a stop with this cause
+		return causeHealthCheck
 	case errors.Is(cause, election.ErrStopped):
 		return causeStopped
 	case errors.Is(cause, election.ErrHandedOver):
@@ -269,8 +271,6 @@ func causeLabel(cause error) string {
 		return causeSuspended
 	case errors.Is(cause, election.ErrClockRate):
 		return causeClockRate
-	case errors.Is(cause, election.ErrHealthCheck):
-		return causeHealthCheck
 	default:
 		return causeOther
 	}

@@ -149,6 +149,7 @@ func TestLostCauses(t *testing.T) {
 		{fmt.Errorf("%w for 5s since the leader sent its latest acknowledged write", election.ErrSuspended), "suspended"},
 		{fmt.Errorf("%w: beyond the bound", election.ErrClockRate), "clock_rate"},
 		{fmt.Errorf("%w: 3 times in a row", election.ErrHealthCheck), "health_check"},
+		{fmt.Errorf("%w: %w", election.ErrStopped, fmt.Errorf("fleet: daemon revoked: %w", election.ErrHealthCheck)), "health_check"},
 		{errors.New("something else"), "other"},
 		{nil, "other"},
 	} {
