@@ -44,7 +44,8 @@
 // on request: election.ErrHandedOver), suspended (the machine slept while
 // it led: election.ErrSuspended), clock_rate (its clock runs past the
 // assumed bound: election.ErrClockRate), health_check (the app's health
-// check failed too often in a row: election.ErrHealthCheck), or other.
+// check failed too often in a row, or a fleet moved the daemon for its
+// node's failing check: election.ErrHealthCheck), or other.
 //
 // The clock series come from the election's clock checks
 // (election.EventClockRate, election.EventClockJump): clock_rate exists
