@@ -139,8 +139,8 @@ func (b *Bucket) requireOtherCandidate(key, leader string) error {
 		}
 	}
 	if failing > 0 {
-		return fmt.Errorf("%w: the %d other candidates of key %q of bucket %q fail their health checks and would not claim it, so %s keeps leading",
-			ErrNotTransferred, failing, key, b.kv.Bucket(), leader)
+		return fmt.Errorf("%w: every other candidate of key %q of bucket %q (%d) fails its health check and would not claim it, so %s keeps leading",
+			ErrNotTransferred, key, b.kv.Bucket(), failing, leader)
 	}
 	return fmt.Errorf("%w: no candidate but %s campaigns for key %q of bucket %q, so %s keeps leading; start another candidate first",
 		ErrNotTransferred, leader, key, b.kv.Bucket(), leader)

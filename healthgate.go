@@ -40,7 +40,7 @@ import (
 // that passes its check is no more a leader for it.
 func WithHealthCheck(check func(ctx context.Context) error, interval time.Duration, failures int) Option {
 	return func(o *options) {
-		o.health = &healthConfig{check: check, interval: interval, failures: failures, set: true}
+		o.health = &healthConfig{check: check, interval: interval, failures: failures}
 	}
 }
 
@@ -54,7 +54,6 @@ type healthConfig struct {
 	check    func(ctx context.Context) error
 	interval time.Duration
 	failures int
-	set      bool
 }
 
 // checkHealthConfig says what is wrong with h (nil: no health check).
@@ -85,24 +84,20 @@ type healthGate struct {
 	cfg   healthConfig
 	clock Clock
 
-	mu      sync.Mutex
-	checked bool  // a check returned
-	passing bool  // the latest check passed
-	streak  int   // failed checks in a row
-	last    error // the latest failed check's error, while failing
-	took    time.Duration
+	mu sync.Mutex
+	v  healthVerdict
 
 	first chan struct{} // closed when the first check returns
 	wake  chan struct{} // buffered 1: the verdict changed, or the streak grew
 }
 
-// healthVerdict is the gate's state as the campaigner reads it.
+// healthVerdict is what the checks found so far.
 type healthVerdict struct {
-	checked bool
-	passing bool
-	streak  int
-	last    error
-	took    time.Duration
+	checked bool          // a check returned
+	passing bool          // the latest check passed
+	streak  int           // failed checks in a row
+	last    error         // the latest failed check's error, while failing
+	took    time.Duration // how long the latest check took
 }
 
 func newHealthGate(cfg healthConfig, clock Clock) *healthGate {
@@ -190,16 +185,17 @@ func (g *healthGate) publish(changed bool, republish chan<- struct{}) {
 func (g *healthGate) note(err error, took time.Duration) (changed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	changed = !g.checked || g.passing != (err == nil)
-	if !g.checked {
+	v := &g.v
+	changed = !v.checked || v.passing != (err == nil)
+	if !v.checked {
 		close(g.first)
 	}
-	g.checked, g.passing, g.took = true, err == nil, took
+	v.checked, v.passing, v.took = true, err == nil, took
 	if err == nil {
-		g.streak, g.last = 0, nil
+		v.streak, v.last = 0, nil
 	} else {
-		g.streak++
-		g.last = err
+		v.streak++
+		v.last = err
 	}
 	return changed
 }
@@ -208,7 +204,7 @@ func (g *healthGate) note(err error, took time.Duration) (changed bool) {
 func (g *healthGate) verdict() healthVerdict {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return healthVerdict{checked: g.checked, passing: g.passing, streak: g.streak, last: g.last, took: g.took}
+	return g.v
 }
 
 // unhealthy is what the candidate record says of a check that keeps the

@@ -7,6 +7,7 @@ package election_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -228,11 +229,31 @@ func TestHealthChangesWhileWorkStopsAreReported(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("a did not stand down")
 	}
-	// OnWon is stopping (1.5 s): flap the check meanwhile.
-	time.Sleep(200 * time.Millisecond)
-	a.health.pass()
-	time.Sleep(400 * time.Millisecond)
-	a.health.fail(errors.New("database unreachable again"))
+	// OnWon is stopping (1.5 s): flap the check meanwhile. Each change is
+	// reported while the work stops, before OnWon returns.
+	var kinds []string
+	next := func(change func()) {
+		change()
+		select {
+		case ev := <-a.events:
+			kind := "pass"
+			if ev.Err != nil {
+				kind = "fail"
+			}
+			kinds = append(kinds, kind)
+		case <-time.After(time.Second):
+			t.Errorf("a's health events: %v, then none for 1s", kinds)
+		}
+	}
+	next(func() {}) // the failure that stood a down
+	next(a.health.pass)
+	next(func() { a.health.fail(errors.New("database unreachable again")) })
+	mu.Lock()
+	returnedEarly := !returnedAt.IsZero()
+	mu.Unlock()
+	if !slices.Equal(kinds, []string{"fail", "pass", "fail"}) || returnedEarly {
+		t.Errorf("a's health events while its work stopped: %v (OnWon returned first: %v), want fail, pass, fail before it returned", kinds, returnedEarly)
+	}
 
 	var wonAt time.Time
 	select {
@@ -250,24 +271,6 @@ func TestHealthChangesWhileWorkStopsAreReported(t *testing.T) {
 		t.Errorf("b led %v after a's OnWon returned, want at once", wonAt.Sub(ret))
 	}
 	t.Logf("b led %v after a's check began to fail, %v after a's OnWon returned", wonAt.Sub(began).Round(time.Millisecond), wonAt.Sub(ret).Round(time.Millisecond))
-
-	var kinds []string
-	collect := time.After(500 * time.Millisecond)
-	for done := false; !done; {
-		select {
-		case ev := <-a.events:
-			if ev.Err != nil {
-				kinds = append(kinds, "fail")
-			} else {
-				kinds = append(kinds, "pass")
-			}
-		case <-collect:
-			done = true
-		}
-	}
-	if len(kinds) < 3 {
-		t.Errorf("a's health events: %v, want fail, pass, fail: the check passed for 400 ms and failed again while a's work stopped, unreported", kinds)
-	}
 }
 
 // lossyKV is a bucket whose next Update of key, once armed, is applied but

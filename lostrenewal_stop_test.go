@@ -38,16 +38,22 @@ func TestAStopAfterALostRenewalAnswerReleases(t *testing.T) {
 	<-aWon
 
 	bWon := make(chan time.Time, 4)
+	bCampaigns := make(chan struct{}, 1)
 	b, err := NewElection(context.Background(), "b", "svc", kv, WithoutSplay(),
 		WithLogger(testenv.Logger(t).With("who", "b")),
-		OnWon(func() { bWon <- time.Now() }))
+		OnWon(func() { bWon <- time.Now() }),
+		WithEventHook(func(ev Event) {
+			if ev.Kind == EventCampaigning {
+				bCampaigns <- struct{}{}
+			}
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bDone := make(chan error, 1)
 	go func() { bDone <- b.Start(context.Background()) }()
 	defer func() { b.Stop(); <-bDone }()
-	time.Sleep(500 * time.Millisecond)
+	<-bCampaigns
 
 	var stopped time.Time
 	stall.armed <- func() {

@@ -95,8 +95,8 @@ func (o OnceOutcome) String() string {
 // OnceConflict (also when leadership ended before the work could start),
 // OnceAlreadyLeader, or OnceUnhealthy with an error matching ErrHealthCheck
 // (WithHealthCheck: its check kept it from a free key), or an error
-// matching ErrRunLog when the run log could not be checked. A key free only after a removal (a delete or purge) is
-// claimed after the vouch window (see the package documentation; at most a
+// matching ErrRunLog when the run log could not be checked. A key free only
+// after a removal (a delete or purge) is claimed after the vouch window (see the package documentation; at most a
 // quarter of the TTL), even with a wait of 0 or one that ends sooner, and
 // the winner may have to wait out a TTL before it leads.
 //
