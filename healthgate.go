@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kvelect/election/internal/healthloop"
 )
 
 // Health-gated leadership (WithHealthCheck): the app's own check decides
@@ -104,67 +106,18 @@ func newHealthGate(cfg healthConfig, clock Clock) *healthGate {
 	return &healthGate{cfg: cfg, clock: clock, first: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
-// run calls the check every interval until ctx is done; each call starts
-// an interval after the one before started. A call still running when its
-// interval has passed counts as a failure at that moment, and at each
-// interval after it, until it returns: a check that ignores its context
-// (a wedged driver call) fails as one that hangs until its time is up
-// does. No second call starts while one runs, and run returns when ctx is
-// done without waiting for it.
+// run calls the check every interval until ctx is done, by the rules of
+// healthloop.Run, on the election's clock.
 func (g *healthGate) run(ctx context.Context, republish chan<- struct{}) {
-	var running chan error // the result of the call that runs; nil: none
-	var began, due time.Time
-	overdue := false // the running call was counted failed when its interval passed
-	for {
-		if running == nil {
-			began = g.clock.Now()
-			due = began.Add(g.cfg.interval)
-			running, overdue = make(chan error, 1), false
-			go func(result chan<- error) { result <- g.call(ctx) }(running)
-		}
-		timer := time.NewTimer(untilOn(g.clock, due))
-		var err error
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case err = <-running:
-			timer.Stop()
-			running = nil
-		case <-timer.C:
-			err = fmt.Errorf("the check has not returned %v after it began, past its time of %v",
-				g.clock.Now().Sub(began).Round(time.Millisecond), g.cfg.interval)
-			due, overdue = due.Add(g.cfg.interval), true
-		}
-		// A call counted failed when its interval passed returns that same
-		// failure late: it is not counted again.
-		if running != nil || !overdue {
-			g.publish(g.note(err, g.clock.Now().Sub(began)), republish)
-		}
-		if running != nil {
-			continue
-		}
-		timer = time.NewTimer(untilOn(g.clock, due))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-	}
+	healthloop.Run(ctx, loopClock{g.clock}, g.cfg.interval, g.cfg.check, func(err error, took time.Duration) {
+		g.publish(g.note(err, took), republish)
+	})
 }
 
-// call runs the check once, within its interval: one that returns nil
-// after its time has passed failed too.
-func (g *healthGate) call(ctx context.Context) error {
-	checkCtx, cancel := context.WithTimeout(ctx, g.cfg.interval)
-	defer cancel()
-	err := g.cfg.check(checkCtx)
-	if err == nil && checkCtx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("the check returned nil after its time of %v had passed", g.cfg.interval)
-	}
-	return err
-}
+// loopClock is the election's clock as healthloop reads it.
+type loopClock struct{ Clock }
+
+func (c loopClock) Until(t time.Time) time.Duration { return untilOn(c.Clock, t) }
 
 // publish wakes the campaigner, and the candidate record's writer too if
 // the verdict changed (the record says whether the check fails).

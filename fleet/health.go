@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/healthloop"
 )
 
 // Health-checked daemons (Daemon.Health): the node runs each daemon's check
@@ -100,50 +101,13 @@ func (n *Node) startHealthChecks(ctx context.Context) {
 	}
 }
 
-// checkHealth runs d's health check every interval until ctx is done; each
-// check starts an interval after the one before started. A check that has
-// not returned within its interval failed, and the next one starts only
-// once it has returned: each interval without its return is one more
-// failure.
+// checkHealth runs d's health check every interval until ctx is done, by
+// the rules of healthloop.Run (one that has not returned within its
+// interval failed, and fails again at each interval until it returns); a
+// panic in it is a failure.
 func (n *Node) checkHealth(ctx context.Context, d *Daemon) {
-	interval := d.healthInterval()
-	var pending chan error // the check running, or nil
-	var pendingSince time.Time
-	for {
-		began := time.Now()
-		if pending == nil {
-			pending, pendingSince = make(chan error, 1), began
-			go func(result chan<- error) {
-				checkCtx, cancel := context.WithTimeout(ctx, interval)
-				defer cancel()
-				err := runSafely(checkCtx, d.Health)
-				if err == nil && checkCtx.Err() != nil {
-					err = fmt.Errorf("the check returned nil after its time of %v had passed", interval)
-				}
-				result <- err
-			}(pending)
-		}
-		timer := time.NewTimer(interval)
-		var err error
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case err = <-pending:
-			pending = nil
-		case <-timer.C:
-			err = fmt.Errorf("the health check has not returned %v after it began", time.Since(pendingSince).Round(time.Millisecond))
-		}
-		timer.Stop()
-		n.noteHealth(d, err)
-		wait := time.NewTimer(time.Until(began.Add(interval)))
-		select {
-		case <-ctx.Done():
-			wait.Stop()
-			return
-		case <-wait.C:
-		}
-	}
+	check := func(ctx context.Context) error { return runSafely(ctx, d.Health) }
+	healthloop.Run(ctx, nil, d.healthInterval(), check, func(err error, _ time.Duration) { n.noteHealth(d, err) })
 }
 
 // noteHealth records the result of one of d's health checks. When it
