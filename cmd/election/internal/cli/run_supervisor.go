@@ -123,13 +123,6 @@ func (s *supervisor) lead(leading context.Context) {
 	served := make(chan struct{})
 	if s.endpoint != nil {
 		go func() {
-			select {
-			case <-s.shutdown:
-				stopServing()
-			case <-serving.Done():
-			}
-		}()
-		go func() {
 			defer close(served)
 			serveWhileLeading(s.endpoint, serving, log)
 		}()
@@ -139,6 +132,7 @@ func (s *supervisor) lead(leading context.Context) {
 
 	g := guarded{child: c, grace: s.grace, what: "command", who: "this process", log: log}
 	byItself, _ := g.supervise(leading, s.shutdown, func() syscall.Signal { return s.sig.(syscall.Signal) }, func(shutdown bool) {
+		stopServing() // COMMAND is being stopped: serve no more
 		if shutdown {
 			log.WithField("signal", s.sig.String()).Info("passing the signal to COMMAND")
 		} else {

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -412,7 +413,7 @@ func TestRunServesWhileTheCommandRuns(t *testing.T) {
 	}
 	p.Cmd.Process.Signal(syscall.SIGTERM)
 	p.Wait(t)
-	if _, err := nc.Request("svc.run", nil, time.Second); err != nats.ErrNoResponders {
+	if _, err := nc.Request("svc.run", nil, time.Second); !errors.Is(err, nats.ErrNoResponders) {
 		t.Errorf("a request after election run stopped: %v, want no responders", err)
 	}
 	wantLogged(t, p.Logged(t), "serving the endpoint", "stopped serving the endpoint")

@@ -71,14 +71,9 @@ func (s *serveFlags) endpoint(nc *nats.Conn, log *logrus.Entry) (*endpoint.Endpo
 	})
 }
 
-// serveWhileLeading serves ep (nil: nothing) while leading lasts, and
-// returns once it has stopped; a failure is logged, and leaves the
-// leadership as it is.
+// serveWhileLeading serves ep while leading lasts, and returns once it has
+// stopped; a failure is logged, and leaves the leadership as it is.
 func serveWhileLeading(ep *endpoint.Endpoint, leading context.Context, log *logrus.Entry) {
-	if ep == nil {
-		<-leading.Done()
-		return
-	}
 	if err := ep.Serve(leading); err != nil {
 		log.WithError(err).Warn("the leader-only endpoint")
 		<-leading.Done()

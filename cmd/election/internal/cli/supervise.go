@@ -37,7 +37,8 @@ type guarded struct {
 // expired at the work deadline nor killed) by then, it stops it: with
 // SIGTERM when leading is done, with the signal sig returns on shutdown;
 // SIGKILL follows after the grace. stopping is called just before, with
-// whether a shutdown asks it, for the caller's log. It returns whether the
+// whether a shutdown asks it, for the caller's log and for what the caller
+// stops with the command. It returns whether the
 // command exited by itself, and whether supervise stopped it.
 func (g guarded) supervise(leading context.Context, shutdown <-chan struct{}, sig func() syscall.Signal, stopping func(shutdown bool)) (byItself, stopped bool) {
 	c := g.child
