@@ -91,6 +91,52 @@ func TestForwardPassesRequestsToTheApp(t *testing.T) {
 	}
 }
 
+// TestForwardRefusesRedirectsAndOversizedResponses: a redirect is an error
+// reply naming its status, and its target is never called (the token goes
+// to the URL given alone); a response over MaxResponseBytes is a 502.
+func TestForwardRefusesRedirectsAndOversizedResponses(t *testing.T) {
+	t.Parallel()
+	followed := make(chan struct{}, 1)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			followed <- struct{}{}
+			return
+		}
+		switch body, _ := io.ReadAll(r.Body); string(body) {
+		case "redirect":
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		case "big":
+			w.Write(make([]byte, MaxResponseBytes+1))
+		}
+	}))
+	defer app.Close()
+	forward, err := Forward(app.URL+"/report", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, _ := newBucket(t)
+	subject := "svc." + bucket
+	c := startCandidate(t, bucket, "job", "a", subject, forward)
+	<-c.leading
+	nc, _ := testenv.Connect(t, natsURL)
+	ask := func(data string) *nats.Msg {
+		t.Helper()
+		return testenv.Poll(t, "a reply", awaitTimeout, func() (*nats.Msg, bool) {
+			reply, err := nc.Request(subject, []byte(data), awaitTimeout)
+			return reply, err == nil
+		})
+	}
+	if reply := ask("redirect"); reply.Header.Get(micro.ErrorCodeHeader) != "302" {
+		t.Errorf("a redirect gave the reply headers %v; want an error reply 302", reply.Header)
+	}
+	if len(followed) != 0 {
+		t.Error("the redirect was followed: the token went to another URL")
+	}
+	if reply := ask("big"); reply.Header.Get(micro.ErrorCodeHeader) != "502" || !strings.Contains(reply.Header.Get(micro.ErrorHeader), "larger than") {
+		t.Errorf("a response over MaxResponseBytes gave the reply headers %v; want 502 saying it is too large", reply.Header)
+	}
+}
+
 // TestForwardToAnAppNotListening answers 502, naming the failure but not
 // the URL's password or query.
 func TestForwardToAnAppNotListening(t *testing.T) {
