@@ -9,8 +9,10 @@
 // PostgreSQL evaluates the WHERE clause on the latest committed version of
 // the row, under the row's lock: a concurrent UPDATE of the row waits for
 // the other to commit and then checks the guard again on what it wrote. So
-// the check and the write are one step, and a row never gets a lower token
-// after a higher one, at any isolation level.
+// the check and the write are one step at READ COMMITTED (the default, and
+// what the tests run), and a row never gets a lower token after a higher
+// one. At REPEATABLE READ or SERIALIZABLE a concurrent write fails the
+// UPDATE with a serialization error (40001) instead, to be retried.
 //
 // When the UPDATE changes no row, either the row is absent or it holds a
 // higher token: the writer is an ex-leader. SetBalance reads the row to

@@ -69,7 +69,7 @@ that knows them: an older one places daemons as if all were equal.
 A daemon's health command (--health-cmd NAME=COMMAND, or health_cmd in
 the file) says whether this node can run it now: its database answers from
 here, its port is free. It runs as sh -c COMMAND, with the daemon's
-environment but no KVELECT_TOKEN, every --health-interval (5s) whether or
+environment but no token of a hold on it, every --health-interval (5s) whether or
 not this node runs the daemon, and may take that long (then it is killed
 with everything it started, and failed). The node offers the daemon only
 once its check passed, and stops offering it after --health-failures (3)
