@@ -84,7 +84,8 @@ type tenure struct {
 // blocked in a KV call.
 type leadership struct {
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc // with why the leadership ended (context.Cause)
+	unlink func() bool             // stops ending ctx with the campaign's context
 	expiry *time.Timer
 	watch  *leaseWatch // cancels ctx once IsLeader turns false, as after a suspend; nil if the clock cannot tell
 	since  time.Time   // when leadership was announced

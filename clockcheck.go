@@ -508,7 +508,7 @@ type leaseWatch struct {
 
 // watchLease starts the lease watch of a leadership whose context cancel
 // cancels, if the election's clock can report a suspend; nil otherwise.
-func (c *campaigner) watchLease(cancel context.CancelFunc) *leaseWatch {
+func (c *campaigner) watchLease(cancel context.CancelCauseFunc) *leaseWatch {
 	if _, ok := c.e.clock.(SuspendReporter); !ok {
 		return nil
 	}
@@ -518,7 +518,9 @@ func (c *campaigner) watchLease(cancel context.CancelFunc) *leaseWatch {
 	defer w.mu.Unlock()
 	w.timer = time.AfterFunc(every, func() {
 		if !c.e.IsLeader() {
-			cancel()
+			if cause := c.leaseEnded(); cause != nil {
+				cancel(cause)
+			}
 			select {
 			case c.clockWake <- struct{}{}:
 			default:
@@ -543,4 +545,21 @@ func (w *leaseWatch) stop() {
 	defer w.mu.Unlock()
 	w.stopped = true
 	w.timer.Stop()
+}
+
+// leaseEnded is why a lease the watch found ended: the machine slept since
+// the write its deadline counts from (ErrSuspended), or the deadline passed;
+// nil once the campaign stands down, which cancels with its own cause.
+func (c *campaigner) leaseEnded() error {
+	c.e.mu.Lock()
+	standing := c.e.state == LeaderState
+	slept := sleptSince(c.e.clock, c.e.validSlept)
+	c.e.mu.Unlock()
+	if !standing {
+		return nil
+	}
+	if slept {
+		return fmt.Errorf("%w: the lease cannot be vouched for over the sleep", ErrSuspended)
+	}
+	return fmt.Errorf("%w: its validity ended before a renewal was acknowledged", ErrRenewDeadline)
 }

@@ -105,7 +105,8 @@ func historyAbove(t *testing.T, kv jetstream.KeyValue, key string, rev uint64) [
 // leader's clock reports that the machine slept 5 s (and counted none of
 // it, as Linux's monotonic clock does not). IsLeader turns false at once,
 // the leadership context is cancelled and OnLost runs with ErrSuspended
-// within a few polls, long before the next renewal would have been due,
+// within a few polls, long before the next renewal would have been due
+// (its cause, context.Cause, is ErrSuspended too),
 // and the next write is the release, never a renewal. The leader's watcher
 // delivers nothing from before that renewal on, so that nothing but the
 // sleep wakes the leader before its next renewal.
@@ -173,6 +174,9 @@ func TestASuspendWhileLeadingStandsDownAtOnce(t *testing.T) {
 	}
 	if !errors.Is(cause, ErrSuspended) {
 		t.Errorf("cause %v, want ErrSuspended", cause)
+	}
+	if got := context.Cause(lead); !errors.Is(got, ErrSuspended) {
+		t.Errorf("the leadership context's cause %v, want ErrSuspended", got)
 	}
 	// The next renewal was due a campaign interval (1.5 s) after the last.
 	if limit := a.timing.interval / 2; tookLost > limit {

@@ -170,8 +170,9 @@ func TestCheckCandidateFollowsTheKeyRule(t *testing.T) {
 
 // TestAStandDownSaysWhyTheProgramStoppedTheElection cancels a leader's
 // Start context with a cause of the program's own: the stand-down (OnLost,
-// EventLost, so the history) matches ErrStopped and names that cause; a
-// plain cancel gives ErrStopped alone.
+// EventLost, so the history) and the leadership context's cause
+// (context.Cause) match ErrStopped and name that cause; a plain cancel
+// gives ErrStopped alone.
 func TestAStandDownSaysWhyTheProgramStoppedTheElection(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
@@ -186,22 +187,56 @@ func TestAStandDownSaysWhyTheProgramStoppedTheElection(t *testing.T) {
 		{"a cause of its own", func(cancel context.CancelCauseFunc) { cancel(why) }, "election: stopped: moving to another node"},
 		{"a plain cancel", func(cancel context.CancelCauseFunc) { cancel(nil) }, "election: stopped"},
 	} {
-		won, lost := make(chan struct{}), make(chan error, 1)
+		won, lost := make(chan context.Context, 1), make(chan error, 1)
 		e, err := election.NewElection(context.Background(), "a", "svc", kv, election.WithoutSplay(),
-			election.OnWon(func() { close(won) }), election.OnLost(func(cause error) { lost <- cause }))
+			election.OnWon(func(ctx context.Context) { won <- ctx }), election.OnLost(func(cause error) { lost <- cause }))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancelCause(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- e.Start(ctx) }()
-		<-won
+		lead := <-won
 		tc.cancel(cancel)
 		if cause := <-lost; !errors.Is(cause, election.ErrStopped) || cause.Error() != tc.want {
 			t.Errorf("%s: the stand-down's cause is %v, want ErrStopped saying %q", tc.name, cause, tc.want)
 		}
+		if cause := context.Cause(lead); !errors.Is(cause, election.ErrStopped) || cause.Error() != tc.want {
+			t.Errorf("%s: the leadership context's cause is %v, want ErrStopped saying %q", tc.name, cause, tc.want)
+		}
 		if err := <-done; err != nil {
 			t.Errorf("%s: Start returned %v, want nil", tc.name, err)
 		}
+	}
+}
+
+// TestTheLeadershipContextSaysWhyItEnded: a leader whose key another
+// client deletes stands down, and its leadership context's cause
+// (context.Cause) is the stand-down's, ErrRevisionGone, as OnLost's is.
+func TestTheLeadershipContextSaysWhyItEnded(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LEADCAUSE", TTL: 2 * time.Second})
+	won, lost := make(chan context.Context, 1), make(chan error, 1)
+	e, err := election.NewElection(context.Background(), "a", "svc", kv, election.WithoutSplay(),
+		election.OnWon(func(ctx context.Context) { won <- ctx; <-ctx.Done() }),
+		election.OnLost(func(cause error) { lost <- cause }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(context.Background()) }()
+	t.Cleanup(func() { e.Stop(); <-done })
+	lead := <-won
+	if err := kv.Delete(context.Background(), "svc"); err != nil {
+		t.Fatal(err)
+	}
+	<-lead.Done()
+	if cause := context.Cause(lead); !errors.Is(cause, election.ErrRevisionGone) {
+		t.Errorf("the leadership context's cause is %v, want ErrRevisionGone", cause)
+	}
+	if cause := <-lost; !errors.Is(cause, election.ErrRevisionGone) {
+		t.Errorf("OnLost's cause is %v, want ErrRevisionGone", cause)
 	}
 }

@@ -202,8 +202,15 @@ func (c *campaigner) valid(t *tenure) bool {
 // announce makes this node the leader and runs OnWon.
 func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	validUntil := c.deadline(t)
-	leadCtx, cancel := context.WithCancel(context.WithValue(ctx, leadershipKey{}, leadershipRef{token: t.token, e: c.e}))
-	t.lead = &leadership{ctx: leadCtx, cancel: cancel, expiry: time.AfterFunc(c.e.wait(validUntil), cancel), since: c.e.now()}
+	// The leadership context ends with the campaign's (Stop, Start's
+	// context) at once, as a child would, but with a cause that says why:
+	// context.Cause gives ErrStopped, or the stand-down's cause.
+	leadCtx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), leadershipKey{}, leadershipRef{token: t.token, e: c.e}))
+	unlink := context.AfterFunc(ctx, func() { cancel(stoppedBecause(ctx)) })
+	expired := func() {
+		cancel(fmt.Errorf("%w: its validity ended before a renewal was acknowledged", ErrRenewDeadline))
+	}
+	t.lead = &leadership{ctx: leadCtx, cancel: cancel, unlink: unlink, expiry: time.AfterFunc(c.e.wait(validUntil), expired), since: c.e.now()}
 
 	c.e.mu.Lock()
 	c.e.state = LeaderState

@@ -41,7 +41,9 @@ type WonCallback interface {
 
 // OnWon sets a callback run when this node becomes leader: a func(), or a
 // func(ctx context.Context). Its context is
-// cancelled when leadership ends, for any reason, and carries the fencing
+// cancelled when leadership ends, for any reason, which context.Cause gives
+// (an error matching what OnLost is given, such as ErrSuspended, or
+// ErrStopped), and carries the fencing
 // token (TokenFromContext); the callback may block until then and do the
 // leader's work itself. The node lets a successor lead at once (its release,
 // handoff or vouch) only after OnWon has returned; if OnWon is still running a

@@ -63,7 +63,8 @@ func (c *campaigner) standDown(t *tenure, cause error) {
 
 	t.lead.expiry.Stop()
 	t.lead.watch.stop()
-	t.lead.cancel()
+	t.lead.unlink()
+	t.lead.cancel(cause)
 	c.since = c.e.now()
 	c.emit(Event{Kind: EventLost, Token: t.token, Err: cause, Duration: c.since.Sub(t.lead.since)})
 	t.lead = nil
