@@ -105,6 +105,12 @@ func violations(t *testing.T, tm timing) []string {
 				broken = append(broken, fmt.Sprintf("%s %.3fs after the write, the key can age out at %.3fs (%+v)", x.what, at, expiry, c))
 			}
 		}
+		// The guard's kill at the work deadline takes effect before the
+		// key can age out: the last eighth of the margin the interval
+		// leaves is the kill's.
+		if left := expiry - real(d.work, c.leader); left < killSlack(tm).Seconds()*0.999 {
+			broken = append(broken, fmt.Sprintf("WorkDeadline leaves the kill %.3fs before the key can age out, want %v (%+v)", left, killSlack(tm), c))
+		}
 		// A successor that claimed over a removal, acknowledged at the
 		// earliest at the leader's write, announces after its delay on its
 		// clock: after every deadline of the leader.
@@ -175,6 +181,7 @@ func TestDeadlineCheckCatchesEachDeadlineMovedPastTheBound(t *testing.T) {
 	}{
 		{name: "validity just past the earliest expiry", mutate: func(tm *timing) { tm.validity = tm.hardEnd + time.Millisecond }},
 		{name: "work deadline just past the earliest expiry", mutate: func(tm *timing) { tm.workDeadline = tm.hardEnd + time.Millisecond }},
+		{name: "work deadline at the earliest expiry, no time for the kill", mutate: func(tm *timing) { tm.workDeadline = tm.hardEnd }},
 		{name: "fleet margin to the TTL", mutate: func(tm *timing) { tm.workDeadline = tm.ttl }},
 		{name: "announce delay of the work deadline", mutate: func(tm *timing) { tm.announceDelay = tm.workDeadline }},
 		{name: "a draining mark's time capped below what the work has left", mutate: func(tm *timing) { tm.hardEnd = tm.interval / 2 }},
@@ -201,6 +208,10 @@ func TestDeadlineCheckCatchesEachDeadlineMovedPastTheBound(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// killSlack is the time the work deadline leaves a kill to take effect
+// before the earliest expiry: an eighth of the margin the interval leaves.
+func killSlack(tm timing) time.Duration { return (tm.hardEnd - tm.interval) / 8 }
 
 // TestDefaultTimings pins the figures the docs give for the default
 // interval.
