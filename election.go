@@ -362,9 +362,14 @@ func TokenFromContext(ctx context.Context) (uint64, bool) {
 // WorkMargin after its validity deadline (when ctx is cancelled), and still
 // before the earliest moment its key can age out and another candidate lead
 // under the clock assumption (see the package documentation). It moves
-// later with each renewal, on this process's monotonic clock. ok is false if
-// ctx is not a leadership context or that leadership has ended: the last
-// deadline read then still holds.
+// later with each renewal. It is a reading of the election's clock: the
+// machine's monotonic clock (time.Now), or the Clock given to WithClock,
+// against which a caller's time.Until or timer is then off. ok is false if
+// ctx is not a leadership context or that leadership has ended, including
+// once the machine has been suspended since the write the deadline counts
+// from (a monotonic clock does not count the sleep, so the deadline proves
+// nothing; the leadership ends with ErrSuspended): the last deadline read
+// then holds only if no suspend ended it, which context.Cause(ctx) tells.
 //
 // A supervisor of processes outside this one gives them this deadline, so
 // that they die in time even if this process is paused or killed (election

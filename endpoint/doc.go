@@ -43,6 +43,22 @@
 // reply is dropped once leadership has ended. A handler still running at
 // the work deadline is not waited for; its reply is never sent.
 //
+// # Clocks and suspend
+//
+// The endpoint waits for the work deadline with Go's timers, counting from
+// time.Now: it assumes the election reads the machine's clock, as it does
+// unless it was opened with a clock of its own (election.WithClock, for
+// tests), whose deadlines these timers would misread. Go's timers run on
+// the monotonic clock, which on Linux stands still while the machine is
+// suspended, so after a suspend they would reach the work deadline late by
+// the length of the sleep, while a successor may lead. The election sees
+// the suspend on Linux within about 100 ms of resuming and ends the
+// leadership with election.ErrSuspended; the handler's context is then
+// done at once, with that cause (context.Cause(ctx) matches
+// election.ErrSuspended), its reply is dropped, and Serve stops the
+// endpoint without waiting for it. On other systems a suspend goes unseen
+// (see the election package's documentation).
+//
 // # Non-guarantees
 //
 // A request is handled at most once per leadership, not exactly once: a

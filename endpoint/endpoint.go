@@ -42,7 +42,9 @@ var (
 
 // Handler answers one request while the leadership lasts. ctx carries the
 // leadership (election.TokenFromContext, election.WorkDeadline) and is done
-// at its work deadline. Return the reply, or an error: an *Error is the
+// at its work deadline, or as soon as the leadership ends if it ended
+// because the machine was suspended (context.Cause(ctx) then matches
+// election.ErrSuspended). Return the reply, or an error: an *Error is the
 // micro error reply it describes, any other error a reply with code 500
 // and its text. The reply is sent only if the leadership still lasts.
 type Handler func(ctx context.Context, req micro.Request) (Reply, error)
@@ -319,7 +321,7 @@ var errWorkDeadline = errors.New("the leadership's work deadline passed")
 type tenure struct {
 	leadingCtx context.Context
 	token      uint64
-	work       context.Context // done at the work deadline
+	work       context.Context // done at the work deadline, or at a suspend
 	endWork    context.CancelCauseFunc
 	tracked    chan struct{}             // closed when track has returned
 	deadline   atomic.Pointer[time.Time] // the work deadline last read
@@ -353,7 +355,9 @@ func newTenure(leading context.Context, token uint64) (*tenure, error) {
 // track ends the work context at the work deadline: it rereads the
 // deadline, which moves later with each renewal, while the leadership
 // lasts, each time a quarter of the time left to it has passed, and after
-// the leadership has ended keeps the last one it read.
+// the leadership has ended keeps the last one it read; or at once, with
+// the leadership's cause, when the leadership ended because the machine
+// was suspended (election.ErrSuspended).
 func (t *tenure) track(deadline time.Time) {
 	for {
 		wait := time.Until(deadline) / 4
@@ -379,12 +383,27 @@ func (t *tenure) track(deadline time.Time) {
 		deadline = d
 		t.deadline.Store(&d)
 	}
+	// The timer runs on Go's monotonic clock, which on Linux stands still
+	// while the machine is suspended: after a sleep it would end the work
+	// late by the sleep's length, beside a successor. A leadership that
+	// ended for a suspend ends the work at once instead.
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	select {
-	case <-timer.C:
-		t.endWork(errWorkDeadline)
-	case <-t.work.Done():
+	leadingDone := t.leadingCtx.Done()
+	for {
+		select {
+		case <-timer.C:
+			t.endWork(errWorkDeadline)
+			return
+		case <-leadingDone:
+			if cause := context.Cause(t.leadingCtx); errors.Is(cause, election.ErrSuspended) {
+				t.endWork(cause)
+				return
+			}
+			leadingDone = nil
+		case <-t.work.Done():
+			return
+		}
 	}
 }
 

@@ -41,6 +41,12 @@ func newBucket(t *testing.T) (name string, admin *election.Bucket) {
 // connection.
 func newBucketKV(t *testing.T) (name string, admin *election.Bucket, kv jetstream.KeyValue) {
 	t.Helper()
+	return newBucketTTL(t, ttl)
+}
+
+// newBucketTTL is newBucketKV, for a bucket whose TTL is ttl.
+func newBucketTTL(t *testing.T, ttl time.Duration) (name string, admin *election.Bucket, kv jetstream.KeyValue) {
+	t.Helper()
 	name = strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	_, js := testenv.Connect(t, natsURL)
 	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
@@ -70,8 +76,9 @@ type candidate struct {
 }
 
 // startCandidate starts an election for key in bucket, on a connection of
-// its own, whose OnWon serves subject with h; it stops when the test ends.
-func startCandidate(t *testing.T, bucket, key, name, subject string, h Handler) *candidate {
+// its own, whose OnWon serves subject with h, opening the bucket with the
+// default options opts (such as WithClock); it stops when the test ends.
+func startCandidate(t *testing.T, bucket, key, name, subject string, h Handler, opts ...election.Option) *candidate {
 	t.Helper()
 	nc, js := testenv.Connect(t, natsURL)
 	c := &candidate{name: name, nc: nc, leading: make(chan context.Context, 16), served: make(chan error, 16)}
@@ -86,7 +93,7 @@ func startCandidate(t *testing.T, bucket, key, name, subject string, h Handler) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := election.OpenBucket(ctx, kv)
+	b, err := election.OpenBucket(ctx, kv, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

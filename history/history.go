@@ -25,6 +25,12 @@
 //     logs one warning).
 //   - A record retried for longer than the stream's duplicate window (2
 //     minutes) after a lost acknowledgement can be stored twice.
+//   - Outside Linux, a leader whose machine was suspended past its
+//     validity has its stand-down dated when it resumed, which can be after
+//     its successor's win: the history cannot tell how long the machine
+//     slept there. On Linux it counts the sleep (CLOCK_BOOTTIME) and dates
+//     the stand-down to the validity deadline, flagged late, as for a
+//     paused leader.
 package history
 
 import (
@@ -51,11 +57,13 @@ import (
 // message ID made of the bucket, key, fencing token and event, so that a
 // record sent again after a lost acknowledgement is stored once (within the
 // stream's duplicate window), and how long after the event it was sent, by
-// the recording process's monotonic clock: the event's time is the server's
-// stamp less that delay, so that a record sent late (the process was paused
-// or cut off) is placed when its event happened. A leader whose validity
-// deadline passed before it noticed (it was paused, or its process starved)
-// stood down at that deadline, by the library's rule, and is recorded so.
+// the recording process's monotonic clock plus the time its machine was
+// suspended meanwhile (on Linux; see History.clock): the event's time is
+// the server's stamp less that delay, so that a record sent late (the
+// process was paused, suspended or cut off) is placed when its event
+// happened. A leader whose validity deadline passed before it noticed (it
+// was paused or suspended, or its process starved) stood down at that
+// deadline, by the library's rule, and is recorded so.
 // The stream keeps records for its retention, whatever happens to the
 // processes that wrote them.
 
@@ -92,12 +100,12 @@ type Event struct {
 	// Cause says, for a stand-down, why (an error's text; see OnLost).
 	Cause string `json:"cause,omitempty"`
 	// Delay is how long after the event the record was sent, by the
-	// recording process's monotonic clock: next to nothing for one sent at
-	// once.
+	// recording process's clock, which counts a suspend of its machine on
+	// Linux: next to nothing for one sent at once.
 	Delay time.Duration `json:"delay_ns,omitempty"`
 	// Late says the record was sent a second or more after the event: the
-	// process was paused or cut off from the servers, and At rests on its
-	// clock over Delay.
+	// process was paused, suspended or cut off from the servers, and At
+	// rests on its clock over Delay.
 	Late bool `json:"late,omitempty"`
 	// At is when the event happened, by the server's clock: when the
 	// record was stored, less Delay, and no earlier than the event recorded
@@ -135,8 +143,12 @@ type History struct {
 	stream jetstream.Stream
 	log    *slog.Logger
 
-	// now is the clock events are timed by: time.Now, or a test's.
-	now func() time.Time
+	// now and suspended make the clock events are timed by (clock):
+	// time.Now, whose monotonic reading stands still while the machine is
+	// suspended, and how long the machine has been suspended
+	// (machineSuspended), or a test's.
+	now       func() time.Time
+	suspended func() time.Duration
 
 	mu        sync.Mutex
 	recorders map[[2]string]*recorder // by key and candidate name
@@ -158,12 +170,18 @@ func WithLogger(l *slog.Logger) Option {
 
 // newHistory returns the History of bucket on stream.
 func newHistory(js jetstream.JetStream, bucket string, stream jetstream.Stream, opts []Option) *History {
-	h := &History{js: js, bucket: bucket, stream: stream, log: slog.New(slog.DiscardHandler), now: time.Now, recorders: map[[2]string]*recorder{}}
+	h := &History{js: js, bucket: bucket, stream: stream, log: slog.New(slog.DiscardHandler), now: time.Now, suspended: machineSuspended, recorders: map[[2]string]*recorder{}}
 	for _, opt := range opts {
 		opt(h)
 	}
 	return h
 }
+
+// clock reads the clock events are timed by: the monotonic clock, plus
+// the time the machine has been suspended, so that a span that a suspend
+// interrupts counts the sleep, as the servers' clocks and the bucket's TTL
+// do.
+func (h *History) clock() time.Time { return h.now().Add(h.suspended()) }
 
 func historyStream(bucket string) string  { return "KVELECT_HISTORY_" + bucket }
 func historySubject(bucket string) string { return "kvelect.history." + bucket }
@@ -251,7 +269,7 @@ func (h *History) record(ctx context.Context, p pending, timeout time.Duration) 
 	id := fmt.Sprintf("%s/%s/%d/%s", h.bucket, ev.Key, ev.Token, ev.Kind)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		happened := p.happened(ctx, h)
-		delay := max(h.now().Sub(happened), 0)
+		delay := max(h.clock().Sub(happened), 0)
 		ev.Delay, ev.Late = delay, delay >= lateAfter
 		data, err := json.Marshal(ev)
 		if err != nil {
@@ -362,13 +380,14 @@ func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Ev
 //
 // A stand-down is recorded at the moment the leadership's validity ended
 // when that came first: the election stood down only when it noticed, on
-// resuming from a pause, but IsLeader was false from its deadline on. The
+// resuming from a pause or a suspend (ErrSuspended), but IsLeader was
+// false from its deadline on. The
 // deadline is the one the election keeps: counted from the send time of
 // the last renewal acknowledged before it (EventRenewed, less its round
 // trip) or else from the win, and as long as election.TimingFor the
 // bucket's TTL and the campaign interval (EventCampaigning) says.
 func (h *History) Record(ev election.Event) {
-	now := h.now()
+	now := h.clock()
 	switch ev.Kind {
 	case election.EventCampaigning:
 		h.mu.Lock()

@@ -20,4 +20,20 @@
 // long the application may act as leader without hearing from the server
 // again. A LeaderFile, if given, exists, holding the fencing token, only
 // while this instance leads. docs/sidecar.md describes the protocol.
+//
+// # Clocks and suspend
+//
+// The lease is the election's work deadline (election.WorkDeadline, less
+// the work margin) less time.Now: it assumes the election reads the
+// machine's clock, as it does unless its Bucket was opened with a clock of
+// its own (election.WithClock, for tests), whose deadlines the lease would
+// misread. Go's monotonic clock stands still while the machine is
+// suspended; on Linux the election sees the sleep when the machine
+// resumes and ends the leadership with election.ErrSuspended: from then
+// on (until it leads again) every answer's lease is 0, /self answers 503,
+// and /events sends, within about 100 ms, that this instance no longer
+// leads. An application that counts its lease on a clock that counts a
+// suspend (Linux's CLOCK_BOOTTIME, as docs/sidecar.md's samples do) has
+// seen it run out during the sleep. On other systems a suspend goes
+// unseen (see the election package's documentation).
 package sidecar

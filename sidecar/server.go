@@ -319,8 +319,9 @@ func (s *Server) now(ctx context.Context) (Leadership, bool) {
 // without hearing from the sidecar again: until this instance's validity
 // deadline, when its election stands down and /self turns 503; 0 when it
 // does not lead. The deadline is the library's (election.WorkDeadline,
-// less the work margin), moved by each acknowledged renewal, on this
-// host's monotonic clock, which an application on the same host shares.
+// less the work margin), moved by each acknowledged renewal, on the
+// election's clock, which for the subtraction from time.Now must be the
+// machine's (see the package documentation); a suspend makes it 0.
 //
 // The application counts the lease from when it receives the answer, a
 // little after the sidecar wrote it: the delivery over loopback, the

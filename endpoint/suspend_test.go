@@ -1,0 +1,99 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/testenv"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// suspendingClock is the machine's clock, for a test that says when the
+// machine slept: a Clock that is also a SuspendReporter, as the machine's
+// clock is on Linux.
+type suspendingClock struct{ slept atomic.Int64 }
+
+func (*suspendingClock) Now() time.Time                     { return time.Now() }
+func (*suspendingClock) Real(d time.Duration) time.Duration { return d }
+func (c *suspendingClock) Suspended() time.Duration         { return time.Duration(c.slept.Load()) }
+
+// leaseWatchPoll is how often an election whose clock reports suspends
+// checks its lease while it leads.
+const leaseWatchPoll = 100 * time.Millisecond
+
+// TestASuspendEndsTheHandlersContextAtOnce: a handler is running when the
+// leader's machine reports that it slept 5 s. Go's timers, on the
+// monotonic clock, count none of the sleep, so the work deadline (at a TTL
+// of 10 s) is still seconds away; the handler's context must nevertheless
+// end within about a lease-watch poll of the sleep, with the leadership's
+// cause (ErrSuspended), and the handler's reply is dropped.
+func TestASuspendEndsTheHandlersContextAtOnce(t *testing.T) {
+	t.Parallel()
+	bucket, _, _ := newBucketTTL(t, 10*time.Second)
+	subject := "svc." + bucket
+	clk := &suspendingClock{}
+	started := make(chan context.Context, 1)
+	h := func(ctx context.Context, req micro.Request) (Reply, error) {
+		if string(req.Data()) != "block" {
+			return Reply{Data: []byte("a")}, nil
+		}
+		started <- ctx
+		<-ctx.Done()
+		return Reply{Data: []byte("after the suspend")}, nil
+	}
+	c := startCandidate(t, bucket, "k", "a", subject, h, election.WithClock(clk))
+	var lead context.Context
+	select {
+	case lead = <-c.leading:
+	case <-time.After(awaitTimeout):
+		t.Fatal("a did not lead")
+	}
+	nc, _ := testenv.Connect(t, natsURL)
+	askUntil(t, nc, subject, "a reply from a", func(*nats.Msg) bool { return true })
+
+	asked := make(chan error, 1)
+	go func() {
+		msg, err := nc.Request(subject, []byte("block"), 2*time.Second)
+		if err == nil {
+			err = errors.New("replied " + string(msg.Data))
+		}
+		asked <- err
+	}()
+	var work context.Context
+	select {
+	case work = <-started:
+	case <-time.After(awaitTimeout):
+		t.Fatal("the handler was not called")
+	}
+
+	deadline, ok := election.WorkDeadline(lead)
+	if !ok {
+		t.Fatal("a stopped leading before the sleep")
+	}
+	clk.slept.Add(int64(5 * time.Second))
+	slept := time.Now()
+	left := deadline.Sub(slept)
+	select {
+	case <-work.Done():
+	case <-time.After(awaitTimeout):
+		t.Fatal("the handler's context did not end")
+	}
+	took := time.Since(slept)
+	t.Logf("the handler's context ended %v after the sleep; the work deadline was %v away (cause: %v)",
+		took.Round(time.Millisecond), left.Round(time.Millisecond), context.Cause(work))
+	if limit := 3 * leaseWatchPoll; took > limit {
+		t.Errorf("the handler's context ended %v after the sleep, want within %v (the lease watch polls every %v): at once, not at the monotonic work deadline %v away",
+			took.Round(time.Millisecond), limit, leaseWatchPoll, left.Round(time.Millisecond))
+	}
+	if cause := context.Cause(work); !errors.Is(cause, election.ErrSuspended) {
+		t.Errorf("the handler's context's cause %v, want ErrSuspended", cause)
+	}
+	if err := <-asked; !errors.Is(err, nats.ErrTimeout) {
+		t.Errorf("the request sent before the sleep: %v, want a timeout (the reply dropped)", err)
+	}
+}
