@@ -678,11 +678,18 @@ func probeKey(ctx context.Context, kv jetstream.KeyValue, n int, ttl time.Durati
 	}
 	updates := summarize("revision-checked updates of a probe key, a renewal's path", rtts, 0, nil)
 
-	// Poll from shortly before the TTL until the key is gone: its absence
-	// is known between the last read that found it and the one that did
-	// not.
+	// Read the key once shortly before the earliest expiry the election
+	// assumes, so that a key gone by then is caught before that moment;
+	// then poll from shortly before the TTL until the key is gone: its
+	// absence is known between the last read that found it and the one
+	// that did not.
 	const poll = 5 * time.Millisecond
-	timer := time.NewTimer(time.Until(sent.Add(ttl - 200*time.Millisecond)))
+	check := sent.Add(election.TimingFor(ttl, 0).EarliestExpiry - 250*time.Millisecond)
+	pollFrom := sent.Add(ttl - 200*time.Millisecond)
+	if pollFrom.Before(check) {
+		check = pollFrom
+	}
+	timer := time.NewTimer(time.Until(check))
 	defer timer.Stop()
 	seen := acked
 	for {
@@ -697,15 +704,17 @@ func probeKey(ctx context.Context, kv jetstream.KeyValue, n int, ttl time.Durati
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			// Gone between seen and the answer to this read; the write was
 			// stamped between sent and acked.
+			// Dated at the middle of that span, give or take half of it
+			// and the write's round trip: gone by then at the latest.
 			gone := asked.Add(time.Since(asked) / 2)
-			lag := gone.Sub(acked) - ttl
+			lag := seen.Add(gone.Sub(seen)/2).Sub(acked) - ttl
 			bound := gone.Sub(seen)/2 + acked.Sub(sent)
 			return updates, expiryLag{Lag: msOf(lag), Error: msOf(bound)}, nil
 		case err != nil:
 			return roundTrips{}, expiryLag{}, fmt.Errorf("reading the probe key %s: %w", key, err)
 		}
 		seen = time.Now()
-		timer.Reset(poll)
+		timer.Reset(max(poll, time.Until(pollFrom)))
 	}
 }
 

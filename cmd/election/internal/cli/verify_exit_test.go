@@ -119,3 +119,47 @@ func TestVerifyCriticalFindings(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyAProbeKeyGoneEarlyIsCritical: with --write, a probe key that
+// is gone long before its TTL (here deleted right after verify's last
+// update, as a server whose clock runs far ahead would age it out) is
+// CRITICAL, exit 2: gone before the earliest expiry the election assumes.
+func TestVerifyAProbeKeyGoneEarlyIsCritical(t *testing.T) {
+	t.Parallel()
+	const samples = 5
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "EARLY", TTL: 5 * time.Second})
+	w, err := kv.Watch(t.Context(), verifyProbePrefix+">", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	deleted := make(chan error, 1)
+	go func() {
+		writes := map[string]int{}
+		for e := range w.Updates() {
+			// The key's creation and its updates: delete it after the last.
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			if writes[e.Key()]++; writes[e.Key()] == samples+1 {
+				deleted <- kv.Delete(t.Context(), e.Key())
+				return
+			}
+		}
+	}()
+	code, stdout, stderr := runCLI(t, "verify", "-s", s.ClientURL(), "--bucket", "EARLY", "--duration", "500ms", "--samples", "5", "--write")
+	t.Logf("election verify --bucket EARLY --write, its probe key deleted after its last update:\n%s", stdout)
+	select {
+	case err := <-deleted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatal("the probe key was never deleted")
+	}
+	if code != checkCritical || stderr != "" || !strings.Contains(stdout, "the election assumes: a server's clock runs ahead or fast") {
+		t.Errorf("exit %d, stderr %q; want %d, the probe key gone before the earliest expiry", code, stderr, checkCritical)
+	}
+}
