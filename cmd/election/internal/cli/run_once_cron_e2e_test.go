@@ -179,6 +179,12 @@ func TestRunOnceDoneForOutlastsTheTTL(t *testing.T) {
 	if runs := runsOf(t, dir); !slices.Equal(runs, []string{"host0 3", "host1 0"}) {
 		t.Errorf("the job's runs: %q; want host0's failure and host1's success only", runs)
 	}
+	// The skipped hosts never claimed the key: the history shows no win,
+	// token or stand-down of theirs, as if they had led.
+	code, stdout, stderr := runCLI(t, "history", "-s", url, "--bucket", "CRON", "--key", "nightly")
+	if code != 0 || !regexp.MustCompile(`ran +host1 .*status 0 `).MatchString(stdout) || regexp.MustCompile(`host[23]`).MatchString(stdout) {
+		t.Errorf("history: exit %d, %s%s; want host1's run, and nothing of host2 and host3, which skipped the job", code, stdout, stderr)
+	}
 }
 
 // TestRunOnceToldToStopReleasesTheJob: election run --once stopped by
