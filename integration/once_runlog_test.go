@@ -122,6 +122,38 @@ func TestOnceDoneForShorterThanTheTTLReleasesTheKey(t *testing.T) {
 	})
 }
 
+// TestStartedCandidateWaitsForTheKeysMarkAlone bounds how long a Start-ed
+// candidate of the key, started as a Once run returns, waits to lead: with
+// a DoneFor of a TTL or more, the key's own mark keeps it away about a TTL
+// (from half a TTL to a TTL and a second: the mark was written before Once
+// returned), never as long as the log's mark; with a DoneFor shorter than
+// the TTL, the key is released and it leads within that DoneFor.
+func TestStartedCandidateWaitsForTheKeysMarkAlone(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		doneFor  time.Duration
+		min, max time.Duration
+	}{
+		{doneFor: time.Minute, min: ttl / 2, max: ttl + time.Second},
+		{doneFor: 500 * time.Millisecond, min: 0, max: 500 * time.Millisecond},
+	} {
+		kvs, h, _ := runLogServer(t, fmt.Sprintf("STARTED_%d", c.doneFor.Milliseconds()), 2)
+		outcome, err := onceElection(t, kvs[0], "a").Once(context.Background(), 0, func(context.Context) error { return nil },
+			election.RecordRuns(h), election.DoneFor(c.doneFor))
+		if outcome != election.OnceRan || err != nil {
+			t.Fatalf("Once with DoneFor %v = %v, %v; want ran, nil", c.doneFor, outcome, err)
+		}
+		ran := time.Now()
+		g := startGroup(t, "s", "job", kvs[1:])
+		won := g.awaitWin()
+		waited := won.at.Sub(ran)
+		t.Logf("DoneFor %v, TTL %v: a Start-ed candidate led %v after the run returned", c.doneFor, ttl, waited.Round(time.Millisecond))
+		if waited < c.min || waited > c.max {
+			t.Errorf("DoneFor %v, TTL %v: a Start-ed candidate led %v after the run; want %v to %v", c.doneFor, ttl, waited, c.min, c.max)
+		}
+	}
+}
+
 // staleLog is a run log whose reads answer as a server that lags behind
 // would, with no record at all, until an append over such a read has
 // failed.
