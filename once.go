@@ -18,8 +18,10 @@ const (
 	// OnceOtherLeader means another candidate holds the key: it leads, or it
 	// won the key and waits to announce.
 	OnceOtherLeader
-	// OnceDone means a candidate ran the work less than a TTL ago: the key is
-	// still marked done.
+	// OnceDone means a done mark of an earlier run stands, so Once did not
+	// run the work: the key's own mark (a TTL from a run), or, with
+	// RecordRuns, one that a run left in the run log (DoneFor from its
+	// outcome, whatever the TTL; with NoRetry, from its start).
 	OnceDone
 	// OnceConflict means the key was free, but another candidate's claim won
 	// the race for it, or this candidate won the key but lost it before it
@@ -73,10 +75,13 @@ func (o OnceOutcome) String() string {
 // error.
 //
 // With RecordRuns, Once records the run in a RunLog (the bucket's history,
-// say): before work starts it checks there that no done mark stands, and
-// returns OnceDone if one does; after, it records the outcome, with a done
-// mark lasting DoneFor (as long as the schedule needs, whatever the
-// bucket's TTL) when the run succeeded.
+// say). It checks there that no done mark stands before it claims the key,
+// and returns OnceDone without claiming it if one does (so a skipped host
+// leaves no win or stand-down in the history); and again once it leads,
+// before work starts, returning OnceDone if a mark stands by then (its
+// stand-down's cause names the mark). After work, it records the outcome,
+// with a done mark lasting DoneFor (as long as the schedule needs,
+// whatever the bucket's TTL) when the run succeeded.
 //
 // The key's mark is written by compare-and-set over this node's latest
 // write, including a renewal the server applied but whose answer was lost
@@ -136,6 +141,13 @@ func (e *Election) Once(ctx context.Context, wait time.Duration, work func(ctx c
 // once is Once's campaign: it claims the key if it is free, or becomes free
 // before wait has passed, and runs work if the claim leads.
 func (c *campaigner) once(ctx context.Context, wait time.Duration, work func(context.Context) error, o *onceOptions) (OnceOutcome, error) {
+	if o.log != nil {
+		if mark := c.standingMark(ctx, o.log); mark != nil {
+			c.e.log.Info("the run log shows a done mark that still stands; not claiming the key",
+				"ran_by", mark.Name, "stored", mark.Stored, "done_for", mark.DoneFor)
+			return OnceDone, nil
+		}
+	}
 	defer c.begin(ctx)()
 	if !c.awaitFirstCheck(ctx) {
 		return 0, ctx.Err()
@@ -181,17 +193,19 @@ type onceRun struct {
 	led     bool        // the work returned while this node led
 	marks   bool        // the run should leave a done mark
 	logged  bool        // its outcome is in the run log, with the mark it leaves
+	skipped error       // with OnceDone: the mark in the run log that kept the work from running
 }
 
 // runOnce holds the tenure t while work runs once this node leads, then
 // releases the key: marked done if the run leaves a mark on it.
 func (c *campaigner) runOnce(ctx context.Context, t *tenure, work func(context.Context) error, o *onceOptions) (OnceOutcome, error) {
-	holdCtx, finish := context.WithCancel(ctx)
-	defer finish()
+	holdCtx, finish := context.WithCancelCause(ctx)
+	defer finish(nil)
 	result := make(chan onceRun, 1)
 	c.work = func(leading context.Context) {
-		result <- c.doOnce(leading, t.token, work, o)
-		finish()
+		r := c.doOnce(leading, t.token, work, o)
+		result <- r
+		finish(r.skipped) // the stand-down's cause: nil, or the mark that kept the work from running
 	}
 	c.hold(holdCtx, t)
 	if !t.announced {
@@ -233,7 +247,8 @@ func (c *campaigner) doOnce(leading context.Context, token uint64, work func(con
 			return onceRun{err: err}
 		}
 		if mark != nil {
-			return onceRun{outcome: OnceDone}
+			return onceRun{outcome: OnceDone, skipped: fmt.Errorf("the work did not run: the run log shows a done mark of %s's run that stands until %s",
+				mark.Name, mark.MarkUntil().UTC().Format(time.RFC3339))}
 		}
 	}
 	// The leadership context ends at the next poll of the lease after a

@@ -205,6 +205,22 @@ func (c *campaigner) markStands(run Run, reading, received time.Time) bool {
 	return run.standsAt(serverClockAt(reading, received, c.e.now()))
 }
 
+// standingMark reads the run log once before Once claims the key, and
+// returns the done mark that stands there, if one does: a Once fired within
+// the mark then stays off the key, and the history shows no win, token or
+// stand-down of a leadership that ran nothing. A read that fails, or shows
+// no mark (a lagging server may answer), proves nothing: the check made
+// once the key is won (checkRuns) decides.
+func (c *campaigner) standingMark(ctx context.Context, log RunLog) *Run {
+	opCtx, cancel := context.WithTimeout(ctx, c.e.timing.opTimeout)
+	defer cancel()
+	run, reading, err := log.LastRun(opCtx, c.e.key)
+	if err != nil || !c.markStands(run, reading, c.e.now()) {
+		return nil
+	}
+	return &run
+}
+
 // exitStatus is the Status a run's record gives err.
 func exitStatus(err error) int {
 	if err == nil {

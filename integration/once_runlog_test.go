@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,8 +87,8 @@ func TestOnceDoneForOutlastsTheBucketsTTL(t *testing.T) {
 	if outcome != election.OnceDone || err != nil || ran {
 		t.Errorf("Once past the TTL, within the log's mark = %v, %v, ran %v; want done, nil, not run", outcome, err, ran)
 	}
-	if e, err := admin.Get(context.Background(), "job"); err != nil || string(e.Value()) != "released:b" {
-		t.Errorf("after finding the mark, the key holds %v (%v); want released:b", e, err)
+	if e, err := admin.Get(context.Background(), "job"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("after finding the mark, the key holds %v (%v); want nothing: the mark keeps Once from claiming the key", e, err)
 	}
 	g := startGroup(t, "s", "job", kvs[2:])
 	g.awaitWin()
@@ -121,25 +122,67 @@ func TestOnceDoneForShorterThanTheTTLReleasesTheKey(t *testing.T) {
 	})
 }
 
-// staleLog is a run log whose first read answers as a server that lags
-// behind would: with no record at all.
+// TestStartedCandidateWaitsForTheKeysMarkAlone bounds how long a Start-ed
+// candidate of the key, started as a Once run returns, waits to lead: with
+// a DoneFor of a TTL or more, the key's own mark keeps it away about a TTL
+// (from half a TTL to a TTL and a second: the mark was written before Once
+// returned), never as long as the log's mark; with a DoneFor shorter than
+// the TTL, the key is released and it leads within that DoneFor.
+func TestStartedCandidateWaitsForTheKeysMarkAlone(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		doneFor  time.Duration
+		min, max time.Duration
+	}{
+		{doneFor: time.Minute, min: ttl / 2, max: ttl + time.Second},
+		{doneFor: 500 * time.Millisecond, min: 0, max: 500 * time.Millisecond},
+	} {
+		kvs, h, _ := runLogServer(t, fmt.Sprintf("STARTED_%d", c.doneFor.Milliseconds()), 2)
+		outcome, err := onceElection(t, kvs[0], "a").Once(context.Background(), 0, func(context.Context) error { return nil },
+			election.RecordRuns(h), election.DoneFor(c.doneFor))
+		if outcome != election.OnceRan || err != nil {
+			t.Fatalf("Once with DoneFor %v = %v, %v; want ran, nil", c.doneFor, outcome, err)
+		}
+		ran := time.Now()
+		g := startGroup(t, "s", "job", kvs[1:])
+		won := g.awaitWin()
+		waited := won.at.Sub(ran)
+		t.Logf("DoneFor %v, TTL %v: a Start-ed candidate led %v after the run returned", c.doneFor, ttl, waited.Round(time.Millisecond))
+		if waited < c.min || waited > c.max {
+			t.Errorf("DoneFor %v, TTL %v: a Start-ed candidate led %v after the run; want %v to %v", c.doneFor, ttl, waited, c.min, c.max)
+		}
+	}
+}
+
+// staleLog is a run log whose reads answer as a server that lags behind
+// would, with no record at all, until an append over such a read has
+// failed.
 type staleLog struct {
 	*history.History
-	stale atomic.Bool // set: the next LastRun answers stale
+	conflicted atomic.Bool // an append conflicted: reads answer fresh
 }
 
 func (l *staleLog) LastRun(ctx context.Context, key string) (election.Run, time.Time, error) {
 	run, now, err := l.History.LastRun(ctx, key)
-	if l.stale.Swap(false) {
+	if !l.conflicted.Load() {
 		return election.Run{}, now, err
 	}
 	return run, now, err
 }
 
+func (l *staleLog) AppendRun(ctx context.Context, key string, run election.Run, over uint64) (uint64, error) {
+	seq, err := l.History.AppendRun(ctx, key, run, over)
+	if errors.Is(err, election.ErrRunConflict) {
+		l.conflicted.Store(true)
+	}
+	return seq, err
+}
+
 // TestOnceTrustsNoReadThatShowsNoMark: a read of the run log that shows no
 // mark (a lagging server's) is no proof; the compare-and-set of the run's
 // first record over it fails, the next read shows the mark, and the work
-// does not run.
+// does not run. The candidate won the key by then: its stand-down's cause,
+// as the history records it, names the mark.
 func TestOnceTrustsNoReadThatShowsNoMark(t *testing.T) {
 	t.Parallel()
 	kvs, h, admin := runLogServer(t, "STALE_LOG", 2)
@@ -151,14 +194,33 @@ func TestOnceTrustsNoReadThatShowsNoMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := &staleLog{History: h}
-	log.stale.Store(true)
 	ran := false
-	outcome, err := onceElection(t, kvs[1], "b").Once(context.Background(), 2*ttl, func(context.Context) error { ran = true; return nil }, election.RecordRuns(log))
+	b, err := election.NewElection(context.Background(), "b", "job", kvs[1], election.WithoutSplay(), election.WithEventHook(h.Record),
+		election.WithLogger(testenv.Logger(t).With("candidate", "b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome, err := b.Once(context.Background(), 2*ttl, func(context.Context) error { ran = true; return nil }, election.RecordRuns(log))
 	if outcome != election.OnceDone || err != nil || ran {
 		t.Errorf("Once after a stale read of the log = %v, %v, ran %v; want done, nil, not run", outcome, err, ran)
 	}
 	if got := runOutcomes(t, h); len(got) != 1 {
 		t.Errorf("the log holds %d runs, want the first one alone", len(got))
+	}
+	var cause string
+	testenv.Eventually(t, "b's stand-down in the history", 5*time.Second, func() bool {
+		events, err := h.Events(context.Background(), "job", time.Time{})
+		for _, ev := range events {
+			if ev.Kind == history.StoodDown && ev.Name == "b" {
+				cause = ev.Cause
+			}
+		}
+		return err == nil && cause != ""
+	})
+	if want := "the work did not run: the run log shows a done mark of a's run that stands until "; !strings.Contains(cause, want) {
+		t.Errorf("b stood down because %q; want it to say %q", cause, want)
+	} else {
+		t.Logf("b stood down because %q", cause)
 	}
 }
 

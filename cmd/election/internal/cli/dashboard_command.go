@@ -341,13 +341,15 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 	byKey := map[string]keyRow{}
 	late, lapsed := renewalLimits(d.bucket.TTL(), 0)
 	now := d.serverTime(ctx)
+	leaders = slices.DeleteFunc(leaders, func(l election.Leader) bool { return fleet.IsFleetKey(l.Key) })
+	marks, leaders := d.doneMarks(ctx, leaders, now)
 	d.mu.Lock()
 	for _, l := range leaders {
-		if fleet.IsFleetKey(l.Key) {
+		if m, ok := marks[l.Key]; ok {
+			byKey[l.Key] = keyRow{Key: l.Key, Done: &m, Revision: l.Revision}
 			continue
 		}
-		if m, ok := keyMark(l, d.bucket.TTL()); ok {
-			byKey[l.Key] = keyRow{Key: l.Key, Done: &m, Revision: l.Revision}
+		if l.Name == "" {
 			continue
 		}
 		row := keyRow{Key: l.Key, Leader: l.Name, Revision: l.Revision, Renewal: "on time"}
@@ -390,6 +392,24 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 	}
 	slices.SortFunc(rows, func(a, b keyRow) int { return cmp.Compare(a.Key, b.Key) })
 	return rows, nil
+}
+
+// doneMarks returns, by key, the done marks to show instead of leaders
+// (done_marks.go): the keys' own, or the history's where they last longer
+// (--done-for), with leaders and a row for each key whose mark stands in
+// the history alone. With --mirror, the keys' own: the history lives with
+// the bucket.
+func (d *dashboard) doneMarks(ctx context.Context, leaders []election.Leader, now time.Time) (map[string]doneMark, []election.Leader) {
+	marks := map[string]doneMark{}
+	for _, l := range leaders {
+		if m, ok := keyMark(l, d.bucket.TTL()); ok {
+			marks[l.Key] = m
+		}
+	}
+	if d.mirror != nil {
+		return marks, leaders
+	}
+	return mergeLogMarks(marks, leaders, logMarks(ctx, d.js, d.name, "", now), true)
 }
 
 func (d *dashboard) serveHistory(w http.ResponseWriter, r *http.Request) {

@@ -179,6 +179,43 @@ func TestRunOnceDoneForOutlastsTheTTL(t *testing.T) {
 	if runs := runsOf(t, dir); !slices.Equal(runs, []string{"host0 3", "host1 0"}) {
 		t.Errorf("the job's runs: %q; want host0's failure and host1's success only", runs)
 	}
+	// The skipped hosts never claimed the key: the history shows no win,
+	// token or stand-down of theirs, as if they had led.
+	code, stdout, stderr := runCLI(t, "history", "-s", url, "--bucket", "CRON", "--key", "nightly")
+	if code != 0 || !regexp.MustCompile(`ran +host1 .*status 0 `).MatchString(stdout) || regexp.MustCompile(`host[23]`).MatchString(stdout) {
+		t.Errorf("history: exit %d, %s%s; want host1's run, and nothing of host2 and host3, which skipped the job", code, stdout, stderr)
+	}
+}
+
+// TestRunOnceNoRetryMarksAFailedJobDone: with --no-retry, a job that fails
+// (status 3) marks the key done all the same: its host exits 3, and the
+// next host to fire exits 75 without running it.
+func TestRunOnceNoRetryMarksAFailedJobDone(t *testing.T) {
+	t.Parallel()
+	bin := e2e.BuildElection(t)
+	url, _ := cronBucket(t, 10*time.Second)
+	dir := t.TempDir()
+	job := []string{"sh", "-c", fmt.Sprintf(`echo "$KVELECT_LEADER" >> %s/ran; exit 3`, dir)}
+	fire := func(name string, flags ...string) int {
+		d := e2e.StartDaemon(t, bin, name, append(append([]string{"--server", url, "--bucket", "CRON", "--key", "nightly", "--once"}, flags...),
+			append([]string{"--"}, job...)...)...)
+		code := d.Wait(t)
+		t.Logf("%s exited %d:\n%s", name, code, d.Logged(t))
+		return code
+	}
+	if code := fire("host0", "--no-retry"); code != 3 {
+		t.Fatalf("the failing job with --no-retry exited %d, want the job's 3", code)
+	}
+	if code := fire("host1"); code != ExitSkipped {
+		t.Errorf("the next host exited %d, want %d: the failed run marked the job done", code, ExitSkipped)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "ran")); err != nil || string(data) != "host0\n" {
+		t.Errorf("the job ran on %q (%v); want host0 alone", data, err)
+	}
+	code, stdout, stderr := runCLI(t, "history", "-s", url, "--bucket", "CRON", "--key", "nightly")
+	if code != 0 || !regexp.MustCompile(`ran +host0 .*status 3 `).MatchString(stdout) {
+		t.Errorf("history: exit %d, %s%s; want host0's run with status 3", code, stdout, stderr)
+	}
 }
 
 // TestRunOnceToldToStopReleasesTheJob: election run --once stopped by

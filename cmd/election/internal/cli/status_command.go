@@ -251,7 +251,7 @@ func statusCommand() (*flagSet, runFunc) {
 		if src.mirror == nil { // the history lives with the bucket
 			tenures = readTenures(openCtx, &cfg.conn, js, cfg.bucket, leaders)
 		}
-		out.marks = doneMarks(openCtx, &cfg.conn, js, cfg.bucket, b.TTL(), leaders, cfg.key, src.mirror == nil, now)
+		out.marks, leaders = doneMarks(openCtx, &cfg.conn, js, cfg.bucket, b.TTL(), leaders, cfg.key, src.mirror == nil, now)
 		hasFleet := len(st.Members) > 0 || len(st.Daemons) > 0
 		printTable := len(leaders) > 0 || !hasFleet
 		if src.mirror != nil && !cfg.json {
