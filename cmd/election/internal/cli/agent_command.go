@@ -273,9 +273,14 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	// A denied permission ends the set-up, or, once joined, the agent: a
 	// node that may not write the bucket can never run a daemon, and a
 	// permission is not granted by waiting.
+	// Until it joined, nothing of the node leads, so its writes end at once
+	// (cutOnDenial); once joined, it leaves the fleet, handing its daemons
+	// over.
 	setupDenied := cfg.conn.onDenied
 	var joined atomic.Bool
 	denials := make(chan error, 1)
+	writes, cut := context.WithCancelCause(context.Background())
+	defer cut(nil)
 	cfg.conn.onDenied = func(denied error) {
 		if joined.Load() {
 			select {
@@ -284,6 +289,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 			}
 			return
 		}
+		cut(denied)
 		setupDenied(denied)
 	}
 	if cfg.history {
@@ -298,6 +304,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	if err != nil {
 		return deniedOr(ctx, err)
 	}
+	kv = cutOnDenial(kv, writes)
 	// The bucket's defaults reach every election of the fleet: the node's
 	// membership and each daemon's.
 	defaults := []election.Option{election.WithLogger(slogrus.New(log)), election.WithConnection(nc)}
