@@ -147,22 +147,23 @@ func checkCommand() (*flagSet, runFunc) {
 
 // runChecks connects and runs the checks into r.
 func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket string, keys []string, checkFleet bool, ranWithin time.Duration) {
+	unknown := func(err error) { r.unknown(namelessError{err}) } // the output names the check already
 	ctx, stopWatching := conn.watchDenials(ctx, roleObserver)
 	defer stopWatching()
 	nc, js, err := conn.connect("election check")
 	if err != nil {
-		r.unknown(deniedOr(ctx, err))
+		unknown(deniedOr(ctx, err))
 		return
 	}
 	defer nc.Close()
 	kv, err := openBucket(ctx, js, bucket)
 	if err != nil {
-		r.unknown(deniedOr(ctx, err))
+		unknown(deniedOr(ctx, err))
 		return
 	}
 	b, err := election.OpenBucket(ctx, kv)
 	if err != nil {
-		r.unknown(deniedOr(ctx, inDomain(js, err)))
+		unknown(deniedOr(ctx, inDomain(js, err)))
 		return
 	}
 	defer b.Close()
@@ -176,7 +177,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	for _, key := range keys {
 		l, err := b.Leader(ctx, key)
 		if err != nil {
-			r.unknown(deniedOr(ctx, inDomain(js, err)))
+			unknown(deniedOr(ctx, inDomain(js, err)))
 			return
 		}
 		hasLeader := perfDatum{Name: "has_leader:" + key, Critical: 1, help: "1 if the key has a leader, else 0"}
@@ -207,7 +208,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	if checkFleet {
 		st, err := fleet.ReadStatus(ctx, b)
 		if err != nil {
-			r.unknown(deniedOr(ctx, inDomain(js, err)))
+			unknown(deniedOr(ctx, inDomain(js, err)))
 			return
 		}
 		var running, assigning, stopped int
