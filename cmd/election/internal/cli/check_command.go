@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/signal"
 	"regexp"
@@ -86,7 +87,15 @@ type checkResult struct {
 func (r *checkResult) ok(format string, args ...any) {
 	r.OK = append(r.OK, fmt.Sprintf(format, args...))
 }
-func (r *checkResult) perf(p perfDatum) { r.PerfData = append(r.PerfData, p) }
+
+// perf adds p, its figures to the millisecond (to the thousandth): no
+// float noise in the JSON output or the perf data.
+func (r *checkResult) perf(p perfDatum) {
+	for _, v := range []*float64{&p.Value, &p.Warning, &p.Critical} {
+		*v = math.Round(*v*1000) / 1000
+	}
+	r.PerfData = append(r.PerfData, p)
+}
 
 // checkCommand defines the flags of "election check" and returns them with
 // the function that runs it.
