@@ -45,9 +45,11 @@ KVELECT_BUCKET in its environment. If it exits by itself it is started
 again after a backoff (100 ms doubling to 30 s). To move it, the agent sends
 SIGTERM to its process group, SIGKILL after its grace, and hands it to the
 next node only once it has exited. If this agent is cut off from the
-servers, it sends SIGTERM at its renewal deadline, which comes an eighth
-of the TTL before another node can start the daemon, and SIGKILL half of
-that margin later (0.6 s at a 10 s TTL). Nothing a daemon starts outlives
+servers, it sends SIGTERM at its renewal deadline, 8.46 s after its last
+renewal at a 10 s TTL, and SIGKILL at its work deadline, 0.72 s later (or
+after the grace, if that is shorter): both before the daemon's key can age
+out, 9.43 s after that renewal at the earliest, and another node start the
+daemon. Nothing a daemon starts outlives
 it, or this agent's hold on it: a guard process (kvelect-guard) kills the
 whole tree, setsid and double forks included on Linux, if the agent dies or
 is paused past that deadline; if the guard is stopped, the agent kills the
