@@ -139,11 +139,11 @@ func (c *campaigner) awaitReturn(ctx context.Context, t *tenure) bool {
 		return true
 	default:
 	}
-	c.e.log.Warn("OnWon of the last leadership has not returned; not campaigning until it does", "revision", t.token)
+	c.e.log.Warn("the work of the last leadership has not stopped; not campaigning until it does", "revision", t.token)
 	for {
 		select {
 		case <-t.returned:
-			c.e.log.Info("OnWon of the last leadership returned; campaigning again", "revision", t.token)
+			c.e.log.Info("the work of the last leadership stopped; campaigning again", "revision", t.token)
 			return true
 		case <-ctx.Done():
 			return false

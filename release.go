@@ -23,8 +23,13 @@ func (c *campaigner) awaitWork(t *tenure, until time.Time) bool {
 	if c.workReturned(t, until) {
 		return true
 	}
-	c.e.log.Warn("the leadership's work (OnWon) had not stopped by the last moment the key could be released for it; the key is left to expire",
-		"revision", t.revision, "waited", c.e.now().Sub(began).Round(time.Millisecond), "deadline_passed", c.e.now().Sub(until).Round(time.Millisecond))
+	if late := began.Sub(until); late >= 0 {
+		c.e.log.Warn("this process was paused or starved of CPU past the last moment the key could be released for the last leadership; the key is left to expire",
+			"revision", t.revision, "late_by", late.Round(time.Millisecond))
+		return false
+	}
+	c.e.log.Warn("the work of the last leadership had not stopped by the last moment the key could be released for it; the key is left to expire",
+		"revision", t.revision, "waited", c.e.now().Sub(began).Round(time.Millisecond))
 	return false
 }
 

@@ -235,8 +235,21 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 		text, _ := chromedp.Run(waitCtx, chromedp.Text(row("compactor")))
 		t.Errorf("the compactor's row %q does not show its token %d from the history: %v", text, compactor.Token(), err)
 	}
-	if since, err := chromedp.Run(waitCtx, chromedp.Text(row("compactor")+" td:nth-child(4)")); err != nil || strings.HasPrefix(since, "before") || since == "–" {
+	since, err := chromedp.Run(waitCtx, chromedp.Text(row("compactor")+" td:nth-child(4)"))
+	if err != nil || strings.HasPrefix(since, "before") || since == "–" {
 		t.Errorf("the compactor's since %q (%v): want the time of its win", since, err)
+	}
+	// A moment of today shows as its time of day; one of another day, with
+	// its date: a leader since yesterday must not read as since this morning.
+	type moments struct{ Since, Today, Yesterday, YesterdaysDate, TodaysDate string }
+	m, err := chromedp.Run(waitCtx, chromedp.Evaluate[moments](fmt.Sprintf(`(() => {
+		const y = new Date(Date.now() - 36 * 3600 * 1000);
+		return {Since: %q, Today: when(new Date().toISOString()), Yesterday: when(y.toISOString()),
+			YesterdaysDate: y.toLocaleDateString(), TodaysDate: new Date().toLocaleDateString()};
+	})()`, since)))
+	t.Logf("since %q; a moment of today: %q; 36 h ago: %q", m.Since, m.Today, m.Yesterday)
+	if err != nil || !strings.Contains(m.Yesterday, m.YesterdaysDate) || strings.Contains(m.Today, m.TodaysDate) || strings.Contains(m.Since, m.TodaysDate) {
+		t.Errorf("moments shown %+v (%v): want the date with a moment 36 h ago, and none with today's (the compactor's since included)", m, err)
 	}
 
 	// The fleet: its nodes and daemons, orphan standing out.

@@ -45,9 +45,11 @@ KVELECT_BUCKET in its environment. If it exits by itself it is started
 again after a backoff (100 ms doubling to 30 s). To move it, the agent sends
 SIGTERM to its process group, SIGKILL after its grace, and hands it to the
 next node only once it has exited. If this agent is cut off from the
-servers, it sends SIGTERM at its renewal deadline, which comes an eighth
-of the TTL before another node can start the daemon, and SIGKILL half of
-that margin later (0.6 s at a 10 s TTL). Nothing a daemon starts outlives
+servers, it sends SIGTERM at its renewal deadline, 8.46 s after its last
+renewal at a 10 s TTL, and SIGKILL at its work deadline, 0.72 s later (or
+after the grace, if that is shorter): both before the daemon's key can age
+out, 9.43 s after that renewal at the earliest, and another node start the
+daemon. Nothing a daemon starts outlives
 it, or this agent's hold on it: a guard process (kvelect-guard) kills the
 whole tree, setsid and double forks included on Linux, if the agent dies or
 is paused past that deadline; if the guard is stopped, the agent kills the
@@ -273,9 +275,14 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	// A denied permission ends the set-up, or, once joined, the agent: a
 	// node that may not write the bucket can never run a daemon, and a
 	// permission is not granted by waiting.
+	// Until it joined, nothing of the node leads, so its writes end at once
+	// (cutOnDenial); once joined, it leaves the fleet, handing its daemons
+	// over.
 	setupDenied := cfg.conn.onDenied
 	var joined atomic.Bool
 	denials := make(chan error, 1)
+	writes, cut := context.WithCancelCause(context.Background())
+	defer cut(nil)
 	cfg.conn.onDenied = func(denied error) {
 		if joined.Load() {
 			select {
@@ -284,6 +291,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 			}
 			return
 		}
+		cut(denied)
 		setupDenied(denied)
 	}
 	if cfg.history {
@@ -298,6 +306,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 	if err != nil {
 		return deniedOr(ctx, err)
 	}
+	kv = cutOnDenial(kv, writes)
 	// The bucket's defaults reach every election of the fleet: the node's
 	// membership and each daemon's.
 	defaults := []election.Option{election.WithLogger(slogrus.New(log)), election.WithConnection(nc)}

@@ -77,7 +77,7 @@ func cause(err error) string {
 			"check --js-domain, and the leaf node link to that domain", domain)
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrJetStreamNotEnabled),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		return "no JetStream answered: enable JetStream for this account, or, through a leaf node, give the hub's --js-domain"
+		return "no JetStream answered: enable JetStream for this account, or, if the bucket's JetStream is in another domain, give its --js-domain"
 	}
 	return natscause.Explain(err)
 }

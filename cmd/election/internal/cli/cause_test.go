@@ -114,6 +114,7 @@ func TestHintsPresumeNoGatewayOrLeafNode(t *testing.T) {
 	for _, err := range []error{
 		jetstream.ErrNoStreamResponse, context.DeadlineExceeded, nats.ErrTimeout,
 		&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"},
+		nats.ErrNoResponders, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,
 	} {
 		if h := hint(err); strings.Contains(h, "gateway") || strings.Contains(h, "leaf") {
 			t.Errorf("hint for %v presumes a gateway or leaf node: %s", err, h)

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/signal"
 	"regexp"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/fleet"
+	"github.com/kvelect/election/history"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 const checkAbout = `Usage:
@@ -86,7 +90,15 @@ type checkResult struct {
 func (r *checkResult) ok(format string, args ...any) {
 	r.OK = append(r.OK, fmt.Sprintf(format, args...))
 }
-func (r *checkResult) perf(p perfDatum) { r.PerfData = append(r.PerfData, p) }
+
+// perf adds p, its figures to the millisecond (to the thousandth): no
+// float noise in the JSON output or the perf data.
+func (r *checkResult) perf(p perfDatum) {
+	for _, v := range []*float64{&p.Value, &p.Warning, &p.Critical} {
+		*v = math.Round(*v*1000) / 1000
+	}
+	r.PerfData = append(r.PerfData, p)
+}
 
 // checkCommand defines the flags of "election check" and returns them with
 // the function that runs it.
@@ -147,22 +159,26 @@ func checkCommand() (*flagSet, runFunc) {
 
 // runChecks connects and runs the checks into r.
 func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket string, keys []string, checkFleet bool, ranWithin time.Duration) {
+	unknown := func(err error) { r.unknown(namelessError{err}) } // the output names the check already
 	ctx, stopWatching := conn.watchDenials(ctx, roleObserver)
 	defer stopWatching()
+	if ranWithin == 0 {
+		conn.quietHistory() // the history only tells how long a job's mark lasts (describeMark)
+	}
 	nc, js, err := conn.connect("election check")
 	if err != nil {
-		r.unknown(deniedOr(ctx, err))
+		unknown(deniedOr(ctx, err))
 		return
 	}
 	defer nc.Close()
 	kv, err := openBucket(ctx, js, bucket)
 	if err != nil {
-		r.unknown(deniedOr(ctx, err))
+		unknown(deniedOr(ctx, err))
 		return
 	}
 	b, err := election.OpenBucket(ctx, kv)
 	if err != nil {
-		r.unknown(deniedOr(ctx, inDomain(js, err)))
+		unknown(deniedOr(ctx, inDomain(js, err)))
 		return
 	}
 	defer b.Close()
@@ -176,13 +192,13 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	for _, key := range keys {
 		l, err := b.Leader(ctx, key)
 		if err != nil {
-			r.unknown(deniedOr(ctx, inDomain(js, err)))
+			unknown(deniedOr(ctx, inDomain(js, err)))
 			return
 		}
 		hasLeader := perfDatum{Name: "has_leader:" + key, Critical: 1, help: "1 if the key has a leader, else 0"}
 		if m, ok := keyMark(l, ttl); ok { // a job's key: --ran-within checks it
 			r.perf(hasLeader)
-			r.ok("%s has no leader: it is a job's key, %s (check a job with --ran-within)", key, m)
+			r.ok("%s has no leader: it is a job's key, %s (check a job with --ran-within)", key, describeMark(ctx, conn, js, bucket, key, m, now()))
 			continue
 		}
 		if l.Name == "" {
@@ -207,7 +223,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	if checkFleet {
 		st, err := fleet.ReadStatus(ctx, b)
 		if err != nil {
-			r.unknown(deniedOr(ctx, inDomain(js, err)))
+			unknown(deniedOr(ctx, inDomain(js, err)))
 			return
 		}
 		var running, assigning, stopped int
@@ -234,6 +250,33 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 		r.perf(perfDatum{Name: "fleet_daemons_assigning", Value: float64(assigning), help: "daemons being assigned to a node"})
 		r.perf(perfDatum{Name: "fleet_daemons_stopped", Value: float64(stopped), help: "daemons that run nowhere"})
 	}
+}
+
+// describeMark says who marked key done (m, the mark on the key), when,
+// and until when it keeps the job from running again, by the servers'
+// clock at now: a run marked for longer than the bucket's TTL (--done-for)
+// records its mark's end in the bucket's history, which is read for it.
+// When the history exists but cannot be read, only the key's own mark's
+// end is known, and said as such.
+func describeMark(ctx context.Context, conn *connFlags, js jetstream.JetStream, bucket, key string, m doneMark, now time.Time) string {
+	ctx, done := conn.historyContext(ctx)
+	defer done()
+	h, err := history.Open(ctx, js, bucket)
+	if errors.Is(err, history.ErrNoHistory) {
+		return m.String() // no run log: the mark on the key is all there is
+	}
+	var events []history.Event
+	if err == nil {
+		events, err = h.Events(ctx, key, time.Time{})
+	}
+	if err != nil {
+		return fmt.Sprintf("done by %s at %s, until at least %s (the key's own mark; the history, which records a longer --done-for, cannot be read: %v)",
+			m.By, m.At.UTC().Format(time.RFC3339), m.Until.UTC().Format(time.RFC3339), message(deniedOr(ctx, err)))
+	}
+	if lm, ok := logMark(events, now); ok && lm.Until.After(m.Until) {
+		return lm.String()
+	}
+	return m.String()
 }
 
 // promName is a valid Prometheus metric name.

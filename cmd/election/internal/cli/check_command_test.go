@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/cmd/election/internal/e2e"
+	"github.com/kvelect/election/history"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -119,4 +121,51 @@ func startUntilCleanup(t *testing.T, e *election.Election) {
 		cancel()
 		<-done
 	})
+}
+
+// TestCheckSaysHowLongAJobsMarkLasts: check --key on a job's key just
+// marked done by run --once --done-for 1h says the mark lasts until the
+// end the history records, an hour on, not the key's TTL; to a user who
+// may not read the history it says "until at least" the key's own mark's
+// end, and why it cannot tell more.
+func TestCheckSaysHowLongAJobsMarkLasts(t *testing.T) {
+	t.Parallel()
+	const ttl = 10 * time.Second // the key's mark stands while the checks run
+	perms, err := rolePermissions(roleObserver, "MARKS", "", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, root := roleServer(t, perms.serverBlock())
+	_, js := testenv.Connect(t, root)
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "MARKS", TTL: ttl})
+	if _, err := history.Create(context.Background(), js, "MARKS", 0); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "run", "-s", root, "--bucket", "MARKS", "--key", "nightly", "--name", "host1", "--once", "--done-for", "1h", "--", "true"); code != 0 {
+		t.Fatalf("run --once --done-for 1h: exit %d:\n%s", code, stderr)
+	}
+	e, err := kv.Get(context.Background(), "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := e.Created().UTC()
+	until := regexp.MustCompile(`done by host1 at (\S+), until (\S+) `)
+
+	code, stdout, _ := runCLI(t, "check", "-s", root, "--bucket", "MARKS", "--key", "nightly")
+	t.Logf("check: %s", stdout)
+	m := until.FindStringSubmatch(stdout)
+	if code != checkOK || m == nil {
+		t.Fatalf("check: exit %d, %q; want OK, done by host1 at ..., until ...", code, stdout)
+	}
+	end, err := time.Parse(time.RFC3339, m[2])
+	if err != nil || end.Sub(at) < time.Hour-time.Second || end.Sub(at) > time.Hour+time.Minute {
+		t.Errorf("check says the mark of %s lasts until %s (%v), want an hour on (--done-for 1h), not a TTL", at.Format(time.RFC3339), m[2], err)
+	}
+
+	code, stdout, _ = runCLI(t, "check", "-s", user, "--user", roleUser, "--password", secret, "--bucket", "MARKS", "--key", "nightly")
+	t.Logf("check, history not readable: %s", stdout)
+	want := "done by host1 at " + at.Format(time.RFC3339) + ", until at least " + at.Add(ttl).Format(time.RFC3339) + " (the key's own mark; the history, which records a longer --done-for, cannot be read: permission denied"
+	if code != checkOK || !strings.Contains(stdout, want) {
+		t.Errorf("check as a user who may not read the history: exit %d, %q; want OK saying %q", code, stdout, want)
+	}
 }

@@ -143,8 +143,8 @@ func run(ctx context.Context, log *logrus.Logger, cfg config) error {
 		elections[i] = e
 	}
 	log.WithFields(logrus.Fields{"workers": cfg.workers, "bucket": bucket, "key": cfg.key}).
-		Infof("campaigning; from another terminal, hand over: election resign -s %s --bucket %s --key %s; or delete the key: nats -s %s kv del %s %s",
-			server, bucket, cfg.key, server, bucket, cfg.key)
+		Infof("campaigning; from another terminal, hand over: election resign -s %s --bucket %s --key %s",
+			server, bucket, cfg.key)
 
 	done := make(chan struct{})
 	for _, e := range elections {
@@ -279,8 +279,8 @@ func bindBucket(ctx context.Context, log *logrus.Logger, js jetstream.JetStream,
 			return nil, fmt.Errorf("reading bucket %s: %w", bucket, err)
 		}
 		if status.TTL() != ttl {
-			return nil, fmt.Errorf("TTL=%v, but bucket %s exists with TTL %v: a bucket's TTL cannot change under running elections; unset TTL, or delete the bucket (nats kv del %s)",
-				ttl, bucket, status.TTL(), bucket)
+			return nil, fmt.Errorf("TTL=%v, but bucket %s exists with TTL %v: a bucket's TTL cannot change under running elections; unset TTL to run at %v",
+				ttl, bucket, status.TTL(), status.TTL())
 		}
 		return kv, nil
 	}

@@ -10,9 +10,7 @@ import (
 // fail writes err as one line, with what to do about it when the cause is
 // known, and returns the exit code: 2 for bad input, else 1.
 func fail(stderr io.Writer, path string, err error) int {
-	// The library's errors start with its package's name; the line starts
-	// with the command's already.
-	fmt.Fprintf(stderr, "%s: %s%s\n", path, strings.TrimPrefix(err.Error(), "election: "), hint(err))
+	fmt.Fprintf(stderr, "%s: %s%s\n", path, message(err), hint(err))
 	if errors.Is(err, errUsage) {
 		return ExitUsage
 	}
@@ -27,3 +25,21 @@ func hint(err error) string {
 	}
 	return ""
 }
+
+// message is err's text without the library's package name: its errors
+// start with "election: ", at the start of the text or, wrapped by another
+// package, after its ": " (fleet's "invalid configuration: election: …"),
+// and a command's line starts with the command's name already.
+func message(err error) string {
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "election: "), ": election: ", ": ")
+}
+
+// namelessError is an error whose text is message's, for a line that
+// starts with the command's name; it wraps the error, for hint.
+type namelessError struct{ err error }
+
+// Error is the wrapped error's text, without the library's package name.
+func (e namelessError) Error() string { return message(e.err) }
+
+// Unwrap returns the wrapped error.
+func (e namelessError) Unwrap() error { return e.err }

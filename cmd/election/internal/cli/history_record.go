@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -90,13 +89,11 @@ func (c *connFlags) openHistory(ctx context.Context, js jetstream.JetStream, buc
 	return h
 }
 
-// formatRetention writes a retention as --history takes it: 7d, 36h0m0s, 0.
+// formatRetention writes a retention as --history takes it: 7d, 36h,
+// 1h30m, 0.
 func formatRetention(d time.Duration) string {
-	switch {
-	case d == 0:
+	if d == 0 {
 		return "0"
-	case d%(24*time.Hour) == 0:
-		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
 	}
-	return d.String()
+	return formatSpan(d)
 }

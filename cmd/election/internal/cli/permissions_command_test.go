@@ -251,10 +251,11 @@ func requireExactly(t *testing.T, history bool, exercises map[string]func(t *tes
 }
 
 // TestACandidateDeniedItsWritesExitsAtOnce runs election run, sidecar and
-// agent as a user who may watch but not campaign: each exits non-zero
-// within 5 s with the denied subject and the command that grants it, logged
-// as JSON, never the client's raw error or the password; the sidecar's
-// /healthz is never ok meanwhile.
+// agent as a user who may watch but not campaign, on buckets at TTL 2 s
+// and 15 s (where a write's own timeout, min(interval, 5 s), is 5 s): each
+// exits non-zero within 5 s of its start with the denied subject and the
+// command that grants it, logged as JSON, never the client's raw error or
+// the password; the sidecar's /healthz is never ok meanwhile.
 func TestACandidateDeniedItsWritesExitsAtOnce(t *testing.T) {
 	t.Parallel()
 	bin := e2e.BuildElection(t)
@@ -262,45 +263,48 @@ func TestACandidateDeniedItsWritesExitsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	user, root := roleServer(t, perms.serverBlock())
-	_, js := testenv.Connect(t, root)
-	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: 2 * time.Second})
-	conn := []string{"--server", user, "--user", roleUser, "--password", secret, "--bucket", "E2E", "--log-format", "json"}
-	for _, c := range []struct {
-		name string
-		args []string
-	}{
-		{"run", append(append([]string{"run", "--name", "denied"}, conn...), "--key", "job", "--", "true")},
-		{"sidecar", append(append([]string{"sidecar", "--name", "denied"}, conn...), "--key", "job", "--listen", "127.0.0.1:0")},
-		{"agent", append(append([]string{"agent", "--name", "denied"}, conn...), "--daemon", "d=true")},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			started := time.Now()
-			d := e2e.StartProcess(t, bin, c.name, c.args...)
-			var healthOK atomic.Bool
-			if c.name == "sidecar" {
-				stopPolling := pollHealth(t, d, &healthOK)
-				defer stopPolling()
-			}
-			select {
-			case <-d.Done():
-			case <-time.After(5 * time.Second):
-				t.Fatalf("%s still runs 5 s after it started:\n%s", c.name, d.Logged(t))
-			}
-			log := d.Logged(t)
-			if d.ExitCode() == ExitOK {
-				t.Errorf("%s exited 0 after %v, want an error:\n%s", c.name, time.Since(started), log)
-			}
-			if !strings.Contains(log, `permission denied: publish to "$KV.E2E.`) || !strings.Contains(log, "election permissions --role candidate --bucket E2E") {
-				t.Errorf("%s: the log does not name the denied subject and the grant:\n%s", c.name, log)
-			}
-			if strings.Contains(log, "nats: permissions violation") || strings.Contains(log, secret) {
-				t.Errorf("%s: the log holds the client's raw error or the password:\n%s", c.name, log)
-			}
-			if healthOK.Load() {
-				t.Errorf("%s: /healthz answered ok for a candidate that cannot write", c.name)
-			}
-		})
+	for _, ttl := range []time.Duration{2 * time.Second, 15 * time.Second} {
+		user, root := roleServer(t, perms.serverBlock())
+		_, js := testenv.Connect(t, root)
+		testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "E2E", TTL: ttl})
+		conn := []string{"--server", user, "--user", roleUser, "--password", secret, "--bucket", "E2E", "--log-format", "json"}
+		for _, c := range []struct {
+			name string
+			args []string
+		}{
+			{"run", append(append([]string{"run", "--name", "denied"}, conn...), "--key", "job", "--", "true")},
+			{"sidecar", append(append([]string{"sidecar", "--name", "denied"}, conn...), "--key", "job", "--listen", "127.0.0.1:0")},
+			{"agent", append(append([]string{"agent", "--name", "denied"}, conn...), "--daemon", "d=true")},
+		} {
+			t.Run(fmt.Sprintf("%s at TTL %v", c.name, ttl), func(t *testing.T) {
+				started := time.Now()
+				d := e2e.StartProcess(t, bin, c.name, c.args...)
+				var healthOK atomic.Bool
+				if c.name == "sidecar" {
+					stopPolling := pollHealth(t, d, &healthOK)
+					defer stopPolling()
+				}
+				select {
+				case <-d.Done():
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s still runs 5 s after it started:\n%s", c.name, d.Logged(t))
+				}
+				t.Logf("%s at TTL %v exited %d after %v", c.name, ttl, d.ExitCode(), time.Since(started).Round(time.Millisecond))
+				log := d.Logged(t)
+				if d.ExitCode() == ExitOK {
+					t.Errorf("%s exited 0 after %v, want an error:\n%s", c.name, time.Since(started), log)
+				}
+				if !strings.Contains(log, `permission denied: publish to "$KV.E2E.`) || !strings.Contains(log, "election permissions --role candidate --bucket E2E") {
+					t.Errorf("%s: the log does not name the denied subject and the grant:\n%s", c.name, log)
+				}
+				if strings.Contains(log, "nats: permissions violation") || strings.Contains(log, secret) {
+					t.Errorf("%s: the log holds the client's raw error or the password:\n%s", c.name, log)
+				}
+				if healthOK.Load() {
+					t.Errorf("%s: /healthz answered ok for a candidate that cannot write", c.name)
+				}
+			})
+		}
 	}
 }
 

@@ -194,11 +194,15 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	cfg.conn.serve = cfg.serveFlags.serve
 	setupCtx, endSetup := cfg.conn.watchDenials(setupCtx, roleCandidate)
 	defer endSetup()
-	var endOnDenial atomic.Pointer[context.CancelCauseFunc] // the election's end, once it runs
+	var endOnDenial atomic.Pointer[context.CancelCauseFunc]      // the election's end, once it runs
+	var candidate atomic.Pointer[election.Election]              // set with endOnDenial
+	writes, cut := context.WithCancelCause(context.Background()) // cut: the bucket's writes end (cutOnDenial)
+	defer cut(nil)
 	setupDenied := cfg.conn.onDenied
 	cfg.conn.onDenied = func(denied error) {
 		if end := endOnDenial.Load(); end != nil {
 			(*end)(denied)
+			cutUnlessLeading(cut, candidate.Load(), denied)
 			return
 		}
 		setupDenied(denied)
@@ -215,6 +219,7 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	if err != nil {
 		return deniedOr(setupCtx, err)
 	}
+	kv = cutOnDenial(kv, writes)
 	// One watcher serves both the election and what the sidecar reports.
 	b, err := election.OpenBucket(setupCtx, kv, election.WithLogger(slogrus.New(log)))
 	if err != nil {
@@ -267,6 +272,7 @@ func runSidecar(ctx context.Context, cfg sidecarConfig, log *logrus.Logger) erro
 	// fails ends the election too.
 	electionCtx, endElection := context.WithCancelCause(ctx)
 	defer endElection(nil)
+	candidate.Store(e)
 	endOnDenial.Store(&endElection)
 	srv := &http.Server{Handler: sc.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})

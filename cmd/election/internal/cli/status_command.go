@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -410,10 +411,16 @@ func (p *leaderPrinter) toJSON(l election.Leader, now time.Time) leaderJSON {
 	j := leaderJSON{Key: l.Key, Leader: l.Name}
 	if l.Name != "" {
 		written := l.Written.UTC()
-		age := age(l, now).Seconds()
+		age := seconds(age(l, now))
 		j.Revision, j.Written, j.AgeSeconds = l.Revision, &written, &age
 	}
 	return j
+}
+
+// seconds is d in seconds, to the millisecond: a JSON number without float
+// noise (1.995, not 1.9952096259999998).
+func seconds(d time.Duration) float64 {
+	return math.Round(d.Seconds()*1000) / 1000
 }
 
 // age is how long ago the leader's latest write reached the server; never
@@ -725,7 +732,7 @@ func (p *leaderPrinter) fleet(st fleet.Status, now time.Time, after bool) {
 	}
 	if p.json {
 		for _, m := range st.Members {
-			p.line(nodeJSON{Node: m.Name, Since: m.Since.UTC(), AgeSeconds: max(now.Sub(m.Since), 0).Seconds(), Capacity: m.Capacity,
+			p.line(nodeJSON{Node: m.Name, Since: m.Since.UTC(), AgeSeconds: seconds(max(now.Sub(m.Since), 0)), Capacity: m.Capacity,
 				Priority: m.Priority, Prefer: m.PreferHigher, Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name]),
 				Unhealthy: m.Unhealthy})
 		}

@@ -1,15 +1,20 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvelect/election"
 	"github.com/kvelect/election/cmd/election/internal/e2e"
+	"github.com/kvelect/election/fleet"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -103,4 +108,86 @@ func TestStatusErrorsAreOneLine(t *testing.T) {
 			e2e.WantOneLineError(t, code, tc.code, stdout, stderr, tc.says...)
 		})
 	}
+}
+
+// TestJSONNumbersHaveNoFloatNoise: status --json (a key's leader and a
+// fleet's node) and check --format json (a key's renewal age and its
+// thresholds) give their figures to the millisecond: no number has more
+// than 6 decimals (such as 1.9952096259999998).
+func TestJSONNumbersHaveNoFloatNoise(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	url := s.ClientURL()
+	_, js := testenv.Connect(t, url)
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "NOISE", TTL: 2 * time.Second})
+	waitLeader(t, candidates(t, url, "NOISE", "job", "node0"))
+	b, err := election.OpenBucket(context.Background(), kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	node, err := fleet.Join(context.Background(), b, fleet.Config{Name: "n1", Daemons: []fleet.Daemon{
+		{Name: "relay", Run: func(ctx context.Context) error { <-ctx.Done(); return nil }},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Leave)
+
+	code, stdout, stderr := runCLI(t, "status", "-s", url, "--bucket", "NOISE", "--json")
+	if code != ExitOK || !strings.Contains(stdout, `"age_seconds":`) || !strings.Contains(stdout, `"node":"n1"`) {
+		t.Fatalf("status --json: exit %d, %q %q; want the key's leader and the node, with their ages", code, stdout, stderr)
+	}
+	wantNoFloatNoise(t, "status --json", stdout)
+	t.Logf("status --json:\n%s", stdout)
+	code, stdout, _ = runCLI(t, "check", "-s", url, "--bucket", "NOISE", "--key", "job", "--format", "json")
+	if code != checkOK || !strings.Contains(stdout, `"renew_age:job"`) {
+		t.Fatalf("check --format json: exit %d, %q; want OK with the renewal's age", code, stdout)
+	}
+	wantNoFloatNoise(t, "check --format json", stdout)
+	t.Logf("check --format json:\n%s", stdout)
+}
+
+// wantNoFloatNoise checks that no number of out, JSON values one after
+// another, has more than 6 decimals.
+func wantNoFloatNoise(t *testing.T, what, out string) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.UseNumber()
+	var numbers int
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v in %s", what, err, out)
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		numbers++
+		if d := decimals(string(n)); d > 6 {
+			t.Errorf("%s: %s has %d decimals, want at most 6", what, n, d)
+		}
+	}
+	if numbers == 0 {
+		t.Errorf("%s: no number in %s", what, out)
+	}
+}
+
+// decimals is how many digits a JSON number has after its point, its
+// exponent counted (1.5e-07: 8).
+func decimals(n string) int {
+	mantissa, exp, _ := strings.Cut(strings.ToLower(n), "e")
+	d := 0
+	if _, frac, ok := strings.Cut(mantissa, "."); ok {
+		d = len(frac)
+	}
+	if exp != "" {
+		e, _ := strconv.Atoi(exp)
+		d -= e
+	}
+	return max(d, 0)
 }
