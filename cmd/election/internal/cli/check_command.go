@@ -163,7 +163,7 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	ctx, stopWatching := conn.watchDenials(ctx, roleObserver)
 	defer stopWatching()
 	if ranWithin == 0 {
-		conn.quietHistory() // the history only tells how long a job's mark lasts (describeMark)
+		conn.quietHistory() // the history only tells how long a job's mark lasts (jobMark)
 	}
 	nc, js, err := conn.connect("election check")
 	if err != nil {
@@ -196,9 +196,9 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 			return
 		}
 		hasLeader := perfDatum{Name: "has_leader:" + key, Critical: 1, help: "1 if the key has a leader, else 0"}
-		if m, ok := keyMark(l, ttl); ok { // a job's key: --ran-within checks it
+		if mark, ok := jobMark(ctx, conn, js, bucket, l, ttl, now()); ok { // a job's key: --ran-within checks it
 			r.perf(hasLeader)
-			r.ok("%s has no leader: it is a job's key, %s (check a job with --ran-within)", key, describeMark(ctx, conn, js, bucket, key, m, now()))
+			r.ok("%s has no leader: it is a job's key, %s (check a job with --ran-within)", key, mark)
 			continue
 		}
 		if l.Name == "" {
@@ -252,31 +252,39 @@ func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket stri
 	}
 }
 
-// describeMark says who marked key done (m, the mark on the key), when,
-// and until when it keeps the job from running again, by the servers'
-// clock at now: a run marked for longer than the bucket's TTL (--done-for)
-// records its mark's end in the bucket's history, which is read for it.
-// When the history exists but cannot be read, only the key's own mark's
-// end is known, and said as such.
-func describeMark(ctx context.Context, conn *connFlags, js jetstream.JetStream, bucket, key string, m doneMark, now time.Time) string {
+// jobMark says who marked l's key done, when, and until when it keeps the
+// job from running again, by the servers' clock at now, if a done mark
+// holds the key: the mark on the key, or, since a run marked for longer
+// than the bucket's TTL (--done-for) records its mark's end in the bucket's
+// history, the history's mark when it lasts longer, even once the key's
+// own has aged out and nobody holds the key. When the history exists but
+// cannot be read, only the key's own mark is known, and said as such.
+func jobMark(ctx context.Context, conn *connFlags, js jetstream.JetStream, bucket string, l election.Leader, ttl time.Duration, now time.Time) (string, bool) {
+	m, marked := keyMark(l, ttl)
+	if !marked && l.Name != "" {
+		return "", false // a leader holds the key
+	}
 	ctx, done := conn.historyContext(ctx)
 	defer done()
 	h, err := history.Open(ctx, js, bucket)
 	if errors.Is(err, history.ErrNoHistory) {
-		return m.String() // no run log: the mark on the key is all there is
+		return m.String(), marked // no run log: the mark on the key is all there is
 	}
 	var events []history.Event
 	if err == nil {
-		events, err = h.Events(ctx, key, time.Time{})
+		events, err = h.Events(ctx, l.Key, time.Time{})
 	}
 	if err != nil {
+		if !marked {
+			return "", false
+		}
 		return fmt.Sprintf("done by %s at %s, until at least %s (the key's own mark; the history, which records a longer --done-for, cannot be read: %v)",
-			m.By, m.At.UTC().Format(time.RFC3339), m.Until.UTC().Format(time.RFC3339), message(deniedOr(ctx, err)))
+			m.By, m.At.UTC().Format(time.RFC3339), m.Until.UTC().Format(time.RFC3339), message(deniedOr(ctx, err))), true
 	}
 	if lm, ok := logMark(events, now); ok && lm.Until.After(m.Until) {
-		return lm.String()
+		return lm.String(), true
 	}
-	return m.String()
+	return m.String(), marked
 }
 
 // promName is a valid Prometheus metric name.

@@ -168,4 +168,15 @@ func TestCheckSaysHowLongAJobsMarkLasts(t *testing.T) {
 	if code != checkOK || !strings.Contains(stdout, want) {
 		t.Errorf("check as a user who may not read the history: exit %d, %q; want OK saying %q", code, stdout, want)
 	}
+
+	// The key's own mark gone (as once it ages out): the history's still
+	// stands, and nobody has to lead the key.
+	if err := kv.Purge(context.Background(), "nightly"); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ = runCLI(t, "check", "-s", root, "--bucket", "MARKS", "--key", "nightly")
+	t.Logf("check, the key's mark gone: %s", stdout)
+	if m := until.FindStringSubmatch(stdout); code != checkOK || m == nil || m[2] != end.Format(time.RFC3339) {
+		t.Errorf("check once the key's own mark is gone: exit %d, %q; want OK, done by host1 until %s", code, stdout, end.Format(time.RFC3339))
+	}
 }

@@ -47,6 +47,17 @@ func runMark(ev history.Event, now time.Time) (doneMark, bool) {
 	return doneMark{}, false
 }
 
+// logMark returns the done mark the latest run in the history left on its
+// key (from events of that key, oldest first), if it still stands at now.
+func logMark(events []history.Event, now time.Time) (doneMark, bool) {
+	for i := len(events) - 1; i >= 0; i-- {
+		if ev := events[i]; ev.Kind == history.Ran || ev.Kind == history.RunStarted {
+			return runMark(ev, now)
+		}
+	}
+	return doneMark{}, false
+}
+
 // doneMarks returns, by key, the done mark to show instead of a leader for
 // each of leaders that a mark holds, or nobody: the key's own mark, or,
 // with withLog, the one the key's latest run left in the bucket's history

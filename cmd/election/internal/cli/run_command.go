@@ -145,8 +145,10 @@ it was not found.
 const (
 	exitCannotRun = 126
 	exitNotFound  = 127
-	// ExitSkipped is run --once's status when another host leads the key or
-	// ran the job within a TTL: EX_TEMPFAIL of sysexits.h.
+	// ExitSkipped is run --once's status when it did not run the job:
+	// another host leads the key, or a done mark of an earlier run stands
+	// (the key's own, for a TTL; with --done-for, the one the history
+	// keeps): EX_TEMPFAIL of sysexits.h.
 	ExitSkipped = 75
 )
 

@@ -50,8 +50,8 @@ key, which keeps only its latest write. They show "-" when the bucket has no
 history, when it cannot be read, or when the leader's win is not recorded
 (yet, or it ran with --history=false). A job's key (election run --once)
 shows no leader but its done mark, "done by NAME at T, until U": the key's
-own, or, with --done-for, the longer one the history keeps (shown for --key
-K even after the key's own has aged out). A stopped
+own, or, with --done-for, the longer one the history keeps (shown even
+after the key's own has aged out). A stopped
 candidate drops out at once, a crashed one a TTL after its last write. The
 last line counts the watchers on the bucket, one per process that
 opened it with the library's OpenBucket (and one per election made without
