@@ -106,7 +106,7 @@ func readBucket(ctx context.Context, kv jetstream.KeyValue) (bucketInfo, error) 
 	}
 	ttl := status.TTL()
 	if ttl == 0 {
-		return bucketInfo{}, fmt.Errorf("%w: bucket %q keeps keys forever; create it with a TTL between %v and %v (nats kv add --ttl 30s %s)",
+		return bucketInfo{}, fmt.Errorf("%w: bucket %q keeps keys forever; create it with a TTL between %v and %v (election bucket create --bucket %s --ttl 30s)",
 			ErrBucketConfig, kv.Bucket(), MinTTL, MaxTTL, kv.Bucket())
 	}
 	return bucketInfo{ttl: ttl, absenceProvesExpiry: keysOnlyAgeOut(status)}, nil

@@ -282,7 +282,7 @@ func (d *dashboard) serveKeys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	late, lapsed := renewalLimits(d.bucket.TTL(), 0)
-	page := keysPage{Bucket: d.name, Mirror: d.mirrorJSON(r.Context()), RenewalLate: late.Seconds(), RenewalLapsed: lapsed.Seconds(),
+	page := keysPage{Bucket: d.name, Mirror: d.mirrorJSON(r.Context()), RenewalLate: seconds(late), RenewalLapsed: seconds(lapsed),
 		Total: len(rows), Offset: offset, Keys: rows[min(offset, len(rows)):min(offset+limit, len(rows))]}
 	d.mu.Lock()
 	page.Changes = slices.Clone(d.changes)
@@ -360,7 +360,7 @@ func (d *dashboard) rows(ctx context.Context, search string) ([]keyRow, error) {
 		case age > late:
 			row.Renewal = "late"
 		}
-		ago := age.Seconds()
+		ago := seconds(age)
 		row.RenewedAgo = &ago
 		if seen, ok := d.leaders[l.Key]; ok && seen.name == l.Name {
 			row.Token, row.Since, row.Before = seen.token, &seen.since, seen.before
@@ -477,7 +477,7 @@ func (d *dashboard) serveFleet(w http.ResponseWriter, r *http.Request) {
 		page.Daemons = append(page.Daemons, fleetDaemonJSON{j, fleet.DaemonKey(dm.Name)})
 	}
 	for _, m := range st.Members {
-		page.Nodes = append(page.Nodes, nodeJSON{Node: m.Name, Since: m.Since.UTC(), AgeSeconds: max(now.Sub(m.Since), 0).Seconds(),
+		page.Nodes = append(page.Nodes, nodeJSON{Node: m.Name, Since: m.Since.UTC(), AgeSeconds: seconds(max(now.Sub(m.Since), 0)),
 			Capacity: m.Capacity, Labels: m.Labels, Version: m.Version, CanRun: nonNil(m.Daemons), Running: nonNil(running[m.Name]),
 			Unhealthy: m.Unhealthy})
 	}

@@ -64,7 +64,7 @@ type mirrorJSON struct {
 func mirrorJSONOf(m *mirror.Mirror, l mirror.Lag) mirrorJSON {
 	j := mirrorJSON{Mirror: m.Name(), Bucket: m.Bucket(), Note: notAuthoritative(m), Lag: l.Messages, Error: l.Error}
 	if l.Heard >= 0 {
-		heard := l.Heard.Seconds()
+		heard := seconds(l.Heard)
 		j.HeardSeconds = &heard
 	}
 	return j
