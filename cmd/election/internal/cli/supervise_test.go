@@ -19,9 +19,10 @@ import (
 )
 
 // leadershipOn runs an election for key job of a new bucket on an embedded
-// server and returns the context of its first leadership and its token.
-// The election ends when the test ends.
-func leadershipOn(t *testing.T, bucket string) (leading context.Context, token uint64) {
+// server and returns the context of its first leadership, its token, and
+// a function that stops the election (it releases the key). The election
+// stops when the test ends, if not before.
+func leadershipOn(t *testing.T, bucket string) (leading context.Context, token uint64, stop func()) {
 	t.Helper()
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -40,17 +41,22 @@ func leadershipOn(t *testing.T, bucket string) (leading context.Context, token u
 	}
 	done := make(chan error, 1)
 	go func() { done <- e.Start(context.Background()) }()
-	t.Cleanup(func() {
-		e.Stop()
-		<-done
-	})
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			e.Stop()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
 	select {
 	case leading = <-won:
 	case <-time.After(e2e.WaitTimeout):
 		t.Fatalf("no leadership after %v", e2e.WaitTimeout)
 	}
 	token, _ = election.TokenFromContext(leading)
-	return leading, token
+	return leading, token, stop
 }
 
 // TestSuperviseKillsAtOnceAfterASuspend ends a leadership, as the election
@@ -62,7 +68,7 @@ func leadershipOn(t *testing.T, bucket string) (leading context.Context, token u
 // ended for another cause gets the SIGTERM.
 func TestSuperviseKillsAtOnceAfterASuspend(t *testing.T) {
 	t.Parallel()
-	leading, token := leadershipOn(t, "SUSPEND")
+	leading, token, _ := leadershipOn(t, "SUSPEND")
 	for _, tc := range []struct {
 		cause error
 		grace time.Duration
