@@ -21,7 +21,7 @@ import (
 // ErrLeadershipEnded is Start's error when the leadership ended, or its
 // work deadline passed, before COMMAND could start: COMMAND did not run
 // (nothing the guard started runs), and the caller may campaign on.
-var ErrLeadershipEnded = errors.New("leadership ended before COMMAND could start")
+var ErrLeadershipEnded = errors.New("leadership ended before the command could start")
 
 // guardConfirm is how long, after this process has killed COMMAND's tree
 // itself, a guard that is not stopped has to exit by itself before it is
@@ -92,7 +92,7 @@ func Start(leading context.Context, argv, env []string) (*Child, error) {
 	if err != nil {
 		controlW.Close()
 		reportR.Close()
-		return nil, fmt.Errorf("starting the guard of COMMAND: %w", err)
+		return nil, fmt.Errorf("starting the guard of the command: %w", err)
 	}
 
 	lines := make(chan string)
@@ -142,7 +142,7 @@ func awaitStart(cmd *exec.Cmd, lines <-chan string, until time.Time) (int, error
 				return 0, errors.New(msg)
 			}
 			cmd.Wait()
-			return 0, fmt.Errorf("the guard of COMMAND failed: %v", cmd.ProcessState)
+			return 0, fmt.Errorf("the guard of the command failed: %v", cmd.ProcessState)
 		case <-poll.C:
 			if isStopped(cmd.Process.Pid) {
 				if pid := groupLeaderChild(cmd.Process.Pid); pid > 0 {

@@ -59,7 +59,7 @@ const guardName = "kvelect-guard"
 func Main(args []string, stderr io.Writer) int {
 	control, report := os.NewFile(guardControlFD, "control"), os.NewFile(guardReportFD, "report")
 	if len(args) < 3 || args[1] != "--" || !isPipe(control) || !isPipe(report) {
-		fmt.Fprintf(stderr, "election %s: the guard of a COMMAND is started by election run and election agent, not by hand\n", Command)
+		fmt.Fprintf(stderr, "election %s: the guard of a command is started by election run and election agent, not by hand\n", Command)
 		return exitUsage
 	}
 	deadline, err := strconv.ParseInt(args[0], 10, 64)
