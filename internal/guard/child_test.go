@@ -272,8 +272,8 @@ func TestChildKillsTheTreeOfAStoppedGuard(t *testing.T) {
 
 // TestChildKillsAtTheDeadlineWhenTheGuardIsStopped stops COMMAND's guard
 // and ends the leadership without stopping COMMAND: this process kills the
-// tree at the last work deadline, before the key can age out (a sixteenth
-// of the TTL later).
+// tree at the last work deadline, before the key can age out
+// (election.Timing: 39 ms later at the smallest TTL).
 func TestChildKillsAtTheDeadlineWhenTheGuardIsStopped(t *testing.T) {
 	leading, end := leadership(t)
 	mark := testenv.NewMark()
@@ -291,7 +291,8 @@ func TestChildKillsAtTheDeadlineWhenTheGuardIsStopped(t *testing.T) {
 		return left, len(left) == 0
 	})
 	gone := time.Now()
-	ageOut := deadline.Add(election.MinTTL / 16)
+	timing := election.TimingFor(election.MinTTL, 0)
+	ageOut := deadline.Add(timing.EarliestExpiry - timing.WorkDeadline)
 	t.Logf("the tree was gone %v after the work deadline; the key could age out %v after it", gone.Sub(deadline), ageOut.Sub(deadline))
 	if gone.Before(deadline) || gone.After(ageOut) {
 		t.Errorf("the tree was gone %v after the work deadline, want after it and before the key can age out, %v after it", gone.Sub(deadline), ageOut.Sub(deadline))
