@@ -13,7 +13,7 @@ import (
 
 // ErrLeadershipEnded is Start's error when the leadership ended before
 // COMMAND could start; Start here fails for another reason.
-var ErrLeadershipEnded = errors.New("leadership ended before COMMAND could start")
+var ErrLeadershipEnded = errors.New("leadership ended before the command could start")
 
 // Child stands for a COMMAND, which election run supervises only on Unix.
 type Child struct {
@@ -59,6 +59,6 @@ func (c *Child) ExitCode() int { return exitCannotRun }
 
 // Main says that the guard runs only on Unix systems, and returns 2.
 func Main(_ []string, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "election: the guard of a COMMAND runs only on Unix systems")
+	fmt.Fprintln(stderr, "election: the guard of a command runs only on Unix systems")
 	return exitUsage
 }

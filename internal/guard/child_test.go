@@ -4,6 +4,8 @@ package guard
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -86,16 +88,53 @@ func awaitDone(t *testing.T, c *Child) {
 // TestStartNeedsALeadership starts no COMMAND for a context that is no
 // leadership's, or a leadership that has ended.
 func TestStartNeedsALeadership(t *testing.T) {
-	if c, err := Start(context.Background(), []string{"true"}, nil); err == nil {
+	c, err := Start(context.Background(), []string{"true"}, nil)
+	if err == nil {
 		<-c.Done()
 		t.Errorf("Start without a leadership started COMMAND %d, want an error", c.PID())
+	} else if !errors.Is(err, ErrLeadershipEnded) {
+		t.Errorf("Start without a leadership: %v, want ErrLeadershipEnded", err)
 	}
 	leading, end := leadership(t)
 	end()
-	if c, err := Start(leading, []string{"true"}, nil); err == nil {
+	c, err = Start(leading, []string{"true"}, nil)
+	if err == nil {
 		<-c.Done()
 		t.Errorf("Start for an ended leadership started COMMAND %d, want an error", c.PID())
+	} else if !errors.Is(err, ErrLeadershipEnded) {
+		t.Errorf("Start for an ended leadership: %v, want ErrLeadershipEnded", err)
 	}
+}
+
+// TestAwaitStartPausedPastTheDeadlineEndsTheLeadership stands a process in
+// for a guard that reported COMMAND's start while this process was paused
+// past the work deadline: the report and the deadline are both ready when
+// awaitStart looks. Whichever it takes, it gives COMMAND's process ID or
+// ErrLeadershipEnded (the caller campaigns on), never another error, which
+// would make election run exit 126 and an agent count a crash.
+func TestAwaitStartPausedPastTheDeadlineEndsTheLeadership(t *testing.T) {
+	const runs = 20
+	ended := 0
+	for range runs {
+		standIn := exec.Command("sleep", "1000")
+		if err := standIn.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1)
+		lines <- fmt.Sprintf("started %d\n", standIn.Process.Pid)
+		pid, err := awaitStart(standIn, lines, time.Now().Add(-time.Millisecond))
+		switch {
+		case errors.Is(err, ErrLeadershipEnded):
+			ended++
+		case err != nil:
+			t.Errorf("awaitStart: %v, want ErrLeadershipEnded or the start", err)
+		case pid != standIn.Process.Pid:
+			t.Errorf("awaitStart: started %d, want %d", pid, standIn.Process.Pid)
+		}
+		standIn.Process.Kill()
+		standIn.Wait()
+	}
+	t.Logf("%d of %d runs took the deadline (ErrLeadershipEnded), the others the report", ended, runs)
 }
 
 // TestStartReportsACommandItCannotStart returns the guard's reason for a
@@ -233,8 +272,8 @@ func TestChildKillsTheTreeOfAStoppedGuard(t *testing.T) {
 
 // TestChildKillsAtTheDeadlineWhenTheGuardIsStopped stops COMMAND's guard
 // and ends the leadership without stopping COMMAND: this process kills the
-// tree at the last work deadline, before the key can age out (a sixteenth
-// of the TTL later).
+// tree at the last work deadline, before the key can age out
+// (election.Timing: 39 ms later at the smallest TTL).
 func TestChildKillsAtTheDeadlineWhenTheGuardIsStopped(t *testing.T) {
 	leading, end := leadership(t)
 	mark := testenv.NewMark()
@@ -252,7 +291,8 @@ func TestChildKillsAtTheDeadlineWhenTheGuardIsStopped(t *testing.T) {
 		return left, len(left) == 0
 	})
 	gone := time.Now()
-	ageOut := deadline.Add(election.MinTTL / 16)
+	timing := election.TimingFor(election.MinTTL, 0)
+	ageOut := deadline.Add(timing.EarliestExpiry - timing.WorkDeadline)
 	t.Logf("the tree was gone %v after the work deadline; the key could age out %v after it", gone.Sub(deadline), ageOut.Sub(deadline))
 	if gone.Before(deadline) || gone.After(ageOut) {
 		t.Errorf("the tree was gone %v after the work deadline, want after it and before the key can age out, %v after it", gone.Sub(deadline), ageOut.Sub(deadline))
@@ -336,8 +376,8 @@ func TestAwaitStartFindsTheCommandOfAStoppedGuard(t *testing.T) {
 	}
 	began := time.Now()
 	pid, err = awaitStart(early, make(chan string), began.Add(200*time.Millisecond))
-	if err == nil || !strings.Contains(err.Error(), "reported nothing") {
-		t.Errorf("awaitStart of a stand-in stopped before it started anything: %d, %v; want an error at the deadline", pid, err)
+	if !errors.Is(err, ErrLeadershipEnded) || !strings.Contains(err.Error(), "reported nothing") {
+		t.Errorf("awaitStart of a stand-in stopped before it started anything: %d, %v; want ErrLeadershipEnded at the deadline", pid, err)
 	}
 	early.Wait()
 	if took := time.Since(began); took < 200*time.Millisecond {
@@ -367,8 +407,8 @@ func TestAwaitStartLeavesNothingOfAGuardThatNeverReports(t *testing.T) {
 	})
 	testenv.AwaitSleeps(t, mark, 1, waitTimeout)
 	pid, err := awaitStart(late, make(chan string), time.Now())
-	if err == nil || !strings.Contains(err.Error(), "reported nothing") {
-		t.Errorf("awaitStart of a stand-in that never reports: %d, %v; want an error at the deadline", pid, err)
+	if !errors.Is(err, ErrLeadershipEnded) || !strings.Contains(err.Error(), "reported nothing") {
+		t.Errorf("awaitStart of a stand-in that never reports: %d, %v; want ErrLeadershipEnded at the deadline", pid, err)
 	}
 	late.Wait()
 	if left := testenv.Marked(mark); len(left) > 0 {

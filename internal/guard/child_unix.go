@@ -19,9 +19,9 @@ import (
 )
 
 // ErrLeadershipEnded is Start's error when the leadership ended, or its
-// work deadline passed, before COMMAND could start: COMMAND did not run,
-// and the caller may campaign on.
-var ErrLeadershipEnded = errors.New("leadership ended before COMMAND could start")
+// work deadline passed, before COMMAND could start: COMMAND did not run
+// (nothing the guard started runs), and the caller may campaign on.
+var ErrLeadershipEnded = errors.New("leadership ended before the command could start")
 
 // guardConfirm is how long, after this process has killed COMMAND's tree
 // itself, a guard that is not stopped has to exit by itself before it is
@@ -55,11 +55,13 @@ type Child struct {
 // work deadline (election.WorkDeadline) while the leadership lasts. COMMAND
 // gets this process's standard output and error, and runs in a process
 // group of its own. Start returns once COMMAND runs (also when COMMAND
-// stopped the guard before it could report the start), or with an error if
-// the leadership has ended or its work deadline passed first
-// (ErrLeadershipEnded), or the guard could not be started or could not
-// start COMMAND (the error is then the guard's reason), or reported
-// nothing until the work deadline (it is then killed).
+// stopped the guard before it could report the start), or with an error:
+// ErrLeadershipEnded if the leadership has ended or its work deadline
+// passed first, which includes a guard that reported nothing until the
+// work deadline (it is then killed with whatever it started, and this
+// process may have been paused past the deadline); otherwise the guard
+// could not be started or could not start COMMAND (the error is then the
+// guard's reason).
 func Start(leading context.Context, argv, env []string) (*Child, error) {
 	until, ok := election.WorkDeadline(leading)
 	if !ok {
@@ -90,7 +92,7 @@ func Start(leading context.Context, argv, env []string) (*Child, error) {
 	if err != nil {
 		controlW.Close()
 		reportR.Close()
-		return nil, fmt.Errorf("starting the guard of COMMAND: %w", err)
+		return nil, fmt.Errorf("starting the guard of the command: %w", err)
 	}
 
 	lines := make(chan string)
@@ -140,7 +142,7 @@ func awaitStart(cmd *exec.Cmd, lines <-chan string, until time.Time) (int, error
 				return 0, errors.New(msg)
 			}
 			cmd.Wait()
-			return 0, fmt.Errorf("the guard of COMMAND failed: %v", cmd.ProcessState)
+			return 0, fmt.Errorf("the guard of the command failed: %v", cmd.ProcessState)
 		case <-poll.C:
 			if isStopped(cmd.Process.Pid) {
 				if pid := groupLeaderChild(cmd.Process.Pid); pid > 0 {
@@ -148,8 +150,11 @@ func awaitStart(cmd *exec.Cmd, lines <-chan string, until time.Time) (int, error
 				}
 			}
 		case <-deadline.C:
+			// Reached also when this process was paused past the deadline
+			// with the guard's report waiting: either way the leadership may
+			// be over, and COMMAND does not run for it.
 			killUnreported(cmd.Process)
-			return 0, errors.New("the guard of COMMAND reported nothing until the leadership's work deadline (was it stopped?): killed it")
+			return 0, fmt.Errorf("%w: the guard reported nothing until the leadership's work deadline (was it or this process stopped?): killed it", ErrLeadershipEnded)
 		}
 	}
 }

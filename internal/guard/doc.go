@@ -22,10 +22,14 @@
 //     exits; the supervisor asks (Kill, or Stop once its grace is over); the
 //     pipe from the supervisor closes, which the kernel does the moment the
 //     supervisor dies; or the leadership's work deadline
-//     (election.WorkDeadline) passes without the supervisor moving it. Both
-//     processes read the machine's monotonic clock. A guard started past
-//     its deadline does not start the command (Start returns
-//     ErrLeadershipEnded).
+//     (election.WorkDeadline) passes without the supervisor moving it; a
+//     guard continued after a stop reads the moves waiting in its pipe
+//     before it decides. Both processes read the machine's monotonic
+//     clock, which does not count a suspend: the supervisor kills the tree
+//     itself when the election says the machine slept. A guard started
+//     past its deadline does not start the command, and one that has not
+//     reported the start by the deadline is killed with what it started
+//     (Start returns ErrLeadershipEnded for both).
 //   - The supervisor's side, Child, does not rely on the guard to end the
 //     tree: Kill, Stop past its grace and the last work deadline of an
 //     ended leadership kill the command's process group and every live

@@ -348,3 +348,55 @@ func TestGuardDoesNotStartACommandPastItsDeadline(t *testing.T) {
 		t.Error("the guard ran COMMAND past its deadline")
 	}
 }
+
+// TestGuardContinuedPastItsDeadlineReadsTheMovedDeadline stops the guard
+// for longer than its deadline while election, still leading, keeps moving
+// the deadline (every 50 ms, 300 ms ahead), then continues it and tells it
+// to kill: the guard reads the moved deadlines waiting in its pipe before
+// it looks at its own, so it reports no expiry of a leadership that still
+// lasts, and kills the tree only when told to.
+func TestGuardContinuedPastItsDeadlineReadsTheMovedDeadline(t *testing.T) {
+	const (
+		runs  = 5
+		ahead = 300 * time.Millisecond
+	)
+	for i := range runs {
+		mark := testenv.NewMark()
+		g := startGuard(t, testenv.WithMark(`sleep MARK; true`, mark), ahead)
+		testenv.AwaitSleeps(t, mark, 1, waitTimeout)
+		stop := make(chan struct{})
+		moved := make(chan struct{})
+		go func() { // election, leading and renewing
+			defer close(moved)
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				fmt.Fprintf(g.control, "deadline %d\n", monotonicAt(time.Now().Add(ahead)))
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		syscall.Kill(g.cmd.Process.Pid, syscall.SIGSTOP)
+		testenv.Poll(t, "the guard stopped", waitTimeout, func() (string, bool) {
+			state := testenv.State(g.cmd.Process.Pid)
+			return state, state == "T"
+		})
+		time.Sleep(3 * ahead) // the stop: the deadline the guard last read passes
+		syscall.Kill(g.cmd.Process.Pid, syscall.SIGCONT)
+		close(stop)
+		<-moved
+		if left := testenv.Marked(mark); len(left) == 0 {
+			t.Errorf("run %d: COMMAND gone before the kill", i)
+		}
+		g.tell(t, "kill")
+		if line := g.line(t); line != "" {
+			t.Errorf("run %d: the continued guard reported %q, want nothing: the leadership lasts", i, line)
+		}
+		if code := g.wait(t); code != 128+int(syscall.SIGKILL) {
+			t.Errorf("run %d: the guard exited %d, want %d: COMMAND killed when told", i, code, 128+int(syscall.SIGKILL))
+		}
+	}
+}

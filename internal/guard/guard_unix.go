@@ -3,7 +3,7 @@
 package guard
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,7 +33,10 @@ import (
 // the deadline had passed before COMMAND could start (it does not start
 // it), or "failed CODE MESSAGE" if it could not start it; then "expired" if
 // it killed the tree at the deadline. It exits with COMMAND's status (128+N if signal N killed
-// it) once the tree is gone.
+// it) once the tree is gone. Before it kills the tree at the deadline it
+// reads every message waiting in its pipe: a guard that was stopped past
+// the deadline, and is continued, acts on the deadlines election moved
+// meanwhile, not on the one it had read.
 
 // The guard's file descriptors for the pipes to and from election.
 const (
@@ -55,7 +59,7 @@ const guardName = "kvelect-guard"
 func Main(args []string, stderr io.Writer) int {
 	control, report := os.NewFile(guardControlFD, "control"), os.NewFile(guardReportFD, "report")
 	if len(args) < 3 || args[1] != "--" || !isPipe(control) || !isPipe(report) {
-		fmt.Fprintf(stderr, "election %s: the guard of a COMMAND is started by election run and election agent, not by hand\n", Command)
+		fmt.Fprintf(stderr, "election %s: the guard of a command is started by election run and election agent, not by hand\n", Command)
 		return exitUsage
 	}
 	deadline, err := strconv.ParseInt(args[0], 10, 64)
@@ -184,25 +188,124 @@ type control struct {
 	closed bool
 }
 
-// readControl sends each line election writes, and one closed message when
-// the pipe closes (election exited) or breaks.
-func readControl(r io.Reader) <-chan control {
-	ch := make(chan control)
-	go func() {
-		lines := bufio.NewScanner(r)
-		for lines.Scan() {
-			verb, arg, _ := strings.Cut(lines.Text(), " ")
-			n, _ := strconv.ParseInt(arg, 10, 64)
-			ch <- control{verb: verb, arg: n}
+// controlPipe holds election's messages from the control pipe. The pipe is
+// read, under mu and only once it is readable (so that no read blocks), by
+// run, which waits for it, and by take, which supervise calls before it
+// looks at the deadline: supervise then has every message election wrote
+// until that moment, also those a guard that was stopped, and is just
+// continued, has not read yet.
+type controlPipe struct {
+	file  *os.File      // the pipe, kept open while the guard runs
+	fd    int           // its file descriptor, in blocking mode
+	ready chan struct{} // signalled (buffered 1) when messages were queued
+
+	mu      sync.Mutex
+	partial []byte    // the start of a line not complete yet
+	queue   []control // the messages read and not taken yet
+	closed  bool      // the pipe closed or broke; the last message queued says so
+}
+
+// readControl starts reading election's messages from f, the control pipe.
+func readControl(f *os.File) *controlPipe {
+	p := &controlPipe{file: f, fd: int(f.Fd()), ready: make(chan struct{}, 1)}
+	go p.run()
+	return p
+}
+
+// run waits until the pipe is readable, queues what is there, and signals
+// ready, until the pipe closes.
+func (p *controlPipe) run() {
+	for {
+		p.await()
+		p.mu.Lock()
+		p.fill()
+		closed, queued := p.closed, len(p.queue) > 0
+		p.mu.Unlock()
+		if queued {
+			select {
+			case p.ready <- struct{}{}:
+			default:
+			}
 		}
-		ch <- control{closed: true}
-	}()
-	return ch
+		if closed {
+			return
+		}
+	}
+}
+
+// await waits until the pipe is readable, closed or broken.
+func (p *controlPipe) await() {
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// readable reports whether a read of the pipe returns at once: it holds
+// data, or it closed or broke.
+func (p *controlPipe) readable() bool {
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case err != nil:
+			return true // the read reports the error
+		default:
+			return n > 0
+		}
+	}
+}
+
+// fill reads what the pipe holds now, without waiting, and queues each
+// complete line, and a closed message at the pipe's end. p.mu is held.
+func (p *controlPipe) fill() {
+	var buf [4096]byte
+	for !p.closed && p.readable() {
+		n, err := unix.Read(p.fd, buf[:])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return
+		case err != nil || n <= 0:
+			p.closed = true
+			p.queue = append(p.queue, control{closed: true})
+			return
+		}
+		p.partial = append(p.partial, buf[:n]...)
+		for {
+			line, rest, ok := bytes.Cut(p.partial, []byte("\n"))
+			if !ok {
+				break
+			}
+			verb, arg, _ := strings.Cut(string(line), " ")
+			n, _ := strconv.ParseInt(arg, 10, 64)
+			p.queue = append(p.queue, control{verb: verb, arg: n})
+			p.partial = rest
+		}
+	}
+}
+
+// take returns the messages election has written so far, in order,
+// reading what the pipe still holds first.
+func (p *controlPipe) take() []control {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fill()
+	q := p.queue
+	p.queue = nil
+	return q
 }
 
 // supervise follows election's messages until COMMAND's tree is gone, and
-// returns COMMAND's status.
-func (g *guard) supervise(messages <-chan control, deadline int64) int {
+// returns COMMAND's status. The tree is killed at the deadline only if no
+// message election wrote before then moved it: a guard stopped past the
+// deadline and continued reads the deadlines election sent meanwhile
+// before it decides.
+func (g *guard) supervise(messages *controlPipe, deadline int64) int {
 	timer := time.NewTimer(untilMonotonic(deadline))
 	defer timer.Stop()
 	code := -1 // COMMAND's status, once known
@@ -212,25 +315,26 @@ func (g *guard) supervise(messages <-chan control, deadline int64) int {
 			// Nothing COMMAND started may outlive it: it could act after
 			// the key is released.
 			return g.killTree(code)
-		case m := <-messages:
+		case <-messages.ready:
+		case <-timer.C:
+		}
+		for _, m := range messages.take() {
 			switch {
 			case m.closed, m.verb == "kill":
 				return g.killTree(code)
 			case m.verb == "deadline":
 				deadline = m.arg
-				timer.Reset(untilMonotonic(deadline))
 			case m.verb == "signal":
 				g.signalGroup(syscall.Signal(m.arg))
 				g.signalGroup(syscall.SIGCONT) // a stopped COMMAND acts on it within its grace
 			}
-		case <-timer.C:
-			if untilMonotonic(deadline) > 0 { // moved while the timer fired
-				timer.Reset(untilMonotonic(deadline))
-				continue
-			}
-			fmt.Fprintln(g.report, "expired")
-			return g.killTree(code)
 		}
+		if wait := untilMonotonic(deadline); wait > 0 {
+			timer.Reset(wait)
+			continue
+		}
+		fmt.Fprintln(g.report, "expired")
+		return g.killTree(code)
 	}
 }
 

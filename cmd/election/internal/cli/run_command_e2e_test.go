@@ -83,7 +83,7 @@ func TestRunMovesTheCommandBetweenProcesses(t *testing.T) {
 		t.Errorf("election run exited %d after SIGTERM, want the command's status %d", code, 128+int(syscall.SIGTERM))
 	}
 	e2e.WaitDead(t, second.PID)
-	wantLogged(t, leader.Logged(t), "passing the signal to COMMAND", "the command stopped; releasing the key", "released the key")
+	wantLogged(t, leader.Logged(t), "passing the signal to the command", "the command stopped; releasing the key", "released the key")
 	third := e2e.WaitStarts(t, starts, 3)[2]
 	if third.Name == first.Name || third.Name == second.Name || third.Token <= second.Token {
 		t.Fatalf("after SIGTERM to %s (token %d), the command started on %s with token %d; want the third node, a larger token",
@@ -115,7 +115,7 @@ func TestRunRestartsTheCommandWhenItLeadsAgain(t *testing.T) {
 	if second.Name != "solo" || second.Token <= first.Token {
 		t.Fatalf("second start %+v after token %d: want solo again with a larger token", second, first.Token)
 	}
-	wantLogged(t, d.Logged(t), "leadership ended: stopping COMMAND", "the command stopped; campaigning again")
+	wantLogged(t, d.Logged(t), "leadership ended: stopping the command", "the command stopped; campaigning again")
 
 	d.Cmd.Process.Signal(syscall.SIGINT)
 	if code := d.Wait(t); code != 128+int(syscall.SIGINT) {
@@ -143,7 +143,7 @@ func TestRunKillsACommandThatIgnoresSIGTERM(t *testing.T) {
 		t.Errorf("election run exited %d, want %d: the command killed by SIGKILL", code, 128+int(syscall.SIGKILL))
 	}
 	e2e.WaitDead(t, first.PID)
-	wantLogged(t, d.Logged(t), "passing the signal to COMMAND", "released the key")
+	wantLogged(t, d.Logged(t), "passing the signal to the command", "released the key")
 }
 
 // TestRunLogsTheServerGoingAwayAndComingBack resets election run's

@@ -32,6 +32,9 @@ type supervisor struct {
 	once        bool                // run --once: COMMAND runs at most once, and ending it does not end the election
 	leaderFile  *sidecar.LeaderFile // --leader-file, or nil
 	endpoint    *endpoint.Endpoint  // --serve, or nil
+	// start starts COMMAND under its guard: startGuarded, which a test
+	// may replace.
+	start func(leading context.Context, argv, env []string, token uint64) (*guard.Child, error)
 
 	shutdown chan struct{} // closed on the first SIGINT or SIGTERM
 	sig      os.Signal     // that signal; written before shutdown is closed
@@ -62,6 +65,7 @@ func newSupervisor(cfg runConfig, log *logrus.Entry, endElection context.CancelF
 		grace:       cfg.grace,
 		log:         log,
 		endElection: endElection,
+		start:       startGuarded,
 		shutdown:    make(chan struct{}),
 	}
 }
@@ -79,7 +83,7 @@ func (s *supervisor) lead(leading context.Context) {
 			if sig, ok := s.sig.(syscall.Signal); ok {
 				s.code = 128 + int(sig)
 			}
-			s.outcome = &jobError{code: s.code, why: fmt.Sprintf("election run was told to stop (%v) before COMMAND started", s.sig)}
+			s.outcome = &jobError{code: s.code, why: fmt.Sprintf("election run was told to stop (%v) before the command started", s.sig)}
 		}
 		s.mu.Unlock()
 		return
@@ -96,20 +100,56 @@ func (s *supervisor) lead(leading context.Context) {
 		// or else when lead returns, which is before the key's release.
 		defer s.leaderFile.Hold(leading, token)()
 	}
-	c, err := startGuarded(leading, s.argv, s.env, token)
+	for s.runCommand(leading, token, log) {
+		s.mu.Lock()
+		if s.shuttingDown() {
+			// The signal found no COMMAND running and ended the election.
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// lastsAfterKill reports whether, after its guard killed COMMAND at the
+// work deadline it knew, or reported nothing until then, the leadership
+// still lasts, so that COMMAND runs again at once (unless --once, or a
+// signal asked to shut down), as an agent's daemon does after a backoff:
+// the deadline had moved, but the guard did not see it in time (the pipe
+// to a long-stopped guard filled, or the guard or this process ran too
+// late on a loaded machine). This is safe: the killed tree has gone, and
+// the leadership is vouched for until its work deadline, which guard.Start
+// checks again. Waiting for the leadership's end instead would hold the
+// key with no COMMAND for as long as this process renews; OnWon has no
+// way to stand down by itself, and ending the election would end election
+// run.
+func (s *supervisor) lastsAfterKill(leading context.Context) bool {
+	_, ok := election.WorkDeadline(leading)
+	return ok && !s.once && !s.shuttingDown()
+}
+
+// runCommand starts COMMAND for the leadership leading and supervises it
+// until it has gone, with s.mu held, which it releases. It returns true if
+// COMMAND is to run again for the same leadership (lastsAfterKill).
+func (s *supervisor) runCommand(leading context.Context, token uint64, log *logrus.Entry) (again bool) {
+	c, err := s.start(leading, s.argv, s.env, token)
 	if errors.Is(err, guard.ErrLeadershipEnded) {
+		if s.lastsAfterKill(leading) {
+			log.WithError(err).Warn("the command did not start by the work deadline its guard knew, but the leadership lasts: starting the command again")
+			s.mu.Unlock()
+			return true
+		}
 		s.endedBeforeStart(log)
 		s.mu.Unlock()
-		return
+		return false
 	}
 	if err != nil {
-		log.WithError(err).Error("could not start COMMAND; releasing the key")
+		log.WithError(err).Error("could not start the command; releasing the key")
 		s.code = exitCannotRun
 		if !s.once {
 			s.endElection()
 		}
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.child = c
 	s.mu.Unlock()
@@ -134,14 +174,24 @@ func (s *supervisor) lead(leading context.Context) {
 	byItself, _ := g.supervise(leading, s.shutdown, func() syscall.Signal { return s.sig.(syscall.Signal) }, func(shutdown bool) {
 		stopServing() // COMMAND is being stopped: serve no more
 		if shutdown {
-			log.WithField("signal", s.sig.String()).Info("passing the signal to COMMAND")
+			log.WithField("signal", s.sig.String()).Info("passing the signal to the command")
 		} else {
-			log.Warn("leadership ended: stopping COMMAND")
+			log.Warn("leadership ended: stopping the command")
 		}
 	})
 	stopServing()
 	<-served
 	if c.Expired() {
+		s.mu.Lock()
+		lasts := s.lastsAfterKill(leading)
+		if lasts {
+			s.child = nil
+		}
+		s.mu.Unlock()
+		if lasts {
+			log.Warn("the command was killed at the work deadline its guard knew (was the guard stopped?), but the leadership lasts: starting the command again")
+			return true
+		}
 		// The validity deadline comes before the work deadline: the
 		// election stands down, if it has not yet.
 		log.Warn("the command was killed at the leadership's work deadline: this process did not renew in time (was it paused?)")
@@ -170,15 +220,16 @@ func (s *supervisor) lead(leading context.Context) {
 		// end: its status is not what the signal brought about.
 		log.Info("the command had stopped for the leadership's end before the signal came; ending the election")
 		s.endElection()
-		return
+		return false
 	default:
 		log.Info("the command stopped; campaigning again")
-		return
+		return false
 	}
 	s.code = code
 	if !s.once {
 		s.endElection()
 	}
+	return false
 }
 
 // endedBeforeStart is lead's end when the leadership ended before COMMAND
@@ -187,12 +238,12 @@ func (s *supervisor) lead(leading context.Context) {
 // and COMMAND starts when this process leads again. s.mu is held.
 func (s *supervisor) endedBeforeStart(log *logrus.Entry) {
 	if s.once {
-		log.Warn("leadership ended before COMMAND could start; not running it")
+		log.Warn("leadership ended before the command could start; not running it")
 		s.code = exitCannotRun
-		s.outcome = &jobError{code: exitCannotRun, why: "the leadership ended before COMMAND could start"}
+		s.outcome = &jobError{code: exitCannotRun, why: "the leadership ended before the command could start"}
 		return
 	}
-	log.Warn("leadership ended before COMMAND could start; campaigning again")
+	log.Warn("leadership ended before the command could start; campaigning again")
 }
 
 // watchSignals waits for SIGINT or SIGTERM until done is closed. The first
@@ -218,7 +269,7 @@ func (s *supervisor) watchSignals(signals <-chan os.Signal, done <-chan struct{}
 		case <-signals:
 			s.mu.Lock()
 			if s.child != nil {
-				s.log.Warn("second signal: killing COMMAND")
+				s.log.Warn("second signal: killing the command")
 				s.child.Kill()
 			}
 			s.mu.Unlock()
@@ -259,13 +310,13 @@ func jobOutcome(code int, byItself, shutdown bool, sig os.Signal) error {
 	case byItself && code == 0:
 		return nil
 	case byItself && code > 128:
-		return &jobError{code: code, why: fmt.Sprintf("COMMAND was killed by signal %d", code-128)}
+		return &jobError{code: code, why: fmt.Sprintf("the command was killed by signal %d", code-128)}
 	case byItself:
-		return &jobError{code: code, why: fmt.Sprintf("COMMAND exited with status %d", code)}
+		return &jobError{code: code, why: fmt.Sprintf("the command exited with status %d", code)}
 	case shutdown:
-		return &jobError{code: code, why: fmt.Sprintf("election run was told to stop (%v): COMMAND stopped with status %d", sig, code)}
+		return &jobError{code: code, why: fmt.Sprintf("election run was told to stop (%v): the command stopped with status %d", sig, code)}
 	}
-	return &jobError{code: code, why: fmt.Sprintf("the leadership ended: COMMAND stopped with status %d", code)}
+	return &jobError{code: code, why: fmt.Sprintf("the leadership ended: the command stopped with status %d", code)}
 }
 
 // onceOutcome is how COMMAND's run ended, for Once: see outcome.

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/cmd/election/internal/e2e"
+	"github.com/kvelect/election/internal/guard"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/kvelect/election/sidecar"
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,7 +99,7 @@ func TestRunCampaignsOnWhenLeadershipEndsBeforeTheCommandStarts(t *testing.T) {
 	if ended || sup.exitCode() != 0 {
 		t.Errorf("the supervisor ended the election (%v) or set exit code %d; want neither", ended, sup.exitCode())
 	}
-	wantLogged(t, logged.String(), "leadership ended before COMMAND could start; campaigning again", "leading: started the command")
+	wantLogged(t, logged.String(), "leadership ended before the command could start; campaigning again", "leading: started the command")
 }
 
 // TestRunExitsZeroOnASignalAfterTheWorkDeadlineKilledTheCommand runs election
@@ -180,4 +182,66 @@ func (h hookOn) Fire(entry *logrus.Entry) error {
 		h.fire()
 	}
 	return nil
+}
+
+// TestRunStartsTheCommandAgainWhenItsGuardExpiresWhileTheLeadershipLasts
+// has the guard of the first COMMAND kill it at a work deadline that the
+// leadership of election run has moved past, as a guard does that did not
+// see the moved deadline in time: its COMMAND is started under another
+// election's leadership, which then ends. The supervisor, whose leadership
+// lasts, starts COMMAND again for it at once, instead of holding the key
+// with no COMMAND until the leadership ends, and does not end the election.
+func TestRunStartsTheCommandAgainWhenItsGuardExpiresWhileTheLeadershipLasts(t *testing.T) {
+	t.Parallel()
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "LASTS", TTL: election.MinTTL})
+	other, _, endOther := leadershipOn(t, "OTHER")
+	starts, cmd := recordedStarts(t)
+	var logged syncBuffer
+	log := logrus.New()
+	log.SetOutput(&logged)
+	electionCtx, endElection := context.WithCancel(context.Background())
+	defer endElection()
+	var ended atomic.Bool
+	sup := newSupervisor(runConfig{candidateFlags: candidateFlags{name: "a", key: "job", bucket: "LASTS"}, argv: cmd, grace: time.Second},
+		log.WithField("test", t.Name()), func() {
+			ended.Store(true)
+			endElection()
+		})
+	var started atomic.Int32
+	sup.start = func(leading context.Context, argv, env []string, token uint64) (*guard.Child, error) {
+		if started.Add(1) == 1 {
+			// The guard follows the other leadership's work deadline.
+			return startGuarded(other, argv, env, token)
+		}
+		return startGuarded(leading, argv, env, token)
+	}
+	e, err := election.NewElection(context.Background(), "a", "job", kv, election.WithoutSplay(), election.OnWon(sup.lead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(electionCtx) }()
+
+	first := e2e.WaitStarts(t, starts, 1)[0]
+	endOther()
+	ending := time.Now()
+	second := e2e.WaitStarts(t, starts, 2)[1]
+	t.Logf("the command started again %v after the guard's leadership ended", time.Since(ending))
+	if testenv.Alive(first.PID) {
+		t.Errorf("the first command %d still runs beside the second %d", first.PID, second.PID)
+	}
+	if second.Token != first.Token || e.Token() != first.Token {
+		t.Errorf("the command started again with token %d, the election leads with %d; want the lasting leadership's %d", second.Token, e.Token(), first.Token)
+	}
+	if ended.Load() {
+		t.Error("the supervisor ended the election")
+	}
+	wantLogged(t, logged.String(), "but the leadership lasts: starting the command again")
+	endElection()
+	if err := <-done; err != nil {
+		t.Errorf("the election ended with %v", err)
+	}
+	e2e.WaitDead(t, second.PID)
 }

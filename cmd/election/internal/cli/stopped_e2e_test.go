@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvelect/election"
 	"github.com/kvelect/election/cmd/election/internal/e2e"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
@@ -153,8 +154,10 @@ func TestRunGivesNoSecondCopyWhenItsGuardIsStopped(t *testing.T) {
 		t.Fatalf("a's command (token %d) seen until %v, running now: %v", first.Token, gone, copies(mark))
 	}
 	t.Logf("a's command last seen %v after the key's deletion", gone.Sub(deleted))
-	if gone.After(deleted.Add(ttl)) {
-		t.Errorf("a's command ran %v after the key's deletion, past the TTL %v after a's last renewal", gone.Sub(deleted), ttl)
+	// a's last renewal came before the deletion: its key could have aged
+	// out this long after it at the earliest.
+	if ageOut := election.TimingFor(ttl, 0).EarliestExpiry; gone.Sub(deleted) >= ageOut {
+		t.Errorf("a's command ran %v after the key's deletion, past the earliest moment its key could age out, %v after a's last renewal", gone.Sub(deleted), ageOut)
 	}
 	if len(seen.first) < 2 {
 		t.Errorf("no leader started the command again within 12 s: tokens seen %v", slices.Collect(maps.Keys(seen.first)))
@@ -167,43 +170,97 @@ func TestRunGivesNoSecondCopyWhenItsGuardIsStopped(t *testing.T) {
 
 // TestAgentGivesNoSecondCopyWhenItLeavesWithAStoppedGuard stops the guard
 // of node0's daemon and sends node0 SIGTERM, a graceful leave: node0 kills
-// the daemon itself at the end of its grace and exits, and node1 starts
-// it only then.
+// the daemon itself at the end of its grace, before its work deadline,
+// kills the stopped guard, and exits; node1 starts the daemon only then
+// (sampled for 12 s).
 func TestAgentGivesNoSecondCopyWhenItLeavesWithAStoppedGuard(t *testing.T) {
 	t.Parallel()
+	const (
+		ttl   = 2 * time.Second
+		grace = time.Second
+	)
 	bin := e2e.BuildElection(t)
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
-	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "AGENTSTOP", TTL: 2 * time.Second})
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "AGENTSTOP", TTL: ttl})
 	starts := filepath.Join(t.TempDir(), "starts")
 	script, mark := markedCommand(starts, true, "")
 	killMarked(t, mark)
 	agent := func(name string) *e2e.Process {
 		return e2e.StartProcess(t, bin, name, "agent", "--name", name, "--log-format", "json", "--server", s.ClientURL(),
-			"--bucket", "AGENTSTOP", "--grace", "1s", "--daemon", "d="+script)
+			"--bucket", "AGENTSTOP", "--grace", grace.String(), "--daemon", "d="+script)
 	}
 	node0 := agent("node0")
 	first := e2e.WaitStarts(t, starts, 1)[0]
 	node1 := agent("node1")
 	testenv.Eventually(t, "node1 joined", e2e.WaitTimeout, func() bool { return strings.Contains(node1.Logged(t), "joined the fleet") })
 
-	stopGuard(t, first.PID)
+	guard := stopGuard(t, first.PID)
 	leaving := time.Now()
 	node0.Cmd.Process.Signal(syscall.SIGTERM)
-	seen := sampleCopies(t, mark, e2e.WaitTimeout, func() bool {
-		data, _ := os.ReadFile(starts)
-		return len(e2e.ParseStarts(data)) > 1
-	})
-	second := e2e.WaitStarts(t, starts, 2)[1]
-	after := sampleCopies(t, mark, time.Second, func() bool { return false }) // and a little after it started
-	t.Logf("node0's daemon last seen %v after SIGTERM; node1's first seen %v after it", seen.last[first.Token].Sub(leaving), after.first[second.Token].Sub(leaving))
+	seen := sampleCopies(t, mark, 12*time.Second, func() bool { return false })
+	data, _ := os.ReadFile(starts)
+	all := e2e.ParseStarts(data)
+	if len(all) < 2 {
+		t.Fatalf("node1 did not start the daemon within 12 s of node0's SIGTERM; node0's log:\n%s", node0.Logged(t))
+	}
+	second := all[1]
+	gone, ok := seen.last[first.Token]
+	if !ok || copies(mark)[first.Token] != nil {
+		t.Fatalf("node0's daemon (token %d) seen until %v, running now: %v", first.Token, gone, copies(mark))
+	}
+	workDeadline := election.TimingFor(ttl, 0).WorkDeadline
+	t.Logf("node0's daemon last seen %v after SIGTERM (grace %v, work deadline %v after the last renewal); node1's first seen %v after it",
+		gone.Sub(leaving), grace, workDeadline, seen.first[second.Token].Sub(leaving))
+	// node0's last renewal came before the SIGTERM: its work deadline is
+	// at most that long after it, and the grace ends sooner.
+	if gone.Sub(leaving) >= workDeadline {
+		t.Errorf("node0's daemon ran %v after SIGTERM, past the work deadline, %v after the last renewal", gone.Sub(leaving), workDeadline)
+	}
 	if second.Name != "node1" {
 		t.Errorf("the daemon started again on %s, want node1", second.Name)
+	}
+	if testenv.Alive(guard) {
+		t.Errorf("node0's stopped guard %d still runs 12 s after SIGTERM", guard)
 	}
 	if code := node0.Wait(t); code != ExitOK {
 		t.Errorf("node0 exited %d after SIGTERM, want 0", code)
 	}
 	wantLogged(t, node0.Logged(t), "the daemon's guard did not answer", "left the fleet")
+}
+
+// TestRunKeepsItsCommandWhenItsGuardIsContinuedAfterALongStop stops the
+// guard of a's command for longer than a TTL while a leads and renews,
+// then continues it: the guard reads the deadlines a moved meanwhile, so
+// a's command runs on, not killed at the deadline the guard had read, and
+// no other copy runs.
+func TestRunKeepsItsCommandWhenItsGuardIsContinuedAfterALongStop(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	bin := e2e.BuildElection(t)
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "CONTINUED", TTL: ttl})
+	starts := filepath.Join(t.TempDir(), "starts")
+	script, mark := markedCommand(starts, false, "")
+	killMarked(t, mark)
+	killStartedCommands(t, starts)
+	args := []string{"--server", s.ClientURL(), "--bucket", "CONTINUED", "--key", "job", "--", "sh", "-c", script}
+	a := e2e.StartDaemon(t, bin, "a", args...)
+	first := e2e.WaitStarts(t, starts, 1)[0]
+	b := e2e.StartDaemon(t, bin, "b", args...)
+	testenv.Eventually(t, "b campaigning", e2e.WaitTimeout, func() bool { return strings.Contains(b.Logged(t), "campaigning") })
+
+	guard := stopGuard(t, first.PID)
+	sampleCopies(t, mark, 3*ttl/2, func() bool { return false }) // the stop, past the work deadline the guard read
+	syscall.Kill(guard, syscall.SIGCONT)
+	seen := sampleCopies(t, mark, ttl, func() bool { return false })
+	if len(seen.first) != 1 || !testenv.Alive(first.PID) {
+		t.Errorf("after the guard was continued: tokens seen %v, a's first command %d alive: %v; want it alone, still running", slices.Collect(maps.Keys(seen.first)), first.PID, testenv.Alive(first.PID))
+	}
+	if strings.Contains(a.Logged(t), "killed at the") {
+		t.Errorf("a's command was killed at a work deadline; a's log:\n%s", a.Logged(t))
+	}
 }
 
 // TestRunGivesNoSecondCopyWhenTheCommandStopsItsParent runs a command that
@@ -371,8 +428,8 @@ func TestRunCtrlZInATerminalGivesNoSecondCopy(t *testing.T) {
 		t.Fatalf("a's command (token %d) still runs %v after Ctrl-Z: %v", first.Token, 2*ttl, copies(mark))
 	}
 	t.Logf("a's command last seen %v after Ctrl-Z", gone.Sub(stopped))
-	if gone.After(stopped.Add(ttl)) {
-		t.Errorf("a's command ran %v after Ctrl-Z, past the TTL %v after a's last renewal", gone.Sub(stopped), ttl)
+	if ageOut := election.TimingFor(ttl, 0).EarliestExpiry; gone.Sub(stopped) >= ageOut {
+		t.Errorf("a's command ran %v after Ctrl-Z, past the earliest moment its key could age out, %v after a's last renewal", gone.Sub(stopped), ageOut)
 	}
 	if testenv.Alive(guard) {
 		t.Errorf("a's guard %d still runs after it killed the command", guard)

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"time"
 
+	"github.com/kvelect/election"
 	"github.com/kvelect/election/internal/guard"
 	"github.com/sirupsen/logrus"
 )
@@ -36,7 +38,11 @@ type guarded struct {
 // is closed (nil: never). Unless the command has exited by itself (not
 // expired at the work deadline nor killed) by then, it stops it: with
 // SIGTERM when leading is done, with the signal sig returns on shutdown;
-// SIGKILL follows after the grace. stopping is called just before, with
+// SIGKILL follows after the grace. A leadership that ended because the
+// machine was suspended (its cause is election.ErrSuspended) has the
+// command's tree killed at once: its work deadline has passed in real
+// time, while the guard's deadline and the grace, on the monotonic clock,
+// did not count the sleep. stopping is called just before, with
 // whether a shutdown asks it, for the caller's log and for what the caller
 // stops with the command. It returns whether the
 // command exited by itself, and whether supervise stopped it.
@@ -49,7 +55,16 @@ func (g guarded) supervise(leading context.Context, shutdown <-chan struct{}, si
 	case <-leading.Done():
 		if byItself = exitedByItself(); !byItself {
 			stopping(false)
-			c.Stop(syscall.SIGTERM, g.grace)
+			if errors.Is(context.Cause(leading), election.ErrSuspended) {
+				// The machine slept: the work deadline has passed in real
+				// time, though not on the monotonic clock the guard and
+				// the grace count on, which stood still meanwhile.
+				g.log.Warnf("the machine was suspended: killing the %s and everything it started at once, without SIGTERM", g.what)
+				c.Kill()
+				<-c.Done()
+			} else {
+				c.Stop(syscall.SIGTERM, g.grace)
+			}
 			stopped = true
 		}
 	case <-shutdown:
