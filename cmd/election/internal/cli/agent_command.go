@@ -437,6 +437,12 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 		}
 		c, err := startGuarded(ctx, []string{"/bin/sh", "-c", d.Command}, env, token)
 		if errors.Is(err, guard.ErrLeadershipEnded) {
+			if _, ok := election.WorkDeadline(ctx); ok {
+				// The hold lasts, but the guard reported nothing in time
+				// and is gone: an error, so that the fleet starts the
+				// daemon again after its backoff.
+				return err
+			}
 			// Paused between the win and here: the hold is over, and its
 			// context ends at its validity deadline, already past. The
 			// node campaigns on as placement says; not a crash.

@@ -33,7 +33,7 @@ func runOnce(ctx context.Context, e *election.Election, sup *supervisor, cfg run
 		var failed *jobError
 		switch {
 		case errors.Is(err, election.ErrWorkInterrupted):
-			log.Warn("leadership ended before COMMAND did: the key is not marked done")
+			log.Warn("leadership ended before the command did: the key is not marked done")
 		case errors.Is(err, election.ErrDoneUnconfirmed):
 			log.Warn("the command ran, but the key's done mark could not be confirmed: another host may run the job again")
 		case errors.As(err, &failed) && cfg.noRetry:
@@ -44,16 +44,16 @@ func runOnce(ctx context.Context, e *election.Election, sup *supervisor, cfg run
 		return sup.exitCode(), nil
 	case err != nil && sup.shuttingDown():
 		if sig, ok := sup.sig.(syscall.Signal); ok {
-			return 128 + int(sig), nil // interrupted before COMMAND started
+			return 128 + int(sig), nil // interrupted before the command started
 		}
 		return ExitError, nil
 	case outcome == election.OnceUnhealthy:
-		log.WithError(err).Warn("not running COMMAND: this host's health check fails")
+		log.WithError(err).Warn("not running the command: this host's health check fails")
 		return ExitSkipped, nil
 	case err != nil:
 		return 0, err
 	}
-	log.WithField("outcome", outcome.String()).Info("not running COMMAND: another host leads the key or ran the job")
+	log.WithField("outcome", outcome.String()).Info("not running the command: another host leads the key or ran the job")
 	return ExitSkipped, nil
 }
 
