@@ -159,7 +159,7 @@ func checkCommand() (*flagSet, runFunc) {
 
 // runChecks connects and runs the checks into r.
 func runChecks(ctx context.Context, conn *connFlags, r *checkResult, bucket string, keys []string, checkFleet bool, ranWithin time.Duration) {
-	unknown := func(err error) { r.unknown(namelessError{err}) } // the output names the check already
+	unknown := r.unknown
 	ctx, stopWatching := conn.watchDenials(ctx, roleObserver)
 	defer stopWatching()
 	if ranWithin == 0 {

@@ -36,8 +36,9 @@ func (v *verdict) critical(format string, args ...any) {
 }
 
 // unknown records a check that could not run, with what its error means
-// when that is known (see cause).
-func (v *verdict) unknown(err error) { v.Unknowns = append(v.Unknowns, err.Error()+hint(err)) }
+// when that is known (see cause), without the library's package name: the
+// output names the check already.
+func (v *verdict) unknown(err error) { v.Unknowns = append(v.Unknowns, message(err)+hint(err)) }
 
 // finish sets the status: the worst finding.
 func (v *verdict) finish() {
