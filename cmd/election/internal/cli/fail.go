@@ -33,13 +33,3 @@ func hint(err error) string {
 func message(err error) string {
 	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "election: "), ": election: ", ": ")
 }
-
-// namelessError is an error whose text is message's, for a line that
-// starts with the command's name; it wraps the error, for hint.
-type namelessError struct{ err error }
-
-// Error is the wrapped error's text, without the library's package name.
-func (e namelessError) Error() string { return message(e.err) }
-
-// Unwrap returns the wrapped error.
-func (e namelessError) Unwrap() error { return e.err }
