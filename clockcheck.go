@@ -477,8 +477,7 @@ func (c *campaigner) slept(t *tenure) bool {
 func (c *campaigner) clocksFail(t *tenure) bool {
 	var cause error
 	if c.slept(t) {
-		cause = fmt.Errorf("%w for %v since the leader sent its latest acknowledged write",
-			ErrSuspended, (suspended(c.e.clock) - t.slept).Round(time.Millisecond))
+		cause = sleptCause(c.e.clock, t.slept)
 	} else {
 		cause = c.checkClocks()
 	}
@@ -547,19 +546,34 @@ func (w *leaseWatch) stop() {
 	w.timer.Stop()
 }
 
-// leaseEnded is why a lease the watch found ended: the machine slept since
-// the write its deadline counts from (ErrSuspended), or the deadline passed;
-// nil once the campaign stands down, which cancels with its own cause.
+// leaseEnded is why the lease of the leadership now announced ended, as
+// its lease watch or its validity timer finds it: nil once the campaign
+// stands down, which cancels with its own cause; else lapsed's.
 func (c *campaigner) leaseEnded() error {
 	c.e.mu.Lock()
-	standing := c.e.state == LeaderState
-	slept := sleptSince(c.e.clock, c.e.validSlept)
+	standing, base := c.e.state == LeaderState, c.e.validSlept
 	c.e.mu.Unlock()
 	if !standing {
 		return nil
 	}
-	if slept {
-		return fmt.Errorf("%w: the lease cannot be vouched for over the sleep", ErrSuspended)
+	return lapsed(c.e.clock, base, errors.New("its validity ended before a renewal was acknowledged"))
+}
+
+// lapsed is the cause of a tenure whose validity deadline passed, on clk,
+// since it sent the write the deadline counts from, when clk reported base
+// as slept: ErrSuspended if the machine slept since (the deadline passed on
+// a clock that stood still: the lease had ended in real time during the
+// sleep, whatever else failed), else ErrRenewDeadline, wrapping why.
+func lapsed(clk Clock, base time.Duration, why error) error {
+	if sleptSince(clk, base) {
+		return sleptCause(clk, base)
 	}
-	return fmt.Errorf("%w: its validity ended before a renewal was acknowledged", ErrRenewDeadline)
+	return fmt.Errorf("%w: %w", ErrRenewDeadline, why)
+}
+
+// sleptCause is ErrSuspended with how long the machine slept since clk
+// reported base as slept, when the leader sent its latest acknowledged write.
+func sleptCause(clk Clock, base time.Duration) error {
+	return fmt.Errorf("%w for %v since the leader sent its latest acknowledged write",
+		ErrSuspended, (suspended(clk) - base).Round(time.Millisecond))
 }

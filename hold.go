@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -107,7 +108,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 				return
 			}
 			if !c.extend(t, sent, slept) {
-				c.standDown(t, fmt.Errorf("%w: the renewal was acknowledged after it", ErrRenewDeadline))
+				c.standDown(t, lapsed(c.e.clock, t.slept, errors.New("the renewal was acknowledged after it")))
 				c.release(t)
 				return
 			}
@@ -139,7 +140,7 @@ func (c *campaigner) hold(ctx context.Context, t *tenure) {
 			}
 			return
 		case !c.e.now().Before(deadline):
-			c.standDown(t, fmt.Errorf("%w: %w", ErrRenewDeadline, err))
+			c.standDown(t, lapsed(c.e.clock, t.slept, err))
 			c.release(t)
 			return
 		default:
@@ -208,7 +209,9 @@ func (c *campaigner) announce(ctx context.Context, t *tenure) {
 	leadCtx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), leadershipKey{}, leadershipRef{token: t.token, e: c.e}))
 	unlink := context.AfterFunc(ctx, func() { cancel(stoppedBecause(ctx)) })
 	expired := func() {
-		cancel(fmt.Errorf("%w: its validity ended before a renewal was acknowledged", ErrRenewDeadline))
+		if cause := c.leaseEnded(); cause != nil {
+			cancel(cause)
+		}
 	}
 	t.lead = &leadership{ctx: leadCtx, cancel: cancel, unlink: unlink, expiry: time.AfterFunc(c.e.wait(validUntil), expired), since: c.e.now()}
 
