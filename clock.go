@@ -1,6 +1,9 @@
 package election
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock is an election's view of time: every reading of the time, timer and
 // sleep of its campaign and of its watcher goes through one. Elections read
@@ -52,6 +55,33 @@ func (machineClock) Real(d time.Duration) time.Duration { return d }
 // WithClock to OpenBucket, not to Bucket.NewElection.
 func WithClock(c Clock) Option {
 	return func(o *options) { o.clock = c }
+}
+
+// Suspended returns how long the machine has been suspended, in total, as
+// the clock of the election whose leadership context (or a context derived
+// from it) ctx is reports it, or the machine's clock for any other context:
+// on Linux, CLOCK_BOOTTIME less CLOCK_MONOTONIC; 0 where the clock cannot
+// tell. Go's timers do not count a suspend, so a process that outlives a
+// leadership's lease (a supervisor draining its work, a history dating its
+// end) reads it to learn that time passed while its timers stood still:
+// SleptSince says whether the machine slept since an earlier reading.
+func Suspended(ctx context.Context) time.Duration {
+	return suspended(clockOf(ctx))
+}
+
+// SleptSince reports whether the machine slept since Suspended(ctx) read
+// base, beyond the noise of reading two clocks.
+func SleptSince(ctx context.Context, base time.Duration) bool {
+	return sleptSince(clockOf(ctx), base)
+}
+
+// clockOf is the clock of the election whose leadership context ctx is,
+// else the machine's.
+func clockOf(ctx context.Context) Clock {
+	if ref, ok := ctx.Value(leadershipKey{}).(leadershipRef); ok {
+		return ref.e.clock
+	}
+	return machineClock{}
 }
 
 // suspended returns what clk reports as slept (SuspendReporter), 0 if it

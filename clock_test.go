@@ -270,3 +270,28 @@ func TestABucketsElectionsReadItsWatchersClock(t *testing.T) {
 		t.Errorf("WithClock on a Bucket's election: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// TestSuspendedReadsTheLeadershipsClock: Suspended and SleptSince read the
+// clock of the election whose leadership context they are given, so that a
+// supervisor draining a leadership's work sees the sleeps its election
+// sees (a test's clock here), and the machine's clock for any other
+// context.
+func TestSuspendedReadsTheLeadershipsClock(t *testing.T) {
+	t.Parallel()
+	clk := newSleepyClock(1)
+	lead := context.WithValue(context.Background(), leadershipKey{}, leadershipRef{token: 1, e: &Election{clock: clk}})
+	base := Suspended(lead)
+	if SleptSince(lead, base) {
+		t.Fatal("slept before the clock reported a sleep")
+	}
+	clk.sleep(5 * time.Second)
+	if got := Suspended(lead) - base; got != 5*time.Second {
+		t.Errorf("Suspended grew by %v after a 5 s sleep, want 5s", got)
+	}
+	if !SleptSince(lead, base) {
+		t.Error("SleptSince false after a 5 s sleep")
+	}
+	if other := Suspended(context.Background()); other == Suspended(lead) {
+		t.Errorf("Suspended of a plain context is %v, the leadership's clock's: it must read the machine's clock", other)
+	}
+}

@@ -146,7 +146,7 @@ type History struct {
 	// now and suspended make the clock events are timed by (clock):
 	// time.Now, whose monotonic reading stands still while the machine is
 	// suspended, and how long the machine has been suspended
-	// (machineSuspended), or a test's.
+	// (election.Suspended), or a test's.
 	now       func() time.Time
 	suspended func() time.Duration
 
@@ -170,7 +170,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // newHistory returns the History of bucket on stream.
 func newHistory(js jetstream.JetStream, bucket string, stream jetstream.Stream, opts []Option) *History {
-	h := &History{js: js, bucket: bucket, stream: stream, log: slog.New(slog.DiscardHandler), now: time.Now, suspended: machineSuspended, recorders: map[[2]string]*recorder{}}
+	h := &History{js: js, bucket: bucket, stream: stream, log: slog.New(slog.DiscardHandler), now: time.Now, suspended: func() time.Duration { return election.Suspended(context.Background()) }, recorders: map[[2]string]*recorder{}}
 	for _, opt := range opts {
 		opt(h)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 	"time"
 
@@ -63,14 +64,14 @@ func (g guarded) supervise(leading context.Context, shutdown <-chan struct{}, si
 				c.Kill()
 				<-c.Done()
 			} else {
-				c.Stop(syscall.SIGTERM, g.grace)
+				g.stop(leading, syscall.SIGTERM)
 			}
 			stopped = true
 		}
 	case <-shutdown:
 		if byItself = exitedByItself(); !byItself {
 			stopping(true)
-			c.Stop(sig(), g.grace)
+			g.stop(leading, sig())
 			stopped = true
 		}
 	}
@@ -78,4 +79,39 @@ func (g guarded) supervise(leading context.Context, shutdown <-chan struct{}, si
 		g.log.WithField("guard_pid", c.GuardPID()).Warnf("the %s's guard did not answer (was it stopped?): %s killed the %s and everything it started, then the guard", g.what, g.who, g.what)
 	}
 	return byItself, stopped
+}
+
+// drainPoll is how often stop reads whether the machine slept while the
+// command stops: within it of a resume, the command is killed.
+const drainPoll = 10 * time.Millisecond
+
+// stop stops the command with sig, SIGKILL after the grace or at the work
+// deadline (Child.Stop), and kills its tree at once if the machine sleeps
+// meanwhile: the grace and the guard's deadline are on the monotonic clock,
+// which does not count the sleep, while in real time the leadership's work
+// deadline passes and a successor may start.
+func (g guarded) stop(leading context.Context, sig syscall.Signal) {
+	c := g.child
+	base := election.Suspended(leading)
+	stopped := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		tick := time.NewTicker(drainPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopped:
+				return
+			case <-tick.C:
+				if election.SleptSince(leading, base) {
+					g.log.Warnf("the machine was suspended while the %s stopped: killing it and everything it started at once", g.what)
+					c.Kill()
+					return
+				}
+			}
+		}
+	})
+	c.Stop(sig, g.grace)
+	close(stopped)
+	watch.Wait()
 }
