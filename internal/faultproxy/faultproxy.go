@@ -27,7 +27,17 @@ type Proxy struct {
 	closed  bool
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
-	awaited []awaitedChunk // Sent's, until seen
+	awaited []awaitedChunk          // Sent's, until seen
+	admit   func(first []byte) bool // Admit's; nil admits every connection
+}
+
+// Admit makes the proxy show admit the first chunk each new connection's
+// dialler sends (a NATS CONNECT) and reset the connection when it returns
+// false: a link that only the right dialler may use.
+func (p *Proxy) Admit(admit func(first []byte) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.admit = admit
 }
 
 // awaitedChunk is a Sent: text, and the channel closed once it is seen.
@@ -235,8 +245,20 @@ func (p *Proxy) pipe(dst, src net.Conn, direction int) {
 		p.mu.Unlock()
 	}()
 	buf := make([]byte, 32*1024)
+	first := direction == toServer
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && first {
+			first = false
+			p.mu.Lock()
+			admit := p.admit
+			p.mu.Unlock()
+			if admit != nil && !admit(buf[:n]) {
+				resetConn(src)
+				resetConn(dst)
+				return
+			}
+		}
 		if n > 0 {
 			read := time.Now()
 			delay, latency, healed, open := p.wait(direction, buf[:n])

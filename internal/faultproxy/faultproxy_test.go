@@ -219,3 +219,39 @@ func TestLatencyDelaysEachChunkFromWhenItWasRead(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitResetsAConnectionWhoseFirstChunkItRefuses: with Admit, a
+// connection whose dialler's first chunk is refused is reset before the
+// chunk reaches the target, and one whose first chunk is admitted carries
+// it, as a gateway link admits only its own region's servers.
+func TestAdmitResetsAConnectionWhoseFirstChunkItRefuses(t *testing.T) {
+	admit := func(first []byte) bool { return strings.HasPrefix(string(first), "right") }
+	p, client, received := proxiedLink(t)
+	p.Admit(admit)
+	if _, err := client.Write([]byte("wrong")); err != nil {
+		t.Fatal(err)
+	}
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := client.Read(make([]byte, 1)); err == nil {
+		t.Error("a refused connection stayed open")
+	}
+	select {
+	case got := <-received:
+		t.Errorf("the target received %q from a refused connection", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	p, client, received = proxiedLink(t)
+	p.Admit(admit)
+	if _, err := client.Write([]byte("right")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-received:
+		if got != "right" {
+			t.Errorf("the target received %q, want right", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("an admitted connection's first chunk did not arrive")
+	}
+}

@@ -19,6 +19,7 @@
 package topology
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -117,8 +118,24 @@ func (b *builder) link(kind Kind, from, to *Server, port int, scheme string) (st
 	if err != nil {
 		return "", err
 	}
+	if kind == Gateway {
+		p.Admit(gatewayFrom(from.Region))
+	}
 	b.t.Links = append(b.t.Links, &Link{Kind: kind, From: from, To: to, Proxy: p})
 	return strings.Replace(p.URL(), "nats://", scheme+"://", 1), nil
+}
+
+// gatewayFrom admits a gateway connection only from region's servers, by
+// the gateway its CONNECT names. nats-server gossips to each gateway it
+// accepts the URLs it dials for other regions, so without it a server
+// would reach a region over another region's link, around a cut of its
+// own: a region cut off could still send, one way.
+func gatewayFrom(region string) func(first []byte) bool {
+	return func(first []byte) bool {
+		const field = `"gateway":"`
+		i := bytes.Index(first, []byte(field))
+		return i < 0 || bytes.HasPrefix(first[i+len(field):], []byte(region+`"`))
+	}
 }
 
 // cluster makes servers one cluster, each routed to every other (a cluster
