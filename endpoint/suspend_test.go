@@ -3,7 +3,6 @@ package endpoint
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,15 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
-
-// suspendingClock is the machine's clock, for a test that says when the
-// machine slept: a Clock that is also a SuspendReporter, as the machine's
-// clock is on Linux.
-type suspendingClock struct{ slept atomic.Int64 }
-
-func (*suspendingClock) Now() time.Time                     { return time.Now() }
-func (*suspendingClock) Real(d time.Duration) time.Duration { return d }
-func (c *suspendingClock) Suspended() time.Duration         { return time.Duration(c.slept.Load()) }
 
 // leaseWatchPoll is how often an election whose clock reports suspends
 // checks its lease while it leads.
@@ -36,7 +26,7 @@ func TestASuspendEndsTheHandlersContextAtOnce(t *testing.T) {
 	t.Parallel()
 	bucket, _, _ := newBucketTTL(t, 10*time.Second)
 	subject := "svc." + bucket
-	clk := &suspendingClock{}
+	clk := &testenv.SuspendClock{}
 	started := make(chan context.Context, 1)
 	h := func(ctx context.Context, req micro.Request) (Reply, error) {
 		if string(req.Data()) != "block" {
@@ -75,7 +65,7 @@ func TestASuspendEndsTheHandlersContextAtOnce(t *testing.T) {
 	if !ok {
 		t.Fatal("a stopped leading before the sleep")
 	}
-	clk.slept.Add(int64(5 * time.Second))
+	clk.Sleep(5 * time.Second)
 	slept := time.Now()
 	left := deadline.Sub(slept)
 	select {

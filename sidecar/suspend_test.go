@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,15 +14,6 @@ import (
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// suspendingClock is the machine's clock, for a test that says when the
-// machine slept: a Clock that is also a SuspendReporter, as the machine's
-// clock is on Linux.
-type suspendingClock struct{ slept atomic.Int64 }
-
-func (*suspendingClock) Now() time.Time                     { return time.Now() }
-func (*suspendingClock) Real(d time.Duration) time.Duration { return d }
-func (c *suspendingClock) Suspended() time.Duration         { return time.Duration(c.slept.Load()) }
 
 // TestASuspendEndsTheLease: while the sidecar leads, its machine reports
 // that it slept 5 s. Right after, /self answers 503 with no lease, and
@@ -36,7 +26,7 @@ func TestASuspendEndsTheLease(t *testing.T) {
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SIDE", TTL: 10 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	clk := &suspendingClock{}
+	clk := &testenv.SuspendClock{}
 	b, err := election.OpenBucket(ctx, kv, election.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +102,7 @@ func TestASuspendEndsTheLease(t *testing.T) {
 		t.Fatalf("leading with a lease of %d ms, want several seconds at a TTL of 10 s", v.LeaseMS)
 	}
 
-	clk.slept.Add(int64(5 * time.Second))
+	clk.Sleep(5 * time.Second)
 	slept := time.Now()
 	selfRes, err := srv.Client().Get(srv.URL + "/self")
 	if err != nil {
