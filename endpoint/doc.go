@@ -56,8 +56,10 @@
 // leadership with election.ErrSuspended; the handler's context is then
 // done at once, with that cause (context.Cause(ctx) matches
 // election.ErrSuspended), its reply is dropped, and Serve stops the
-// endpoint without waiting for it. On other systems a suspend goes unseen
-// (see the election package's documentation).
+// endpoint without waiting for it. A handler still draining after its
+// leadership ended for another cause has its context done within 10 ms of
+// a resume too (election.SleptSince). On other systems a suspend goes
+// unseen (see the election package's documentation).
 //
 // # Non-guarantees
 //

@@ -359,6 +359,9 @@ func newTenure(leading context.Context, token uint64) (*tenure, error) {
 // the leadership's cause, when the leadership ended because the machine
 // was suspended (election.ErrSuspended).
 func (t *tenure) track(deadline time.Time) {
+	// What the machine had slept when the leadership began: a sleep since
+	// ends the leadership (ErrSuspended) or, once it has ended, the work.
+	base := election.Suspended(t.leadingCtx)
 	for {
 		wait := time.Until(deadline) / 4
 		if wait <= 0 {
@@ -386,9 +389,13 @@ func (t *tenure) track(deadline time.Time) {
 	// The timer runs on Go's monotonic clock, which on Linux stands still
 	// while the machine is suspended: after a sleep it would end the work
 	// late by the sleep's length, beside a successor. A leadership that
-	// ended for a suspend ends the work at once instead.
+	// ended for a suspend ends the work at once instead, and so does a
+	// sleep while the work drains (election.SleptSince, read every
+	// drainPoll).
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
+	poll := time.NewTicker(drainPoll)
+	defer poll.Stop()
 	leadingDone := t.leadingCtx.Done()
 	for {
 		select {
@@ -401,11 +408,20 @@ func (t *tenure) track(deadline time.Time) {
 				return
 			}
 			leadingDone = nil
+		case <-poll.C:
+			if election.SleptSince(t.leadingCtx, base) {
+				t.endWork(fmt.Errorf("%w while the work drained", election.ErrSuspended))
+				return
+			}
 		case <-t.work.Done():
 			return
 		}
 	}
 }
+
+// drainPoll is how often a draining work's tenure reads whether the
+// machine slept: within it of a resume, the work's context ends.
+const drainPoll = 10 * time.Millisecond
 
 // lastDeadline is the work deadline last read.
 func (t *tenure) lastDeadline() time.Time { return *t.deadline.Load() }

@@ -87,3 +87,72 @@ func TestASuspendEndsTheHandlersContextAtOnce(t *testing.T) {
 		t.Errorf("the request sent before the sleep: %v, want a timeout (the reply dropped)", err)
 	}
 }
+
+// TestASuspendWhileTheWorkDrainsEndsItAtOnce: the leader's key is deleted
+// while a handler runs; the leadership ends (ErrRevisionGone) and the
+// handler's context lasts until the work deadline, its time to drain.
+// Then the machine sleeps 5 s: in real time the work deadline passes and a
+// successor may lead, while Go's timers count none of it. The handler's
+// context ends within a poll of the sleep, not at the monotonic deadline.
+func TestASuspendWhileTheWorkDrainsEndsItAtOnce(t *testing.T) {
+	t.Parallel()
+	bucket, _, kv := newBucketTTL(t, 10*time.Second)
+	subject := "svc." + bucket
+	clk := &testenv.SuspendClock{}
+	started := make(chan context.Context, 1)
+	h := func(ctx context.Context, req micro.Request) (Reply, error) {
+		if string(req.Data()) != "block" {
+			return Reply{Data: []byte("a")}, nil
+		}
+		started <- ctx
+		<-ctx.Done()
+		return Reply{}, nil
+	}
+	c := startCandidate(t, bucket, "k", "a", subject, h, election.WithClock(clk))
+	var lead context.Context
+	select {
+	case lead = <-c.leading:
+	case <-time.After(awaitTimeout):
+		t.Fatal("a did not lead")
+	}
+	nc, _ := testenv.Connect(t, natsURL)
+	askUntil(t, nc, subject, "a reply from a", func(*nats.Msg) bool { return true })
+	go nc.Request(subject, []byte("block"), 2*time.Second) //nolint:errcheck // the reply is not the point
+	var work context.Context
+	select {
+	case work = <-started:
+	case <-time.After(awaitTimeout):
+		t.Fatal("the handler was not called")
+	}
+	deadline, ok := election.WorkDeadline(lead)
+	if !ok {
+		t.Fatal("a stopped leading before the delete")
+	}
+	if err := kv.Delete(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lead.Done():
+	case <-time.After(awaitTimeout):
+		t.Fatal("a did not stand down after the delete")
+	}
+	if work.Err() != nil {
+		t.Fatalf("the handler's context ended with the leadership (%v), before its work deadline", context.Cause(work))
+	}
+	clk.Sleep(5 * time.Second)
+	slept := time.Now()
+	select {
+	case <-work.Done():
+	case <-time.After(awaitTimeout):
+		t.Fatal("the handler's context did not end")
+	}
+	took := time.Since(slept)
+	t.Logf("the handler's context ended %v after the sleep; its work deadline was %v away (cause: %v)",
+		took.Round(time.Millisecond), deadline.Sub(slept).Round(time.Millisecond), context.Cause(work))
+	if limit := 100 * time.Millisecond; took > limit {
+		t.Errorf("the draining handler's context ended %v after the sleep, want within %v: its work deadline passed in real time during the sleep", took.Round(time.Millisecond), limit)
+	}
+	if cause := context.Cause(work); !errors.Is(cause, election.ErrSuspended) {
+		t.Errorf("the handler's context's cause %v, want ErrSuspended", cause)
+	}
+}

@@ -49,6 +49,7 @@ type guarded struct {
 // command exited by itself, and whether supervise stopped it.
 func (g guarded) supervise(leading context.Context, shutdown <-chan struct{}, sig func() syscall.Signal, stopping func(shutdown bool)) (byItself, stopped bool) {
 	c := g.child
+	slept := election.Suspended(leading) // a sleep since ends the leadership, or the command's stop
 	exitedByItself := func() bool { return c.Exited() && !c.Expired() && !c.Killed() }
 	select {
 	case <-c.Done():
@@ -64,14 +65,14 @@ func (g guarded) supervise(leading context.Context, shutdown <-chan struct{}, si
 				c.Kill()
 				<-c.Done()
 			} else {
-				g.stop(leading, syscall.SIGTERM)
+				g.stop(leading, slept, syscall.SIGTERM)
 			}
 			stopped = true
 		}
 	case <-shutdown:
 		if byItself = exitedByItself(); !byItself {
 			stopping(true)
-			g.stop(leading, sig())
+			g.stop(leading, slept, sig())
 			stopped = true
 		}
 	}
@@ -86,13 +87,13 @@ func (g guarded) supervise(leading context.Context, shutdown <-chan struct{}, si
 const drainPoll = 10 * time.Millisecond
 
 // stop stops the command with sig, SIGKILL after the grace or at the work
-// deadline (Child.Stop), and kills its tree at once if the machine sleeps
-// meanwhile: the grace and the guard's deadline are on the monotonic clock,
-// which does not count the sleep, while in real time the leadership's work
-// deadline passes and a successor may start.
-func (g guarded) stop(leading context.Context, sig syscall.Signal) {
+// deadline (Child.Stop), and kills its tree at once if the machine slept
+// since election.Suspended read base, when the leadership began: the grace
+// and the guard's deadline are on the monotonic clock, which does not
+// count the sleep, while in real time the leadership's work deadline
+// passes and a successor may start.
+func (g guarded) stop(leading context.Context, base time.Duration, sig syscall.Signal) {
 	c := g.child
-	base := election.Suspended(leading)
 	stopped := make(chan struct{})
 	var watch sync.WaitGroup
 	watch.Go(func() {
