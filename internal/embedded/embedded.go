@@ -13,8 +13,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// readyTimeout bounds how long a server may take to take clients.
-const readyTimeout = 30 * time.Second
+// readyTimeout bounds how long a server may take to take clients: its
+// listeners open only once JetStream is enabled, which a CPU-starved test
+// run (the README's test command runs packages side by side under -race)
+// has taken over 30 s to do, as the supercluster's formation has.
+const readyTimeout = 60 * time.Second
 
 // Server starts a single JetStream server storing its data in dir.
 func Server(dir string) (*server.Server, error) {
