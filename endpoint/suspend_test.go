@@ -16,17 +16,14 @@ import (
 // checks its lease while it leads.
 const leaseWatchPoll = 100 * time.Millisecond
 
-// TestASuspendEndsTheHandlersContextAtOnce: a handler is running when the
-// leader's machine reports that it slept 5 s. Go's timers, on the
-// monotonic clock, count none of the sleep, so the work deadline (at a TTL
-// of 10 s) is still seconds away; the handler's context must nevertheless
-// end within about a lease-watch poll of the sleep, with the leadership's
-// cause (ErrSuspended), and the handler's reply is dropped.
-func TestASuspendEndsTheHandlersContextAtOnce(t *testing.T) {
-	t.Parallel()
-	bucket, _, _ := newBucketTTL(t, 10*time.Second)
+// suspendableHandler starts candidate "a" of key "k" on bucket, on a
+// clock whose suspends the test makes (clk.Sleep), serving a handler that
+// blocks until its context ends, and sends it a request. It returns the
+// leadership, the handler's context, and the request's outcome: an error
+// that is nats.ErrTimeout when the reply was dropped.
+func suspendableHandler(t *testing.T, bucket string, clk *testenv.SuspendClock) (lead, work context.Context, asked <-chan error) {
+	t.Helper()
 	subject := "svc." + bucket
-	clk := &testenv.SuspendClock{}
 	started := make(chan context.Context, 1)
 	h := func(ctx context.Context, req micro.Request) (Reply, error) {
 		if string(req.Data()) != "block" {
@@ -37,7 +34,6 @@ func TestASuspendEndsTheHandlersContextAtOnce(t *testing.T) {
 		return Reply{Data: []byte("after the suspend")}, nil
 	}
 	c := startCandidate(t, bucket, "k", "a", subject, h, election.WithClock(clk))
-	var lead context.Context
 	select {
 	case lead = <-c.leading:
 	case <-time.After(awaitTimeout):
@@ -45,21 +41,33 @@ func TestASuspendEndsTheHandlersContextAtOnce(t *testing.T) {
 	}
 	nc, _ := testenv.Connect(t, natsURL)
 	askUntil(t, nc, subject, "a reply from a", func(*nats.Msg) bool { return true })
-
-	asked := make(chan error, 1)
+	answered := make(chan error, 1)
 	go func() {
 		msg, err := nc.Request(subject, []byte("block"), 2*time.Second)
 		if err == nil {
 			err = errors.New("replied " + string(msg.Data))
 		}
-		asked <- err
+		answered <- err
 	}()
-	var work context.Context
 	select {
 	case work = <-started:
 	case <-time.After(awaitTimeout):
 		t.Fatal("the handler was not called")
 	}
+	return lead, work, answered
+}
+
+// TestASuspendEndsTheHandlersContextAtOnce: a handler is running when the
+// leader's machine reports that it slept 5 s. Go's timers, on the
+// monotonic clock, count none of the sleep, so the work deadline (at a TTL
+// of 10 s) is still seconds away; the handler's context must nevertheless
+// end within about a lease-watch poll of the sleep, with the leadership's
+// cause (ErrSuspended), and the handler's reply is dropped.
+func TestASuspendEndsTheHandlersContextAtOnce(t *testing.T) {
+	t.Parallel()
+	bucket, _, _ := newBucketTTL(t, 10*time.Second)
+	clk := &testenv.SuspendClock{}
+	lead, work, asked := suspendableHandler(t, bucket, clk)
 
 	deadline, ok := election.WorkDeadline(lead)
 	if !ok {
@@ -97,33 +105,8 @@ func TestASuspendEndsTheHandlersContextAtOnce(t *testing.T) {
 func TestASuspendWhileTheWorkDrainsEndsItAtOnce(t *testing.T) {
 	t.Parallel()
 	bucket, _, kv := newBucketTTL(t, 10*time.Second)
-	subject := "svc." + bucket
 	clk := &testenv.SuspendClock{}
-	started := make(chan context.Context, 1)
-	h := func(ctx context.Context, req micro.Request) (Reply, error) {
-		if string(req.Data()) != "block" {
-			return Reply{Data: []byte("a")}, nil
-		}
-		started <- ctx
-		<-ctx.Done()
-		return Reply{}, nil
-	}
-	c := startCandidate(t, bucket, "k", "a", subject, h, election.WithClock(clk))
-	var lead context.Context
-	select {
-	case lead = <-c.leading:
-	case <-time.After(awaitTimeout):
-		t.Fatal("a did not lead")
-	}
-	nc, _ := testenv.Connect(t, natsURL)
-	askUntil(t, nc, subject, "a reply from a", func(*nats.Msg) bool { return true })
-	go nc.Request(subject, []byte("block"), 2*time.Second) //nolint:errcheck // the reply is not the point
-	var work context.Context
-	select {
-	case work = <-started:
-	case <-time.After(awaitTimeout):
-		t.Fatal("the handler was not called")
-	}
+	lead, work, _ := suspendableHandler(t, bucket, clk)
 	deadline, ok := election.WorkDeadline(lead)
 	if !ok {
 		t.Fatal("a stopped leading before the delete")
