@@ -85,6 +85,40 @@ func running(t *testing.T, e *Election) {
 	t.Cleanup(func() { e.Stop(); <-done })
 }
 
+// leaderOn runs election "a" of key "k" on kv with the clock clk (and
+// opts) until the test ends, and returns it once it leads, with its
+// leadership context and the causes OnLost is given.
+func leaderOn(t *testing.T, kv jetstream.KeyValue, clk Clock, opts ...Option) (a *Election, lead context.Context, lost <-chan error) {
+	t.Helper()
+	leading := make(chan context.Context, 1)
+	causes := make(chan error, 1)
+	opts = append([]Option{WithoutSplay(), WithClock(clk), WithLogger(testenv.Logger(t)),
+		OnWon(func(ctx context.Context) {
+			select {
+			case leading <- ctx:
+			default:
+			}
+			<-ctx.Done()
+		}),
+		OnLost(func(cause error) {
+			select {
+			case causes <- cause:
+			default:
+			}
+		})}, opts...)
+	a, err := NewElection(context.Background(), "a", "k", kv, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running(t, a)
+	select {
+	case lead = <-leading:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not lead")
+	}
+	return a, lead, causes
+}
+
 // historyAbove returns the entries of key above revision rev.
 func historyAbove(t *testing.T, kv jetstream.KeyValue, key string, rev uint64) []jetstream.KeyValueEntry {
 	t.Helper()
@@ -118,33 +152,7 @@ func TestASuspendWhileLeadingStandsDownAtOnce(t *testing.T) {
 	aKV := &stampKV{KeyValue: kv}
 	clk := newSleepyClock(1)
 	events := newEventLog()
-	leading := make(chan context.Context, 1)
-	lost := make(chan error, 1)
-	a, err := NewElection(context.Background(), "a", "k", aKV, WithoutSplay(), WithClock(clk),
-		WithLogger(testenv.Logger(t)), WithEventHook(events.add),
-		OnWon(func(ctx context.Context) {
-			select {
-			case leading <- ctx:
-			default:
-			}
-			<-ctx.Done()
-		}),
-		OnLost(func(cause error) {
-			select {
-			case lost <- cause:
-			default:
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	running(t, a)
-	var lead context.Context
-	select {
-	case lead = <-leading:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a did not lead")
-	}
+	a, lead, lost := leaderOn(t, aKV, clk, WithEventHook(events.add))
 	aKV.blind.Store(true)
 	events.await(t, "a renewal", 0, 1, 10*time.Second, func(ev Event) bool { return ev.Kind == EventRenewed && ev.Err == nil })
 	before, err := kv.Get(context.Background(), "k")

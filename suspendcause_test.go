@@ -27,33 +27,7 @@ func TestASuspendJustBeforeValidityEndsWithErrSuspended(t *testing.T) {
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "SUSPCAUSE", TTL: 2 * time.Second, History: 64})
 	aKV := &hangKV{KeyValue: kv}
 	clk := newSleepyClock(1)
-	leading := make(chan context.Context, 1)
-	lost := make(chan error, 1)
-	a, err := NewElection(context.Background(), "a", "k", aKV, WithoutSplay(), WithClock(clk),
-		WithLogger(testenv.Logger(t)),
-		OnWon(func(ctx context.Context) {
-			select {
-			case leading <- ctx:
-			default:
-			}
-			<-ctx.Done()
-		}),
-		OnLost(func(cause error) {
-			select {
-			case lost <- cause:
-			default:
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	running(t, a)
-	var lead context.Context
-	select {
-	case lead = <-leading:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a did not lead")
-	}
+	a, lead, lost := leaderOn(t, aKV, clk)
 	aKV.hang.Store(true)
 	// Let any renewal in flight land, then read the validity deadline that
 	// no renewal will move any more.
