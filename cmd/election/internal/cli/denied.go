@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/kvelect/election"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // deniedError is a permission the server refused the command.
@@ -62,4 +64,82 @@ func deniedOr(ctx context.Context, err error) error {
 		return denied
 	}
 	return err
+}
+
+// deniableKV is a bucket whose writes, those in flight included, end at
+// once once denied is done: when the server denied a candidate a
+// permission it needs. Such a candidate can never lead, and a write of its
+// left to its own timeout (the candidate record's is up to 5 s) would only
+// hold its exit up.
+type deniableKV struct {
+	jetstream.KeyValue
+	denied context.Context
+}
+
+// cutOnDenial returns kv as a deniableKV whose writes end once denied is
+// done (cancelled with the denial as its cause).
+func cutOnDenial(kv jetstream.KeyValue, denied context.Context) jetstream.KeyValue {
+	return deniableKV{KeyValue: kv, denied: denied}
+}
+
+// cutUnlessLeading ends the writes of a candidate whose election e was
+// denied a permission (cut, which ends cutOnDenial's context), unless e
+// leads: a leader
+// writes on to stand down and release the key. e is nil before the
+// election is made.
+func cutUnlessLeading(cut context.CancelCauseFunc, e *election.Election, denied error) {
+	if e == nil || !e.IsLeader() {
+		cut(denied)
+	}
+}
+
+// bound returns ctx, ended also once the writes are cut, and the function
+// that returns a write's error: the denial when the cut ended it.
+func (k deniableKV) bound(ctx context.Context) (context.Context, func(error) error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(k.denied, func() { cancel(context.Cause(k.denied)) })
+	return ctx, func(err error) error {
+		stop()
+		cancel(nil)
+		if err != nil && k.denied.Err() != nil {
+			return context.Cause(k.denied)
+		}
+		return err
+	}
+}
+
+// The writes: each is the bucket's, bound to end once the writes are cut.
+
+func (k deniableKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	ctx, end := k.bound(ctx)
+	rev, err := k.KeyValue.Put(ctx, key, value)
+	return rev, end(err)
+}
+
+func (k deniableKV) PutString(ctx context.Context, key string, value string) (uint64, error) {
+	ctx, end := k.bound(ctx)
+	rev, err := k.KeyValue.PutString(ctx, key, value)
+	return rev, end(err)
+}
+
+func (k deniableKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	ctx, end := k.bound(ctx)
+	rev, err := k.KeyValue.Create(ctx, key, value, opts...)
+	return rev, end(err)
+}
+
+func (k deniableKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	ctx, end := k.bound(ctx)
+	rev, err := k.KeyValue.Update(ctx, key, value, revision)
+	return rev, end(err)
+}
+
+func (k deniableKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	ctx, end := k.bound(ctx)
+	return end(k.KeyValue.Delete(ctx, key, opts...))
+}
+
+func (k deniableKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	ctx, end := k.bound(ctx)
+	return end(k.KeyValue.Purge(ctx, key, opts...))
 }
