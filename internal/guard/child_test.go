@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kvelect/election"
+	"github.com/kvelect/election/internal/leadtest"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -29,35 +30,7 @@ func leadership(t *testing.T) (leading context.Context, end func()) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "GUARD", TTL: election.MinTTL})
-	won := make(chan context.Context, 1)
-	e, err := election.NewElection(context.Background(), "a", "job", kv, election.WithoutSplay(),
-		election.OnWon(func(leading context.Context) {
-			select {
-			case won <- leading:
-			default:
-			}
-			<-leading.Done()
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- e.Start(context.Background()) }()
-	stopped := false
-	end = func() {
-		if !stopped {
-			stopped = true
-			e.Stop()
-			<-done
-		}
-	}
-	t.Cleanup(end)
-	select {
-	case leading = <-won:
-	case <-time.After(waitTimeout):
-		t.Fatalf("no leadership after %v", waitTimeout)
-	}
-	return leading, end
+	return leadtest.Lead(t, kv, waitTimeout)
 }
 
 // start starts "sh -c script" under a guard for leading, with the token

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/cmd/election/internal/e2e"
+	"github.com/kvelect/election/internal/leadtest"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -38,27 +39,7 @@ func (k *hangKV) Update(ctx context.Context, key string, value []byte, last uint
 // the command notes each SIGTERM in, and when supervise returned.
 func suspendedLeader(t *testing.T, kv jetstream.KeyValue, clk election.Clock) (leading context.Context, terms string, supervised <-chan time.Time) {
 	t.Helper()
-	won := make(chan context.Context, 1)
-	e, err := election.NewElection(context.Background(), "a", "job", kv, election.WithoutSplay(), election.WithClock(clk),
-		election.WithLogger(testenv.Logger(t)),
-		election.OnWon(func(leading context.Context) {
-			select {
-			case won <- leading:
-			default:
-			}
-			<-leading.Done()
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- e.Start(context.Background()) }()
-	t.Cleanup(func() { e.Stop(); <-done })
-	select {
-	case leading = <-won:
-	case <-time.After(e2e.WaitTimeout):
-		t.Fatal("no leadership")
-	}
+	leading, _ = leadtest.Lead(t, kv, e2e.WaitTimeout, election.WithClock(clk), election.WithLogger(testenv.Logger(t)))
 	token, _ := election.TokenFromContext(leading)
 
 	terms = filepath.Join(t.TempDir(), "terms")

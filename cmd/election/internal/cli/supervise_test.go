@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvelect/election"
 	"github.com/kvelect/election/cmd/election/internal/e2e"
+	"github.com/kvelect/election/internal/leadtest"
 	"github.com/kvelect/election/internal/testenv"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -27,34 +28,7 @@ func leadershipOn(t *testing.T, bucket string) (leading context.Context, token u
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: bucket, TTL: election.MinTTL})
-	won := make(chan context.Context, 1)
-	e, err := election.NewElection(context.Background(), "a", "job", kv, election.WithoutSplay(),
-		election.OnWon(func(leading context.Context) {
-			select {
-			case won <- leading:
-			default:
-			}
-			<-leading.Done()
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- e.Start(context.Background()) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			e.Stop()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	select {
-	case leading = <-won:
-	case <-time.After(e2e.WaitTimeout):
-		t.Fatalf("no leadership after %v", e2e.WaitTimeout)
-	}
+	leading, stop = leadtest.Lead(t, kv, e2e.WaitTimeout)
 	token, _ = election.TokenFromContext(leading)
 	return leading, token, stop
 }
