@@ -15,7 +15,8 @@ import (
 	"github.com/kvelect/election/internal/embedded"
 )
 
-// readyTimeout bounds how long a server process may take to take clients.
+// readyTimeout bounds how long a server process may take to take clients:
+// longer than its embedded server waits, so that a child that fails says why.
 const readyTimeout = 60 * time.Second
 
 // serverEnv holds, for a child process started with Self, the JSON of the
