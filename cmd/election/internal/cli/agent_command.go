@@ -342,7 +342,7 @@ func runAgent(cfg agentConfig, nodeCfg fleet.Config, log *logrus.Logger) error {
 		alog.WithField("address", metrics.listener.Addr().String()).Info("serving /metrics and /healthz")
 	}
 
-	procs := &daemonProcs{running: map[*guard.Child]bool{}, metrics: fm}
+	procs := &daemonProcs{running: map[*guard.Child]bool{}, metrics: fm, start: startGuarded}
 	for i, d := range cfg.daemons {
 		grace := cmpOr(d.Grace, cfg.grace)
 		nodeCfg.Daemons[i].Run = procs.run(d, cfg, grace, alog.WithField("daemon", d.Name))
@@ -421,6 +421,10 @@ type daemonProcs struct {
 	mu      sync.Mutex
 	running map[*guard.Child]bool
 	metrics *promelection.FleetCollector // nil without --metrics
+	// start starts a daemon's command under its guard: startGuarded, or a
+	// test's stand-in for a guard that fails in ways a real one seldom
+	// does on cue.
+	start func(leading context.Context, argv, env []string, token uint64) (*guard.Child, error)
 }
 
 // run returns the Run function of daemon d: it runs COMMAND until it exits
@@ -435,7 +439,7 @@ func (p *daemonProcs) run(d agentDaemon, cfg agentConfig, grace time.Duration, l
 		if p.metrics != nil {
 			p.metrics.Ran(d.Name, token)
 		}
-		c, err := startGuarded(ctx, []string{"/bin/sh", "-c", d.Command}, env, token)
+		c, err := p.start(ctx, []string{"/bin/sh", "-c", d.Command}, env, token)
 		if errors.Is(err, guard.ErrLeadershipEnded) {
 			if _, ok := election.WorkDeadline(ctx); ok {
 				// The hold lasts, but the guard reported nothing in time
