@@ -108,7 +108,7 @@ func (c *campaigner) run(ctx context.Context) {
 	if !c.awaitFirstCheck(ctx) {
 		return
 	}
-	if d := c.splay(ctx); d > 0 && !c.e.sleep(ctx, d) {
+	if d := c.splay(ctx); d > 0 && !c.awaitSplay(ctx, d) {
 		return
 	}
 	if !c.awaitListing(ctx) {

@@ -16,7 +16,8 @@ import (
 // for it, so that a crowd started together spreads its first claims while
 // a lone candidate of a free key, or one joining a key that is held (and
 // may be handed to it), campaigns at once. Where priorities are in play,
-// they order the first claims instead (awaitListing).
+// they order the first claims instead (awaitListing). awaitSplay waits it
+// out.
 func (c *campaigner) splay(ctx context.Context) time.Duration {
 	if c.e.opts.noSplay || c.e.timing.maxSplay <= 0 {
 		return 0
@@ -31,10 +32,36 @@ func (c *campaigner) splay(ctx context.Context) time.Duration {
 	}
 	for _, other := range c.watcher.candidates(c.e.key, c.e.timing.ttl) {
 		if other.Name != c.e.name {
-			return rand.N(c.e.timing.maxSplay)
+			d := rand.N(c.e.timing.maxSplay)
+			c.e.log.Debug("waiting out a start delay before the first claim, while the key stays as it is", "delay", d)
+			return d
 		}
 	}
 	return 0
+}
+
+// awaitSplay waits out the start delay d while the key stays as it was,
+// and reports false if ctx was done first. Once another candidate has
+// written the key (claimed it, and perhaps released it already) the crowd's
+// first claim is made: this node then campaigns as any candidate does, and
+// claims as soon as the holder releases the key, not only once its own
+// delay has passed.
+func (c *campaigner) awaitSplay(ctx context.Context, d time.Duration) bool {
+	first := c.watcher.view(c.e.key)
+	timer := time.NewTimer(c.e.clock.Real(d))
+	defer timer.Stop()
+	for {
+		if v := c.watcher.view(c.e.key); v.held() || v.expected() != first.expected() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case <-c.sub.changed:
+		}
+	}
 }
 
 // campaignEnd is when a campaign gives up without a win: Start's never

@@ -107,8 +107,10 @@ func WithBackoff(bo Backoff) Option {
 // WithoutSplay disables the random delay, up to 5 s or one campaign
 // interval, before the first campaign of a candidate that finds the key
 // free and other candidates listed for it: the splay spreads out the first
-// claims of replicas that start together. A lone candidate, or one that
-// finds the key held, campaigns at once either way.
+// claims of replicas that start together. It ends early once another
+// candidate writes the key, so that the first winner's release reaches the
+// others at once. A lone candidate, or one that finds the key held,
+// campaigns at once either way.
 func WithoutSplay() Option {
 	return func(o *options) { o.noSplay = true }
 }
