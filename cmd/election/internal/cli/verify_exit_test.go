@@ -130,23 +130,34 @@ func TestVerifyAProbeKeyGoneEarlyIsCritical(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
 	kv := testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "EARLY", TTL: 5 * time.Second})
-	w, err := kv.Watch(t.Context(), verifyProbePrefix+">", jetstream.UpdatesOnly())
+	stream, err := js.Stream(t.Context(), "KV_EARLY")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
 	deleted := make(chan error, 1)
 	go func() {
-		writes := map[string]int{}
-		for e := range w.Updates() {
-			// The key's creation and its updates: delete it after the last.
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			if writes[e.Key()]++; writes[e.Key()] == samples+1 {
-				deleted <- kv.Delete(t.Context(), e.Key())
+		// The probe key's creation and its updates are the bucket's
+		// first messages: delete the key after the last. The stream's
+		// state is read, not watched: a watcher's delivery may lag behind
+		// verify's read under load.
+		poll := time.NewTicker(2 * time.Millisecond)
+		defer poll.Stop()
+		for range poll.C {
+			info, err := stream.Info(t.Context())
+			if err != nil {
+				deleted <- err
 				return
 			}
+			if info.State.LastSeq < samples+1 {
+				continue
+			}
+			last, err := stream.GetMsg(t.Context(), samples+1)
+			if err != nil {
+				deleted <- err
+				return
+			}
+			deleted <- kv.Delete(t.Context(), strings.TrimPrefix(last.Subject, "$KV.EARLY."))
+			return
 		}
 	}()
 	code, stdout, stderr := runCLI(t, "verify", "-s", s.ClientURL(), "--bucket", "EARLY", "--duration", "500ms", "--samples", "5", "--write")
