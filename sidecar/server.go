@@ -122,8 +122,10 @@ type Config struct {
 	// WhileLeading, if set, runs during each leadership of this instance,
 	// from when /self answers 200, with the leadership context; it returns
 	// once that context is done and what it started has stopped (within
-	// election.WorkDeadline), before /self turns 503 and the key is
-	// released: an endpoint.Endpoint's Serve, say.
+	// election.WorkDeadline), before the key is released: an
+	// endpoint.Endpoint's Serve, say. /self, /leader and the event streams
+	// say this instance no longer leads as soon as the context is done,
+	// while what WhileLeading started drains.
 	WhileLeading func(leading context.Context)
 }
 
@@ -186,8 +188,9 @@ func (s *Server) Follow(ctx context.Context) (done <-chan struct{}, err error) {
 
 // lead is the election's OnWon: it writes the leader file and shows this
 // instance as leader until leadership ends, running Config.WhileLeading
-// meanwhile, then shows it no longer, and removes the file, before
-// returning: the key is released only after.
+// meanwhile. As soon as leadership ends it shows it no longer (the event
+// streams hear it while WhileLeading's work still drains) and removes the
+// file; it returns once WhileLeading has: the key is released only after.
 func (s *Server) lead(leading context.Context) {
 	token, _ := election.TokenFromContext(leading)
 	var drop func()
@@ -200,9 +203,13 @@ func (s *Server) lead(leading context.Context) {
 	s.mu.Unlock()
 	s.log.Info("leading: /self answers 200", "token", token)
 
-	if s.whileLead != nil {
-		s.whileLead(leading)
-	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		if s.whileLead != nil {
+			s.whileLead(leading)
+		}
+	}()
 	<-leading.Done()
 	s.mu.Lock()
 	s.leading, s.token, s.wonAt, s.leadCtx = false, 0, time.Time{}, nil
@@ -211,6 +218,7 @@ func (s *Server) lead(leading context.Context) {
 	if drop != nil {
 		drop()
 	}
+	<-drained
 }
 
 // follow records each holder of the key the watcher reports, until changes

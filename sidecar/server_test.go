@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,8 +57,10 @@ func TestEventsFirstMessageChecksLeadership(t *testing.T) {
 }
 
 // TestWhileLeadingRunsDuringEachLeadership: Config.WhileLeading runs with
-// the leadership context once the server shows this instance leading, and
-// the server shows it leading until WhileLeading has returned.
+// the leadership context once the server shows this instance leading; once
+// that context is done, the server (its event streams too) shows it no
+// longer leading while WhileLeading's work still drains, and the election
+// releases the key only after WhileLeading has returned.
 func TestWhileLeadingRunsDuringEachLeadership(t *testing.T) {
 	t.Parallel()
 	s := testenv.Server(t)
@@ -71,20 +74,24 @@ func TestWhileLeadingRunsDuringEachLeadership(t *testing.T) {
 	}
 	defer b.Close()
 	type seen struct {
-		token                  uint64
-		shownAtStart, shownEnd bool
+		token                    uint64
+		shownAtStart, shownAtEnd bool
 	}
 	ran := make(chan seen, 1)
+	drain := make(chan struct{}) // closed: WhileLeading's work has drained
+	var drained sync.Once
+	defer drained.Do(func() { close(drain) })
 	var sc *Server
 	shown := func() bool {
 		sc.mu.Lock()
 		defer sc.mu.Unlock()
-		return sc.leading
+		return sc.leading || sc.last.IsLeader
 	}
 	sc, err = New(b, "pod-a", "job", Config{Logger: testenv.Logger(t), WhileLeading: func(leading context.Context) {
 		token, _ := election.TokenFromContext(leading)
 		start := shown()
 		<-leading.Done()
+		<-drain
 		ran <- seen{token, start, shown()}
 	}}, election.WithoutSplay())
 	if err != nil {
@@ -95,11 +102,16 @@ func TestWhileLeadingRunsDuringEachLeadership(t *testing.T) {
 	testenv.Eventually(t, "pod-a leading", 30*time.Second, sc.Election().IsLeader)
 	token := sc.Election().Token()
 	cancel()
+	testenv.Eventually(t, "the server to stop showing pod-a leading while its work drains", 10*time.Second, func() bool { return !shown() })
+	if l, err := b.Leader(context.Background(), "job"); err != nil || l.Name != "pod-a" {
+		t.Errorf("while the work drains the key is held by %q (%v), want pod-a's until it has drained", l.Name, err)
+	}
+	drained.Do(func() { close(drain) })
 	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
 	sc.Close()
-	if got := <-ran; got != (seen{token, true, true}) {
-		t.Errorf("WhileLeading saw %+v; want token %d, and the server showing the leadership at its start and end", got, token)
+	if got := <-ran; got != (seen{token, true, false}) {
+		t.Errorf("WhileLeading saw %+v; want token %d, the server showing the leadership at its start and not once it ended", got, token)
 	}
 }
