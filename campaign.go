@@ -108,7 +108,7 @@ func (c *campaigner) run(ctx context.Context) {
 	if !c.awaitFirstCheck(ctx) {
 		return
 	}
-	if d := c.splay(ctx); d > 0 && !c.awaitSplay(ctx, d) {
+	if !c.splay(ctx) {
 		return
 	}
 	if !c.awaitListing(ctx) {

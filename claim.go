@@ -11,47 +11,41 @@ import (
 // The claim phase of a campaign (campaign.go): waiting for the key to be
 // free, and claiming it by compare-and-set.
 
-// splay is the random delay before a candidate's first campaign: up to
-// maxSplay, and only when the key is free and other candidates are listed
-// for it, so that a crowd started together spreads its first claims while
-// a lone candidate of a free key, or one joining a key that is held (and
-// may be handed to it), campaigns at once. Where priorities are in play,
-// they order the first claims instead (awaitListing). awaitSplay waits it
-// out.
-func (c *campaigner) splay(ctx context.Context) time.Duration {
+// splay waits out the random delay before a candidate's first campaign,
+// and reports false if ctx was done first. The delay, up to maxSplay, is
+// drawn only when the key is free and other candidates are listed for it,
+// so that a crowd started together spreads its first claims while a lone
+// candidate of a free key, or one joining a key that is held (and may be
+// handed to it), campaigns at once. Where priorities are in play, they
+// order the first claims instead (awaitListing).
+//
+// The delay ends early once another candidate writes the key: the crowd's
+// first claim is then made, and this node campaigns as any candidate does,
+// claiming as soon as the holder releases the key rather than once its own
+// delay has passed. Any put over the revision the delay was drawn on counts
+// (a claim and its release can reach the watcher together); a delete, a
+// purge or an expiry marker, which no candidate writes, does not, so that
+// a crowd still spreads its claims over a key freed under it.
+func (c *campaigner) splay(ctx context.Context) bool {
 	if c.e.opts.noSplay || c.e.timing.maxSplay <= 0 {
-		return 0
+		return true
 	}
 	select {
 	case <-c.watcher.readyCh:
 	case <-ctx.Done():
-		return 0
+		return false
 	}
-	if v := c.watcher.view(c.e.key); !v.free() || c.prioritiesInPlay() {
-		return 0
+	drawnOn := c.watcher.view(c.e.key)
+	if !drawnOn.free() || c.prioritiesInPlay() || !c.othersListed() {
+		return true
 	}
-	for _, other := range c.watcher.candidates(c.e.key, c.e.timing.ttl) {
-		if other.Name != c.e.name {
-			d := rand.N(c.e.timing.maxSplay)
-			c.e.log.Debug("waiting out a start delay before the first claim, while the key stays as it is", "delay", d)
-			return d
-		}
-	}
-	return 0
-}
-
-// awaitSplay waits out the start delay d while the key stays as it was,
-// and reports false if ctx was done first. Once another candidate has
-// written the key (claimed it, and perhaps released it already) the crowd's
-// first claim is made: this node then campaigns as any candidate does, and
-// claims as soon as the holder releases the key, not only once its own
-// delay has passed.
-func (c *campaigner) awaitSplay(ctx context.Context, d time.Duration) bool {
-	first := c.watcher.view(c.e.key)
+	d := rand.N(c.e.timing.maxSplay)
+	c.e.log.Debug("waiting out a start delay before the first claim, until another candidate writes the key", "delay", d)
 	timer := time.NewTimer(c.e.clock.Real(d))
 	defer timer.Stop()
 	for {
-		if v := c.watcher.view(c.e.key); v.held() || v.expected() != first.expected() {
+		v := c.watcher.view(c.e.key)
+		if v.held() || (v.latest != nil && v.expected() != drawnOn.expected() && v.latest.Operation() == jetstream.KeyValuePut) {
 			return true
 		}
 		select {
@@ -62,6 +56,17 @@ func (c *campaigner) awaitSplay(ctx context.Context, d time.Duration) bool {
 		case <-c.sub.changed:
 		}
 	}
+}
+
+// othersListed reports whether a candidate other than this node is listed
+// for the key.
+func (c *campaigner) othersListed() bool {
+	for _, other := range c.watcher.candidates(c.e.key, c.e.timing.ttl) {
+		if other.Name != c.e.name {
+			return true
+		}
+	}
+	return false
 }
 
 // campaignEnd is when a campaign gives up without a win: Start's never
