@@ -115,7 +115,7 @@ func (*fatalLog) Tracef(string, ...any)  {}
 func FreePorts(n int) ([]int, error) {
 	low := ephemeralLow()
 	if low-firstPort < 4*n {
-		return nil, fmt.Errorf("reserving %d loopback ports: only %d lie between %d and the ephemeral range's start %d", n, low-firstPort, firstPort, low)
+		return nil, fmt.Errorf("reserving %d loopback ports: only %d lie between %d and the ephemeral range's start %d; the tests need %d there (raise the range's start: sysctl net.ipv4.ip_local_port_range)", n, max(low-firstPort, 0), firstPort, low, 4*n)
 	}
 	var listeners []net.Listener
 	defer func() {
