@@ -34,12 +34,14 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,7 +111,9 @@ type Event struct {
 	Late bool `json:"late,omitempty"`
 	// At is when the event happened, by the server's clock: when the
 	// record was stored, less Delay, and no earlier than the event recorded
-	// before it by the same election (whose record was sent first).
+	// before it by the same election (whose record was sent first), nor,
+	// for a win over a release or a handoff, than the stand-down of the
+	// key's tenure before it (which came first).
 	At time.Time `json:"-"`
 	// Recorded is when the record was stored, by the server's clock.
 	Recorded time.Time `json:"-"`
@@ -365,10 +369,51 @@ func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Ev
 			break
 		}
 	}
+	afterReleases(events)
 	// A late record is stored after records of events that came after
-	// its own.
-	slices.SortStableFunc(events, func(a, b Event) int { return a.At.Compare(b.At) })
+	// its own. Of two records dated alike, the later tenure's comes last.
+	slices.SortStableFunc(events, func(a, b Event) int { return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Token, b.Token)) })
 	return events, nil
+}
+
+// afterReleases dates each win over a release or a handoff no earlier than
+// the stand-down of the key's tenure before it. The old leader writes the
+// release or the handoff only after it stood down, so the win came after
+// the stand-down; but each record is dated by its own trip to the server,
+// which can place the win a few milliseconds first. A win over no key, a
+// removal or an expiry is left as dated: nothing orders it after the
+// tenure before it but the clocks, and a history that shows it early shows
+// what they say.
+func afterReleases(events []Event) {
+	var records []*Event
+	for i := range events {
+		if ev := &events[i]; ev.Kind == Won || ev.Kind == StoodDown {
+			records = append(records, ev)
+		}
+	}
+	// By key, then token; a tenure's own records stay in the order of At.
+	slices.SortStableFunc(records, func(a, b *Event) int { return cmp.Or(strings.Compare(a.Key, b.Key), cmp.Compare(a.Token, b.Token)) })
+	var before, current *Event // the stand-downs of the key's tenure before the current one, and of the current one
+	var floor time.Time        // the At of the current tenure's latest record: its next comes no earlier
+	for i, ev := range records {
+		switch {
+		case i == 0 || ev.Key != records[i-1].Key:
+			before, current, floor = nil, nil, time.Time{}
+		case ev.Token != records[i-1].Token:
+			before, current, floor = current, nil, time.Time{}
+		}
+		overRelease := strings.HasPrefix(ev.After, "released by ") || strings.HasPrefix(ev.After, "handed over to ")
+		if ev.Kind == Won && overRelease && before != nil && before.At.After(floor) {
+			floor = before.At
+		}
+		if ev.At.Before(floor) {
+			ev.At = floor
+		}
+		floor = ev.At
+		if ev.Kind == StoodDown {
+			current = ev
+		}
+	}
 }
 
 // Record is an election's event hook (election.WithEventHook(h.Record))

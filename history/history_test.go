@@ -3,6 +3,7 @@ package history_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -162,5 +163,57 @@ func TestCreateAndOpenRefuseBadInput(t *testing.T) {
 	again, err := history.Create(context.Background(), js, "NONE", 0)
 	if err != nil || again.Retention() != time.Hour {
 		t.Errorf("Create again: retention %v, %v; want the existing stream, an hour", again.Retention(), err)
+	}
+}
+
+// TestAWinOverAReleaseComesAfterTheStandDownBeforeIt stores records as two
+// machines' trips to the server can: the successor's win over a's release
+// first, a's stand-down (sent at once, so with no delay to date it back)
+// after it. The history still shows a's stand-down first, for a writes the
+// release only after it stood down. A win over no key is left where its
+// date puts it: nothing but the clocks orders it after the tenure before.
+func TestAWinOverAReleaseComesAfterTheStandDownBeforeIt(t *testing.T) {
+	s := testenv.Server(t)
+	_, js := testenv.Connect(t, s.ClientURL())
+	testenv.Bucket(t, js, jetstream.KeyValueConfig{Bucket: "CAUSAL", TTL: 2 * time.Second})
+	h, err := history.Create(context.Background(), js, "CAUSAL", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := func(ev history.Event) {
+		t.Helper()
+		data, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(context.Background(), "kvelect.history.CAUSAL."+ev.Key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, key := range []string{"released", "aged"} {
+		after := "released by a"
+		if key == "aged" {
+			after = "no key"
+		}
+		store(history.Event{Key: key, Name: "a", Kind: history.Won, Token: 1, After: "no key"})
+		store(history.Event{Key: key, Name: "b", Kind: history.Won, Token: 9, After: after})
+		store(history.Event{Key: key, Name: "a", Kind: history.StoodDown, Token: 1, Cause: "stopped"})
+		store(history.Event{Key: key, Name: "b", Kind: history.StoodDown, Token: 9, Cause: "stopped"})
+	}
+	for key, want := range map[string]string{
+		"released": "a won; a stood_down; b won; b stood_down",
+		"aged":     "a won; b won; a stood_down; b stood_down",
+	} {
+		events, err := h.Events(context.Background(), key, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range events {
+			got = append(got, ev.Name+" "+ev.Kind)
+		}
+		if strings.Join(got, "; ") != want {
+			t.Errorf("key %s: the history shows %q, want %q", key, strings.Join(got, "; "), want)
+		}
 	}
 }
