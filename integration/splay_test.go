@@ -31,10 +31,19 @@ func startSplayed(t *testing.T, kv jetstream.KeyValue, name string) (*election.E
 	if err != nil {
 		t.Fatal(err)
 	}
+	run(t, e)
+	return e, won
+}
+
+// run starts e's campaign and returns a func that stops it and waits until
+// Start has returned: idempotent, and called at the test's cleanup too.
+func run(t *testing.T, e *election.Election) (stop func()) {
 	done := make(chan struct{})
 	go func() { defer close(done); e.Start(context.Background()) }()
-	t.Cleanup(func() { e.Stop(); <-done })
-	return e, won
+	var once sync.Once
+	stop = func() { once.Do(func() { e.Stop(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestALoneCandidateOfAFreeKeyLeadsAtOnce: with nobody else listed for a
@@ -109,11 +118,6 @@ func TestACandidateInItsStartDelayTakesAReleaseAtOnce(t *testing.T) {
 			t.Fatal("15 rounds drew no start delay of 2 s or more")
 		}
 		key := fmt.Sprintf("k%d", round)
-		start := func(e *election.Election) func() {
-			done := make(chan struct{})
-			go func() { defer close(done); e.Start(context.Background()) }()
-			return func() { e.Stop(); <-done }
-		}
 		stopSick := startSick(t, kvs[0], bucket, key)
 		delays := make(chan drawnDelay, 1)
 		bWon := make(chan time.Time, 1)
@@ -123,7 +127,7 @@ func TestACandidateInItsStartDelayTakesAReleaseAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stopB := start(b)
+		stopB := run(t, b)
 		var delay time.Duration
 		select {
 		case drawn := <-delays:
@@ -143,7 +147,7 @@ func TestACandidateInItsStartDelayTakesAReleaseAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stopA := start(a)
+		stopA := run(t, a)
 		select {
 		case <-aWon:
 		case won := <-bWon:
@@ -358,8 +362,7 @@ func TestACrowdWhoseWinnersStopAtOnceHasOneLeaderAndHandsOverFast(t *testing.T) 
 				last    uint64
 			)
 			wins := make(chan win, 4*crowd)
-			elections := map[string]*election.Election{}
-			dones := map[string]chan struct{}{}
+			elections, stops := map[string]*election.Election{}, map[string]func(){}
 			for i, kv := range kvs {
 				name := fmt.Sprintf("c%d", i)
 				e, err := election.NewElection(context.Background(), name, "k", &claimCountKV{KeyValue: kv, key: "k", name: name, log: &claims},
@@ -383,17 +386,8 @@ func TestACrowdWhoseWinnersStopAtOnceHasOneLeaderAndHandsOverFast(t *testing.T) 
 				if err != nil {
 					t.Fatal(err)
 				}
-				elections[name] = e
-				done := make(chan struct{})
-				dones[name] = done
-				go func() { defer close(done); e.Start(context.Background()) }()
+				elections[name], stops[name] = e, run(t, e)
 			}
-			t.Cleanup(func() {
-				for name, e := range elections {
-					e.Stop()
-					<-dones[name]
-				}
-			})
 			sampling, stopSampling := context.WithCancel(context.Background())
 			sampled := make(chan struct{})
 			go func() {
@@ -443,8 +437,7 @@ func TestACrowdWhoseWinnersStopAtOnceHasOneLeaderAndHandsOverFast(t *testing.T) 
 				if firstRelease.IsZero() {
 					firstRelease = released
 				}
-				elections[w.name].Stop() // releases the key once OnWon returned
-				<-dones[w.name]
+				stops[w.name]() // releases the key once OnWon returned
 			}
 			select {
 			case w := <-wins:
@@ -571,9 +564,8 @@ func TestAClaimAndReleaseRightAfterTheStartDelayIsDrawnEndIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bDone := make(chan struct{})
-		go func() { defer close(bDone); b.Start(context.Background()) }()
-		stopB := func() { release(); b.Stop(); <-bDone }
+		stopRun := run(t, b)
+		stopB := func() { release(); stopRun() }
 		var delay time.Duration
 		select {
 		case drawn := <-delays:
@@ -592,15 +584,13 @@ func TestAClaimAndReleaseRightAfterTheStartDelayIsDrawnEndIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		aDone := make(chan struct{})
-		go func() { defer close(aDone); a.Start(context.Background()) }()
+		stopA := run(t, a)
 		select {
 		case <-aWon:
 		case <-time.After(awaitTimeout):
 			t.Fatal("a never led")
 		}
-		a.Stop()
-		<-aDone
+		stopA()
 		select {
 		case <-bkv.seen:
 		case <-time.After(awaitTimeout):
@@ -707,11 +697,7 @@ func startSick(t *testing.T, kv jetstream.KeyValue, b *election.Bucket, key stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); sick.Start(context.Background()) }()
-	var once sync.Once
-	stop = func() { once.Do(func() { sick.Stop(); <-done }) }
-	t.Cleanup(stop)
+	stop = run(t, sick)
 	testenv.Eventually(t, "the sick candidate to be listed", awaitTimeout, func() bool {
 		c, err := b.Candidates(context.Background(), key)
 		return err == nil && len(c) == 1
@@ -791,7 +777,6 @@ func startCrowd(t *testing.T, kvs []jetstream.KeyValue, key string, log *claimLo
 			stop()
 		}
 	}
-	t.Cleanup(stopAll)
 	for i, kv := range kvs {
 		name := fmt.Sprintf("c%d", i)
 		all := append([]election.Option{election.WithLogger(slog.New(&startDelayLog{name: name, delays: delays}))}, opts...)
@@ -799,10 +784,7 @@ func startCrowd(t *testing.T, kvs []jetstream.KeyValue, key string, log *claimLo
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan struct{})
-		go func() { defer close(done); e.Start(context.Background()) }()
-		var once sync.Once
-		stops = append(stops, func() { once.Do(func() { e.Stop(); <-done }) })
+		stops = append(stops, run(t, e))
 	}
 	var drawn []drawnDelay
 	for range kvs {
