@@ -95,9 +95,9 @@ type Event struct {
 	Name  string `json:"name"`  // the candidate
 	Kind  string `json:"kind"`  // Won, StoodDown, RunStarted or Ran
 	Token uint64 `json:"token"` // the leadership's fencing token
-	// After says, for a win, how the key became free: "no key" (never
-	// held, or aged out), "released by NAME", "handed over to NAME",
-	// "deleted", or "purged" (or an expiry marker).
+	// After says, for a win, how the key became free, as the election's
+	// EventWon says it (election.Event.After): "no key", "released by
+	// NAME", "deleted" and so on.
 	After string `json:"after,omitempty"`
 	// Cause says, for a stand-down, why (an error's text; see OnLost).
 	Cause string `json:"cause,omitempty"`
@@ -376,14 +376,14 @@ func (h *History) Events(ctx context.Context, key string, since time.Time) ([]Ev
 	return events, nil
 }
 
-// afterReleases dates each win over a release or a handoff no earlier than
-// the stand-down of the key's tenure before it. The old leader writes the
-// release or the handoff only after it stood down, so the win came after
-// the stand-down; but each record is dated by its own trip to the server,
-// which can place the win a few milliseconds first. A win over no key, a
-// removal or an expiry is left as dated: nothing orders it after the
-// tenure before it but the clocks, and a history that shows it early shows
-// what they say.
+// afterReleases dates each win over a release, a handoff or a draining
+// mark no earlier than the stand-down of the key's tenure before it. The
+// old leader writes each of them only after it stood down, so the win came
+// after the stand-down; but each record is dated by its own trip to the
+// server, which can place the win a few milliseconds first. A win over no
+// key, a removal, an expiry or a live holder's entry is left as dated:
+// nothing orders it after the tenure before it but the clocks, and a
+// history that shows it early shows what they say.
 func afterReleases(events []Event) {
 	var records []*Event
 	for i := range events {
@@ -402,8 +402,7 @@ func afterReleases(events []Event) {
 		case ev.Token != records[i-1].Token:
 			before, current, floor = current, nil, time.Time{}
 		}
-		overRelease := strings.HasPrefix(ev.After, "released by ") || strings.HasPrefix(ev.After, "handed over to ")
-		if ev.Kind == Won && overRelease && before != nil && before.At.After(floor) {
+		if ev.Kind == Won && writtenAfterStandDown(ev.After) && before != nil && before.At.After(floor) {
 			floor = before.At
 		}
 		if ev.At.Before(floor) {
@@ -414,6 +413,18 @@ func afterReleases(events []Event) {
 			current = ev
 		}
 	}
+}
+
+// writtenAfterStandDown reports whether after, a win's Event.After, names
+// an entry the old leader wrote once it had stood down: a release, a
+// handoff or a draining mark.
+func writtenAfterStandDown(after string) bool {
+	for _, prefix := range []string{"released by ", "handed over to ", "drained by "} {
+		if strings.HasPrefix(after, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Record is an election's event hook (election.WithEventHook(h.Record))

@@ -170,8 +170,9 @@ func TestCreateAndOpenRefuseBadInput(t *testing.T) {
 // machines' trips to the server can: the successor's win over a's release
 // first, a's stand-down (sent at once, so with no delay to date it back)
 // after it. The history still shows a's stand-down first, for a writes the
-// release only after it stood down. A win over no key is left where its
-// date puts it: nothing but the clocks orders it after the tenure before.
+// release only after it stood down; so for a draining mark. A win over no
+// key is left where its date puts it: nothing but the clocks orders it
+// after the tenure before.
 func TestAWinOverAReleaseComesAfterTheStandDownBeforeIt(t *testing.T) {
 	s := testenv.Server(t)
 	_, js := testenv.Connect(t, s.ClientURL())
@@ -190,11 +191,8 @@ func TestAWinOverAReleaseComesAfterTheStandDownBeforeIt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, key := range []string{"released", "aged"} {
-		after := "released by a"
-		if key == "aged" {
-			after = "no key"
-		}
+	afters := map[string]string{"released": "released by a", "drained": "drained by a", "aged": "no key"}
+	for key, after := range afters {
 		store(history.Event{Key: key, Name: "a", Kind: history.Won, Token: 1, After: "no key"})
 		store(history.Event{Key: key, Name: "b", Kind: history.Won, Token: 9, After: after})
 		store(history.Event{Key: key, Name: "a", Kind: history.StoodDown, Token: 1, Cause: "stopped"})
@@ -202,6 +200,7 @@ func TestAWinOverAReleaseComesAfterTheStandDownBeforeIt(t *testing.T) {
 	}
 	for key, want := range map[string]string{
 		"released": "a won; a stood_down; b won; b stood_down",
+		"drained":  "a won; a stood_down; b won; b stood_down",
 		"aged":     "a won; b won; a stood_down; b stood_down",
 	} {
 		events, err := h.Events(context.Background(), key, time.Time{})
